@@ -1,0 +1,41 @@
+//! The registry's pure core: the Nacos naming data model in a sharded store
+//! of lock-free copy-on-write snapshots, with heartbeat leases and expiry.
+//!
+//! No sockets, no async runtime, no JSON, no globals, no clock: time comes in
+//! as [`Millis`]. The server builds all I/O around [`Store`].
+//!
+//! # Layout
+//! - [`model`]: service keys, instances, identity, defaults, `preserved.*` timeouts.
+//! - [`metadata`]: the compact immutable metadata map.
+//! - [`snapshot`]: immutable revisioned service state and the query views.
+//! - [`store`]: shards, every operation, expiry; who writes what.
+//! - [`lease`]: the per-shard slab of heartbeat deadlines.
+//! - [`event`]: change events for the notifier.
+//! - [`error`]: what an operation can refuse.
+//!
+//! # Who writes what
+//! Each shard has one writer lock; all changes to its services happen under
+//! it. Readers only load `Arc<ServiceSnapshot>`s and never wait. Beats write
+//! one atomic deadline in the lease slab and nothing else.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod event;
+mod intern;
+pub mod lease;
+pub mod metadata;
+pub mod model;
+pub mod snapshot;
+pub mod store;
+
+pub use error::RegistryError;
+pub use event::ChangeEvent;
+pub use metadata::Metadata;
+pub use model::{
+    Instance, InstanceAddr, InstancePatch, InstanceSpec, LeaseTimeouts, Millis, ServiceKey,
+    ServiceRef, ServiceSpec, DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE,
+};
+pub use snapshot::{Selection, ServiceSnapshot, View};
+pub use store::{BeatOutcome, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written};

@@ -1,0 +1,963 @@
+//! The sharded service store: every registry operation, and who may write.
+//!
+//! Services are spread over N shards (a power of two) by a hash of
+//! (namespace, service). Each shard owns:
+//! - a lock-free index (`papaya`) from service key to [`ServiceCell`]:
+//!   readers never lock it;
+//! - a [`LeaseTable`] of beat deadlines, renewed in place by beats;
+//! - one writer lock serialising every change to the shard's services.
+//!
+//! Reads (`query`, `beat`) load the current snapshot and never wait for a
+//! writer. A write takes its shard's lock, copies the one service it
+//! changes, publishes the copy with a new revision, and returns a
+//! [`ChangeEvent`] for the notifier. The store is pure: no clock, no I/O.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, Guard};
+use foldhash::fast::FixedState;
+use parking_lot::Mutex;
+
+use crate::error::RegistryError;
+use crate::event::ChangeEvent;
+use crate::intern::Interner;
+use crate::lease::{self, LeaseSlot, LeaseTable, SlotAllocator};
+use crate::metadata::Metadata;
+use crate::model::{
+    check_threshold, check_weight, Instance, InstanceAddr, InstancePatch, InstanceSpec,
+    LeaseTimeouts, Millis, ServiceKey, ServiceRef, ServiceSpec,
+};
+use crate::snapshot::ServiceSnapshot;
+
+/// Store settings. Build with struct update syntax over `Default`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreConfig {
+    /// Number of shards; must be a power of two.
+    pub shards: usize,
+    /// Default heartbeat timing; `preserved.*` metadata overrides it.
+    pub timeouts: LeaseTimeouts,
+    /// How long an auto-created service may stay empty before it is removed
+    /// (Nacos cleans empty services after 60 s).
+    pub empty_service_ttl_ms: u64,
+    /// Most instances one service may hold.
+    pub max_instances_per_service: usize,
+    /// Most services the store may hold.
+    pub max_services: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            shards: 64,
+            timeouts: LeaseTimeouts::NACOS,
+            empty_service_ttl_ms: 60_000,
+            max_instances_per_service: 200_000,
+            max_services: 4_000_000,
+        }
+    }
+}
+
+/// Counts of what the store holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Services, including empty ones.
+    pub services: usize,
+    /// Instances, ephemeral and persistent.
+    pub instances: usize,
+    /// Bytes held by the lease slabs.
+    pub lease_bytes: usize,
+}
+
+/// The result of a write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The service's revision after the write.
+    pub revision: u64,
+    /// Set when readers can see a change; `None` for a no-op.
+    pub event: Option<ChangeEvent>,
+}
+
+/// The result of a beat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BeatOutcome {
+    /// The lease was renewed; beat again after `interval_ms`.
+    Renewed {
+        /// The instance's beat interval.
+        interval_ms: u32,
+    },
+    /// The lease was renewed and the unhealthy instance turned healthy.
+    Revived {
+        /// The instance's beat interval.
+        interval_ms: u32,
+        /// The health change, for the notifier.
+        event: ChangeEvent,
+    },
+    /// No such instance: the client should register again (Nacos `20404`).
+    NotFound,
+}
+
+/// What one expiry pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExpireReport {
+    /// One event per changed service.
+    pub events: Vec<ChangeEvent>,
+    /// Instances marked unhealthy.
+    pub unhealthy: usize,
+    /// Instances deleted.
+    pub removed: usize,
+    /// Empty auto-created services removed.
+    pub services_removed: usize,
+}
+
+/// One page of a service listing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServicePage {
+    /// Services matching the filter, on all pages.
+    pub count: usize,
+    /// This page's services, sorted by grouped name.
+    pub services: Vec<ServiceKey>,
+}
+
+/// One service's current snapshot. Written only under its shard's writer
+/// lock; read by anyone, lock-free.
+pub struct ServiceCell {
+    snapshot: ArcSwap<ServiceSnapshot>,
+}
+
+impl ServiceCell {
+    /// The current snapshot, without touching the reference count when the
+    /// caller keeps it briefly.
+    pub fn load(&self) -> Guard<Arc<ServiceSnapshot>> {
+        self.snapshot.load()
+    }
+}
+
+struct Shard {
+    services: papaya::HashMap<ServiceKey, Arc<ServiceCell>, FixedState>,
+    leases: LeaseTable,
+    writer: Mutex<Writer>,
+    /// Counters written by the writer, read by `stats` (`Relaxed`: they are
+    /// independent gauges, no other memory is published through them).
+    services_count: AtomicUsize,
+    instances_count: AtomicUsize,
+    /// The writer has empty auto-created services to look at in `expire`.
+    has_emptied: AtomicBool,
+}
+
+/// State only the shard's writer touches.
+struct Writer {
+    next_revision: u64,
+    slots: SlotAllocator,
+    /// Which service owns each lease slot, for the sweeper.
+    owners: Vec<Option<Arc<ServiceCell>>>,
+    interner: Interner,
+    /// Auto-created services that became empty, oldest first.
+    emptied: Vec<Arc<ServiceCell>>,
+}
+
+/// How `upsert` treats a missing instance.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Upsert {
+    /// Create the service and the instance as needed.
+    Register,
+    /// Fail if either is missing.
+    Update,
+}
+
+/// The registry: sharded services with lock-free snapshots and leases.
+pub struct Store {
+    shards: Box<[Shard]>,
+    mask: u64,
+    hasher: FixedState,
+    config: StoreConfig,
+}
+
+impl Store {
+    /// An empty store.
+    ///
+    /// # Panics
+    /// If `config.shards` is not a power of two; validate configuration
+    /// from users with [`StoreConfig::validate`] first.
+    pub fn new(config: StoreConfig) -> Store {
+        config.validate().expect("invalid store configuration");
+        let shards = (0..config.shards)
+            .map(|_| Shard {
+                services: papaya::HashMap::builder()
+                    .hasher(FixedState::with_seed(0x5eed))
+                    .build(),
+                leases: LeaseTable::new(),
+                writer: Mutex::new(Writer {
+                    next_revision: 0,
+                    slots: SlotAllocator::default(),
+                    owners: Vec::new(),
+                    interner: Interner::default(),
+                    emptied: Vec::new(),
+                }),
+                services_count: AtomicUsize::new(0),
+                instances_count: AtomicUsize::new(0),
+                has_emptied: AtomicBool::new(false),
+            })
+            .collect();
+        Store {
+            shards,
+            mask: config.shards as u64 - 1,
+            hasher: FixedState::with_seed(0x9e37_79b9),
+            config,
+        }
+    }
+
+    /// The configuration the store was built with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    fn shard(&self, service: ServiceRef<'_>) -> &Shard {
+        use std::hash::BuildHasher;
+        let h = self.hasher.hash_one(service);
+        &self.shards[(h & self.mask) as usize]
+    }
+
+    /// Index of the shard owning `service`, for tests and diagnostics.
+    pub fn shard_of(&self, service: ServiceRef<'_>) -> usize {
+        use std::hash::BuildHasher;
+        (self.hasher.hash_one(service) & self.mask) as usize
+    }
+
+    // ----- reads -------------------------------------------------------
+
+    /// The current snapshot of a service.
+    pub fn snapshot(&self, service: ServiceRef<'_>) -> Option<Arc<ServiceSnapshot>> {
+        let shard = self.shard(service);
+        let map = shard.services.pin();
+        map.get(&service).map(|c| c.snapshot.load_full())
+    }
+
+    /// Runs `f` on the current snapshot without cloning its `Arc`.
+    pub fn read<R>(
+        &self,
+        service: ServiceRef<'_>,
+        f: impl FnOnce(&ServiceSnapshot) -> R,
+    ) -> Option<R> {
+        let shard = self.shard(service);
+        let map = shard.services.pin();
+        let cell = map.get(&service)?;
+        let snap = cell.snapshot.load();
+        Some(f(&snap))
+    }
+
+    /// One instance, with Nacos's three ways of not finding it.
+    pub fn instance(
+        &self,
+        service: ServiceRef<'_>,
+        addr: InstanceAddr<'_>,
+    ) -> Result<Instance, RegistryError> {
+        self.read(service, |s| {
+            if let Some(i) = s.find_any(addr) {
+                return Ok(i.clone());
+            }
+            if s.instances().iter().any(|i| *i.cluster == *addr.cluster) {
+                Err(RegistryError::InstanceNotFound)
+            } else {
+                Err(RegistryError::ClusterNotFound)
+            }
+        })
+        .unwrap_or(Err(RegistryError::ServiceNotFound))
+    }
+
+    /// Counts of services and instances.
+    pub fn stats(&self) -> StoreStats {
+        let mut st = StoreStats::default();
+        for s in self.shards.iter() {
+            st.services += s.services_count.load(Ordering::Relaxed);
+            st.instances += s.instances_count.load(Ordering::Relaxed);
+            st.lease_bytes += s.leases.heap_bytes();
+        }
+        st
+    }
+
+    /// A page of the services in `namespace`, sorted by grouped name.
+    /// `group` of `None` lists every group (Nacos's `*`). Pages count from 1.
+    pub fn list_services(
+        &self,
+        namespace: &str,
+        group: Option<&str>,
+        page_no: usize,
+        page_size: usize,
+    ) -> ServicePage {
+        let mut keys: Vec<ServiceKey> = Vec::new();
+        for shard in self.shards.iter() {
+            let map = shard.services.pin();
+            for (k, _) in map.iter() {
+                if k.namespace() == namespace && group.is_none_or(|g| k.group() == g) {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        keys.sort_by(|a, b| a.grouped_name().cmp(b.grouped_name()));
+        let count = keys.len();
+        let start = page_no
+            .saturating_sub(1)
+            .saturating_mul(page_size)
+            .min(count);
+        let end = start.saturating_add(page_size).min(count);
+        ServicePage {
+            count,
+            services: keys.drain(start..end).collect(),
+        }
+    }
+
+    // ----- the beat ------------------------------------------------------
+
+    /// Renews an ephemeral instance's lease in place. Only an unhealthy →
+    /// healthy transition takes the write path. A persistent instance is
+    /// acknowledged without renewal, as Nacos does.
+    pub fn beat(
+        &self,
+        service: ServiceRef<'_>,
+        addr: InstanceAddr<'_>,
+        now: Millis,
+    ) -> BeatOutcome {
+        let shard = self.shard(service);
+        let map = shard.services.pin();
+        let Some(cell) = map.get(&service) else {
+            return BeatOutcome::NotFound;
+        };
+        let snap = cell.snapshot.load();
+        let Some(inst) = snap.find(addr, true) else {
+            return match snap.find(addr, false) {
+                Some(p) => BeatOutcome::Renewed {
+                    interval_ms: p.timeouts.beat_interval_ms,
+                },
+                None => BeatOutcome::NotFound,
+            };
+        };
+        let interval_ms = inst.timeouts.beat_interval_ms;
+        shard
+            .leases
+            .renew(inst.lease, lease::beat_deadline(now, &inst.timeouts));
+        if inst.healthy {
+            return BeatOutcome::Renewed { interval_ms };
+        }
+        drop(snap);
+        match self.set_health(service, addr, true, true, now) {
+            Ok(Written {
+                event: Some(event), ..
+            }) => BeatOutcome::Revived { interval_ms, event },
+            Ok(_) => BeatOutcome::Renewed { interval_ms },
+            // Deleted between our read and the write: register again.
+            Err(_) => BeatOutcome::NotFound,
+        }
+    }
+
+    // ----- instance writes ------------------------------------------------
+
+    /// Registers an instance, creating the service if needed, or replaces
+    /// the fields of an existing one (upsert). Registering counts as a beat.
+    pub fn register(
+        &self,
+        service: ServiceRef<'_>,
+        spec: &InstanceSpec<'_>,
+        now: Millis,
+    ) -> Result<Written, RegistryError> {
+        self.upsert(service, spec, now, Upsert::Register)
+    }
+
+    /// Replaces the fields of an existing instance.
+    ///
+    /// # Errors
+    /// [`RegistryError::ServiceNotFound`] or [`RegistryError::InstanceNotFound`].
+    pub fn update(
+        &self,
+        service: ServiceRef<'_>,
+        spec: &InstanceSpec<'_>,
+        now: Millis,
+    ) -> Result<Written, RegistryError> {
+        self.upsert(service, spec, now, Upsert::Update)
+    }
+
+    fn upsert(
+        &self,
+        service: ServiceRef<'_>,
+        spec: &InstanceSpec<'_>,
+        now: Millis,
+        mode: Upsert,
+    ) -> Result<Written, RegistryError> {
+        check_name(service)?;
+        check_weight(spec.weight)?;
+        if spec.addr.cluster.is_empty() {
+            return Err(RegistryError::InvalidName);
+        }
+        let timeouts = LeaseTimeouts::from_metadata(&spec.metadata, self.config.timeouts)?;
+        let shard = self.shard(service);
+        let mut w = shard.writer.lock();
+        let cell = match mode {
+            Upsert::Register => self.cell_or_create(shard, &mut w, service, now)?,
+            Upsert::Update => self
+                .cell(shard, service)
+                .ok_or(RegistryError::ServiceNotFound)?,
+        };
+        let old = cell.snapshot.load_full();
+        let pos = old.position(spec.addr, spec.ephemeral);
+        if pos.is_err() {
+            if mode == Upsert::Update {
+                return Err(RegistryError::InstanceNotFound);
+            }
+            if old.instances.len() >= self.config.max_instances_per_service {
+                return Err(RegistryError::TooManyInstances {
+                    limit: self.config.max_instances_per_service,
+                });
+            }
+        }
+        let (cluster, lease) = match pos {
+            Ok(i) => (old.instances[i].cluster.clone(), old.instances[i].lease),
+            Err(_) => {
+                let lease = if spec.ephemeral {
+                    let slot = w.slots.allocate();
+                    set_owner(&mut w.owners, slot, Some(cell.clone()));
+                    slot
+                } else {
+                    LeaseSlot::NONE
+                };
+                (w.interner.string(spec.addr.cluster), lease)
+            }
+        };
+        let inst = Instance {
+            ip: spec.addr.ip,
+            port: spec.addr.port,
+            healthy: spec.healthy,
+            enabled: spec.enabled,
+            ephemeral: spec.ephemeral,
+            weight: spec.weight,
+            cluster,
+            metadata: w.interner.metadata(spec.metadata.clone()),
+            timeouts,
+            lease,
+        };
+        if lease.is_some() {
+            let deadline = lease::beat_deadline(now, &timeouts);
+            match pos {
+                Ok(_) => shard.leases.renew(lease, deadline),
+                Err(_) => shard.leases.activate(lease, deadline),
+            }
+        }
+        let mut instances = old.instances.to_vec();
+        match pos {
+            Ok(i) if instances[i].same_visible_state(&inst) => {
+                return Ok(Written {
+                    revision: old.revision,
+                    event: None,
+                });
+            }
+            Ok(i) => instances[i] = inst,
+            Err(i) => {
+                instances.insert(i, inst);
+                shard.instances_count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+    }
+
+    /// Removes an instance. Removing what does not exist is not an error
+    /// (Nacos answers `ok`) and produces no event.
+    pub fn deregister(
+        &self,
+        service: ServiceRef<'_>,
+        addr: InstanceAddr<'_>,
+        ephemeral: bool,
+        now: Millis,
+    ) -> Result<Written, RegistryError> {
+        let shard = self.shard(service);
+        let mut w = shard.writer.lock();
+        let Some(cell) = self.cell(shard, service) else {
+            return Ok(Written {
+                revision: 0,
+                event: None,
+            });
+        };
+        let old = cell.snapshot.load_full();
+        let Ok(i) = old.position(addr, ephemeral) else {
+            return Ok(Written {
+                revision: old.revision,
+                event: None,
+            });
+        };
+        let mut instances = old.instances.to_vec();
+        let gone = instances.remove(i);
+        self.release_lease(shard, &mut w, gone.lease);
+        shard.instances_count.fetch_sub(1, Ordering::Relaxed);
+        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+    }
+
+    /// Changes only the given fields. `ephemeral` of `None` patches the
+    /// ephemeral instance at `addr` if there is one, else the persistent one.
+    ///
+    /// # Errors
+    /// [`RegistryError::ServiceNotFound`], [`RegistryError::InstanceNotFound`],
+    /// or a validation error for the new values.
+    pub fn patch(
+        &self,
+        service: ServiceRef<'_>,
+        addr: InstanceAddr<'_>,
+        ephemeral: Option<bool>,
+        patch: &InstancePatch,
+        now: Millis,
+    ) -> Result<Written, RegistryError> {
+        if let Some(w) = patch.weight {
+            check_weight(w)?;
+        }
+        let timeouts = match &patch.metadata {
+            Some(m) => Some(LeaseTimeouts::from_metadata(m, self.config.timeouts)?),
+            None => None,
+        };
+        self.modify(service, addr, ephemeral, now, |inst, interner| {
+            if let Some(w) = patch.weight {
+                inst.weight = w;
+            }
+            if let Some(e) = patch.enabled {
+                inst.enabled = e;
+            }
+            if let Some(h) = patch.healthy {
+                inst.healthy = h;
+            }
+            if let (Some(m), Some(t)) = (&patch.metadata, timeouts) {
+                inst.metadata = interner.metadata(m.clone());
+                inst.timeouts = t;
+            }
+        })
+    }
+
+    /// Sets an instance's health: used by beats reviving an instance and by
+    /// the server's health checks of persistent instances.
+    pub fn set_health(
+        &self,
+        service: ServiceRef<'_>,
+        addr: InstanceAddr<'_>,
+        ephemeral: bool,
+        healthy: bool,
+        now: Millis,
+    ) -> Result<Written, RegistryError> {
+        self.modify(service, addr, Some(ephemeral), now, |inst, _| {
+            inst.healthy = healthy;
+        })
+    }
+
+    fn modify(
+        &self,
+        service: ServiceRef<'_>,
+        addr: InstanceAddr<'_>,
+        ephemeral: Option<bool>,
+        now: Millis,
+        change: impl FnOnce(&mut Instance, &mut Interner),
+    ) -> Result<Written, RegistryError> {
+        let shard = self.shard(service);
+        let mut w = shard.writer.lock();
+        let cell = self
+            .cell(shard, service)
+            .ok_or(RegistryError::ServiceNotFound)?;
+        let old = cell.snapshot.load_full();
+        let i = match ephemeral {
+            Some(e) => old.position(addr, e).ok(),
+            None => old
+                .position(addr, true)
+                .or_else(|_| old.position(addr, false))
+                .ok(),
+        }
+        .ok_or(RegistryError::InstanceNotFound)?;
+        let mut inst = old.instances[i].clone();
+        change(&mut inst, &mut w.interner);
+        if inst.same_visible_state(&old.instances[i]) {
+            return Ok(Written {
+                revision: old.revision,
+                event: None,
+            });
+        }
+        let mut instances = old.instances.to_vec();
+        instances[i] = inst;
+        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+    }
+
+    // ----- service writes -------------------------------------------------
+
+    /// Creates a service explicitly. Explicit services are kept when empty.
+    ///
+    /// # Errors
+    /// [`RegistryError::ServiceExists`] if it exists, even auto-created.
+    pub fn create_service(
+        &self,
+        service: ServiceRef<'_>,
+        spec: &ServiceSpec,
+        now: Millis,
+    ) -> Result<Written, RegistryError> {
+        check_name(service)?;
+        check_threshold(spec.protect_threshold)?;
+        let shard = self.shard(service);
+        let mut w = shard.writer.lock();
+        if self.cell(shard, service).is_some() {
+            return Err(RegistryError::ServiceExists);
+        }
+        let cell = self.cell_or_create(shard, &mut w, service, now)?;
+        let old = cell.snapshot.load_full();
+        let next = ServiceSnapshot {
+            protect_threshold: spec.protect_threshold,
+            metadata: w.interner.metadata(spec.metadata.clone()),
+            selector: spec.selector.clone(),
+            explicit: true,
+            ..derive(&old, Box::new([]))
+        };
+        Ok(self.commit(&mut w, &cell, next, now))
+    }
+
+    /// Replaces a service's settings. `None` fields keep their value.
+    ///
+    /// # Errors
+    /// [`RegistryError::ServiceNotFound`] or an invalid threshold.
+    pub fn update_service(
+        &self,
+        service: ServiceRef<'_>,
+        protect_threshold: f32,
+        metadata: Option<Metadata>,
+        selector: Option<Arc<str>>,
+        now: Millis,
+    ) -> Result<Written, RegistryError> {
+        check_threshold(protect_threshold)?;
+        let shard = self.shard(service);
+        let mut w = shard.writer.lock();
+        let cell = self
+            .cell(shard, service)
+            .ok_or(RegistryError::ServiceNotFound)?;
+        let old = cell.snapshot.load_full();
+        let metadata = match metadata {
+            Some(m) => w.interner.metadata(m),
+            None => old.metadata.clone(),
+        };
+        let next = ServiceSnapshot {
+            protect_threshold,
+            metadata,
+            selector: selector.or_else(|| old.selector.clone()),
+            explicit: true,
+            ..derive(&old, old.instances.clone())
+        };
+        Ok(self.commit(&mut w, &cell, next, now))
+    }
+
+    /// Deletes a service with all its instances, as Nacos 1.4.8 does.
+    ///
+    /// # Errors
+    /// [`RegistryError::ServiceNotFound`].
+    pub fn delete_service(&self, service: ServiceRef<'_>) -> Result<Written, RegistryError> {
+        let shard = self.shard(service);
+        let mut w = shard.writer.lock();
+        let map = shard.services.pin();
+        let cell = map
+            .get(&service)
+            .cloned()
+            .ok_or(RegistryError::ServiceNotFound)?;
+        let old = cell.snapshot.load_full();
+        for inst in old.instances.iter() {
+            self.release_lease(shard, &mut w, inst.lease);
+        }
+        shard
+            .instances_count
+            .fetch_sub(old.instances.len(), Ordering::Relaxed);
+        map.remove(&service);
+        shard.services_count.fetch_sub(1, Ordering::Relaxed);
+        w.next_revision += 1;
+        Ok(Written {
+            revision: w.next_revision,
+            event: Some(ChangeEvent {
+                service: old.key.clone(),
+                revision: w.next_revision,
+            }),
+        })
+    }
+
+    // ----- expiry ---------------------------------------------------------
+
+    /// One sweeper pass: marks ephemeral instances unhealthy after their
+    /// beat timeout, deletes them after their delete timeout, and removes
+    /// auto-created services empty for longer than the configured TTL.
+    /// Persistent instances are never touched.
+    ///
+    /// Cost: one linear scan of each shard's lease slab (no pointers, no
+    /// locks), plus work proportional to what is due.
+    pub fn expire(&self, now: Millis) -> ExpireReport {
+        let mut report = ExpireReport::default();
+        let mut due = Vec::new();
+        for shard in self.shards.iter() {
+            due.clear();
+            shard.leases.scan_due(now, &mut due);
+            let emptied = shard.has_emptied.load(Ordering::Relaxed);
+            if due.is_empty() && !emptied {
+                continue;
+            }
+            let mut w = shard.writer.lock();
+            let mut work: Vec<(Arc<ServiceCell>, LeaseSlot)> = due
+                .iter()
+                .filter_map(|s| {
+                    let owner = w.owners.get(s.0 as usize)?.as_ref()?;
+                    Some((owner.clone(), *s))
+                })
+                .collect();
+            work.sort_by_key(|(c, s)| (Arc::as_ptr(c) as usize, *s));
+            let mut slots = Vec::new();
+            for run in work.chunk_by(|a, b| Arc::ptr_eq(&a.0, &b.0)) {
+                slots.clear();
+                slots.extend(run.iter().map(|(_, s)| *s));
+                self.expire_service(shard, &mut w, &run[0].0, &slots, now, &mut report);
+            }
+            if emptied {
+                self.remove_empty_services(shard, &mut w, now, &mut report);
+            }
+        }
+        report
+    }
+
+    fn expire_service(
+        &self,
+        shard: &Shard,
+        w: &mut Writer,
+        cell: &Arc<ServiceCell>,
+        due: &[LeaseSlot],
+        now: Millis,
+        report: &mut ExpireReport,
+    ) {
+        let old = cell.snapshot.load_full();
+        let mut instances: Vec<Instance> = Vec::with_capacity(old.instances.len());
+        let mut changed = false;
+        for inst in old.instances.iter() {
+            if !inst.lease.is_some() || due.binary_search(&inst.lease).is_err() {
+                instances.push(inst.clone());
+                continue;
+            }
+            // Re-read under the lock: a beat may have renewed it since the scan.
+            let deadline = shard.leases.deadline(inst.lease);
+            if lease::due_at(deadline) > now {
+                instances.push(inst.clone());
+                continue;
+            }
+            let last = lease::last_beat(deadline, &inst.timeouts);
+            if now >= last.plus(u64::from(inst.timeouts.delete_timeout_ms)) {
+                self.release_lease(shard, w, inst.lease);
+                shard.instances_count.fetch_sub(1, Ordering::Relaxed);
+                report.removed += 1;
+                changed = true;
+                continue;
+            }
+            let mut kept = inst.clone();
+            if inst.healthy && now >= last.plus(u64::from(inst.timeouts.beat_timeout_ms)) {
+                kept.healthy = false;
+                report.unhealthy += 1;
+                changed = true;
+            }
+            // Next look at the delete time, unless a beat renews it first.
+            shard.leases.postpone(
+                inst.lease,
+                deadline,
+                lease::postponed_deadline(last, &inst.timeouts),
+            );
+            instances.push(kept);
+        }
+        if changed {
+            let written = self.publish(shard, w, cell, &old, instances, now);
+            report.events.extend(written.event);
+        }
+    }
+
+    fn remove_empty_services(
+        &self,
+        shard: &Shard,
+        w: &mut Writer,
+        now: Millis,
+        report: &mut ExpireReport,
+    ) {
+        let ttl = self.config.empty_service_ttl_ms;
+        let map = shard.services.pin();
+        w.emptied.retain(|cell| {
+            let snap = cell.snapshot.load();
+            let Some(since) = snap.emptied_at else {
+                return false;
+            };
+            if snap.explicit || !snap.instances.is_empty() {
+                return false;
+            }
+            if now < since.plus(ttl) {
+                return true;
+            }
+            let key = snap.key.as_ref();
+            if map.get(&key).is_some_and(|c| Arc::ptr_eq(c, cell)) {
+                map.remove(&key);
+                shard.services_count.fetch_sub(1, Ordering::Relaxed);
+                report.services_removed += 1;
+            }
+            false
+        });
+        shard
+            .has_emptied
+            .store(!w.emptied.is_empty(), Ordering::Relaxed);
+    }
+
+    // ----- write-path plumbing ---------------------------------------------
+
+    fn cell(&self, shard: &Shard, service: ServiceRef<'_>) -> Option<Arc<ServiceCell>> {
+        shard.services.pin().get(&service).cloned()
+    }
+
+    fn cell_or_create(
+        &self,
+        shard: &Shard,
+        w: &mut Writer,
+        service: ServiceRef<'_>,
+        now: Millis,
+    ) -> Result<Arc<ServiceCell>, RegistryError> {
+        if let Some(c) = self.cell(shard, service) {
+            return Ok(c);
+        }
+        check_name(service)?;
+        if self.stats_services() >= self.config.max_services {
+            return Err(RegistryError::TooManyServices {
+                limit: self.config.max_services,
+            });
+        }
+        w.next_revision += 1;
+        let key = ServiceKey::from_shared(
+            w.interner.string(service.namespace),
+            Arc::from(service.name),
+        );
+        let cell = Arc::new(ServiceCell {
+            snapshot: ArcSwap::from_pointee(ServiceSnapshot::empty(
+                key.clone(),
+                w.next_revision,
+                false,
+                now,
+            )),
+        });
+        shard.services.pin().insert(key, cell.clone());
+        shard.services_count.fetch_add(1, Ordering::Relaxed);
+        // Until an instance arrives it is an empty auto-created service.
+        w.emptied.push(cell.clone());
+        shard.has_emptied.store(true, Ordering::Relaxed);
+        Ok(cell)
+    }
+
+    fn stats_services(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.services_count.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    fn release_lease(&self, shard: &Shard, w: &mut Writer, slot: LeaseSlot) {
+        if slot.is_some() {
+            shard.leases.release(slot);
+            set_owner(&mut w.owners, slot, None);
+            w.slots.free(slot);
+        }
+    }
+
+    /// Publishes `instances` as the service's next revision.
+    fn publish(
+        &self,
+        shard: &Shard,
+        w: &mut Writer,
+        cell: &Arc<ServiceCell>,
+        old: &ServiceSnapshot,
+        instances: Vec<Instance>,
+        now: Millis,
+    ) -> Written {
+        let next = derive(old, instances.into_boxed_slice());
+        let became_empty = next.instances.is_empty() && !old.instances.is_empty() && !old.explicit;
+        let written = self.commit(w, cell, next, now);
+        if became_empty {
+            w.emptied.push(cell.clone());
+            shard.has_emptied.store(true, Ordering::Relaxed);
+        }
+        written
+    }
+
+    fn commit(
+        &self,
+        w: &mut Writer,
+        cell: &Arc<ServiceCell>,
+        mut next: ServiceSnapshot,
+        now: Millis,
+    ) -> Written {
+        w.next_revision += 1;
+        next.revision = w.next_revision;
+        next.checksum = crate::snapshot::checksum(&next.instances);
+        next.emptied_at = match (next.instances.is_empty(), next.emptied_at) {
+            (false, _) => None,
+            (true, Some(t)) => Some(t),
+            (true, None) => Some(now),
+        };
+        let event = ChangeEvent {
+            service: next.key.clone(),
+            revision: next.revision,
+        };
+        cell.snapshot.store(Arc::new(next));
+        Written {
+            revision: event.revision,
+            event: Some(event),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Checks the settings a user can get wrong.
+    ///
+    /// # Errors
+    /// A message naming the bad setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.shards.is_power_of_two() {
+            return Err(format!(
+                "shards must be a power of two, got {}",
+                self.shards
+            ));
+        }
+        let t = &self.timeouts;
+        if t.beat_interval_ms == 0 || t.beat_timeout_ms == 0 || t.delete_timeout_ms == 0 {
+            return Err("heartbeat interval and timeouts must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// The next snapshot: `old`'s settings with new instances. The revision and
+/// checksum are set by `commit`.
+fn derive(old: &ServiceSnapshot, instances: Box<[Instance]>) -> ServiceSnapshot {
+    ServiceSnapshot {
+        key: old.key.clone(),
+        revision: old.revision,
+        protect_threshold: old.protect_threshold,
+        metadata: old.metadata.clone(),
+        selector: old.selector.clone(),
+        instances,
+        checksum: old.checksum,
+        explicit: old.explicit,
+        emptied_at: old.emptied_at,
+    }
+}
+
+fn set_owner(
+    owners: &mut Vec<Option<Arc<ServiceCell>>>,
+    slot: LeaseSlot,
+    owner: Option<Arc<ServiceCell>>,
+) {
+    let i = slot.0 as usize;
+    if owners.len() <= i {
+        owners.resize(i + 1, None);
+    }
+    owners[i] = owner;
+}
+
+fn check_name(service: ServiceRef<'_>) -> Result<(), RegistryError> {
+    if service.namespace.is_empty() || service.name.is_empty() {
+        Err(RegistryError::InvalidName)
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;
