@@ -11,6 +11,8 @@
 //! - [`store`]: shards, every operation, expiry; who writes what.
 //! - [`lease`]: the per-shard slab of heartbeat deadlines.
 //! - [`event`]: change events for the notifier.
+//! - [`coalesce`]: merging change events per service within a window.
+//! - [`subscribers`]: push subscriptions, their leases and limits.
 //! - [`error`]: what an operation can refuse.
 //!
 //! # Who writes what
@@ -21,6 +23,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod coalesce;
 pub mod error;
 pub mod event;
 mod intern;
@@ -29,7 +32,9 @@ pub mod metadata;
 pub mod model;
 pub mod snapshot;
 pub mod store;
+pub mod subscribers;
 
+pub use coalesce::{Coalescer, Due};
 pub use error::RegistryError;
 pub use event::ChangeEvent;
 pub use metadata::Metadata;
@@ -39,3 +44,4 @@ pub use model::{
 };
 pub use snapshot::{Selection, ServiceSnapshot, View};
 pub use store::{BeatOutcome, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written};
+pub use subscribers::{Subscribed, SubscriberConfig, SubscriberView, Subscribers, Subscription};

@@ -14,12 +14,33 @@ const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3));
 
 #[derive(Clone, Debug)]
 enum Op {
-    Register { svc: usize, port: u16, ephemeral: bool, weight: u8, healthy: bool },
-    Deregister { svc: usize, port: u16, ephemeral: bool },
-    Beat { svc: usize, port: u16 },
-    Disable { svc: usize, port: u16, enabled: bool },
-    Advance { ms: u64 },
-    DeleteService { svc: usize },
+    Register {
+        svc: usize,
+        port: u16,
+        ephemeral: bool,
+        weight: u8,
+        healthy: bool,
+    },
+    Deregister {
+        svc: usize,
+        port: u16,
+        ephemeral: bool,
+    },
+    Beat {
+        svc: usize,
+        port: u16,
+    },
+    Disable {
+        svc: usize,
+        port: u16,
+        enabled: bool,
+    },
+    Advance {
+        ms: u64,
+    },
+    DeleteService {
+        svc: usize,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -53,7 +74,8 @@ struct Model {
 impl Model {
     fn expire(&mut self) {
         let now = self.now;
-        self.instances.retain(|(_, _, eph), i| !*eph || now < i.last_beat + 30_000);
+        self.instances
+            .retain(|(_, _, eph), i| !*eph || now < i.last_beat + 30_000);
         for ((_, _, eph), i) in self.instances.iter_mut() {
             if *eph && now >= i.last_beat + 15_000 {
                 i.healthy = false;
@@ -79,7 +101,15 @@ fn store_view(store: &Store, svc: usize) -> Vec<(u16, bool, u64, bool, bool)> {
         .map(|s| {
             s.instances()
                 .iter()
-                .map(|i| (i.port, i.ephemeral, i.weight.to_bits(), i.healthy, i.enabled))
+                .map(|i| {
+                    (
+                        i.port,
+                        i.ephemeral,
+                        i.weight.to_bits(),
+                        i.healthy,
+                        i.enabled,
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();

@@ -19,7 +19,10 @@ fn name(i: usize) -> String {
 
 #[test]
 fn readers_never_see_torn_or_stale_snapshots() {
-    let store = Arc::new(Store::new(StoreConfig { shards: 4, ..StoreConfig::default() }));
+    let store = Arc::new(Store::new(StoreConfig {
+        shards: 4,
+        ..StoreConfig::default()
+    }));
     let names: Arc<Vec<String>> = Arc::new((0..SERVICES).map(name).collect());
     let acked: Arc<Vec<AtomicU64>> = Arc::new((0..SERVICES).map(|_| AtomicU64::new(0)).collect());
     let clock = Arc::new(AtomicU64::new(0));
@@ -31,8 +34,13 @@ fn readers_never_see_torn_or_stale_snapshots() {
     // instances whose metadata names their own port, so a torn instance
     // (fields from two writes) is detectable.
     for w in 0..2usize {
-        let (store, names, acked, clock, stop) =
-            (store.clone(), names.clone(), acked.clone(), clock.clone(), stop.clone());
+        let (store, names, acked, clock, stop) = (
+            store.clone(),
+            names.clone(),
+            acked.clone(),
+            clock.clone(),
+            stop.clone(),
+        );
         handles.push(thread::spawn(move || {
             let mut n = 0u32;
             while !stop.load(Ordering::Relaxed) {
@@ -41,7 +49,11 @@ fn readers_never_see_torn_or_stale_snapshots() {
                 let now = Millis(clock.load(Ordering::Relaxed));
                 let key = ServiceRef::new("public", &names[svc]);
                 let written = if n % 3 == 2 {
-                    let addr = InstanceAddr { cluster: "DEFAULT", ip: IP, port };
+                    let addr = InstanceAddr {
+                        cluster: "DEFAULT",
+                        ip: IP,
+                        port,
+                    };
                     store.deregister(key, addr, true, now).unwrap()
                 } else {
                     let mut spec = InstanceSpec::new("DEFAULT", IP, port);
@@ -67,7 +79,8 @@ fn readers_never_see_torn_or_stale_snapshots() {
     // Readers.
     let mut readers = Vec::new();
     for r in 0..2usize {
-        let (store, names, acked, stop) = (store.clone(), names.clone(), acked.clone(), stop.clone());
+        let (store, names, acked, stop) =
+            (store.clone(), names.clone(), acked.clone(), stop.clone());
         readers.push(thread::spawn(move || {
             let mut seen = vec![0u64; SERVICES];
             let mut loads = 0u64;
@@ -79,15 +92,26 @@ fn readers_never_see_torn_or_stale_snapshots() {
                         continue;
                     };
                     loads += 1;
-                    assert!(snap.revision() >= floor, "revision {} older than acknowledged {floor}", snap.revision());
+                    assert!(
+                        snap.revision() >= floor,
+                        "revision {} older than acknowledged {floor}",
+                        snap.revision()
+                    );
                     assert!(snap.revision() >= seen[svc], "revision went backwards");
                     seen[svc] = snap.revision();
                     let inst = snap.instances();
                     for pair in inst.windows(2) {
-                        assert!(pair[0].port < pair[1].port, "unsorted or duplicate instances");
+                        assert!(
+                            pair[0].port < pair[1].port,
+                            "unsorted or duplicate instances"
+                        );
                     }
                     for i in inst {
-                        assert_eq!(i.metadata.get("port"), Some(i.port.to_string().as_str()), "torn instance");
+                        assert_eq!(
+                            i.metadata.get("port"),
+                            Some(i.port.to_string().as_str()),
+                            "torn instance"
+                        );
                         assert_eq!(i.weight, f64::from(i.port), "torn instance");
                     }
                 }
