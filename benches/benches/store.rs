@@ -19,11 +19,19 @@ fn beat(c: &mut Criterion) {
     for n in profile::sizes() {
         let (store, names) = fleet(n);
         let services = names.len();
+        // In fleet order, as a load generator's timing wheel walks it.
         let mut j = 0usize;
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
+        g.bench_with_input(BenchmarkId::new("sequential", n), &n, |b, &n| {
             b.iter(|| {
-                // A stride that is coprime with n walks the fleet in an
-                // order the cache cannot predict.
+                j = (j + 1) % n;
+                let svc = ServiceRef::new(NAMESPACE, &names[profile::service_of(j, services)]);
+                black_box(store.beat(svc, profile::addr(j), Millis(1_000)))
+            })
+        });
+        // A stride coprime with n: an order no cache or prefetcher can
+        // predict, the worst case of beats arriving from many clients.
+        g.bench_with_input(BenchmarkId::new("random", n), &n, |b, &n| {
+            b.iter(|| {
                 j = (j + 7919) % n;
                 let svc = ServiceRef::new(NAMESPACE, &names[profile::service_of(j, services)]);
                 black_box(store.beat(svc, profile::addr(j), Millis(1_000)))
@@ -40,16 +48,33 @@ fn register(c: &mut Criterion) {
         let (store, names) = fleet(n);
         let services = names.len();
         let meta = profile::instance_metadata(0);
-        // New instances beyond the fleet, into existing services.
+        // A new instance in a new service: the load phase of the capacity
+        // profile, where most registrations create their service.
         let mut j = n;
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        g.bench_with_input(BenchmarkId::new("new_service", n), &n, |b, _| {
             b.iter(|| {
                 j += 1;
+                let name = profile::service_name(j);
                 let spec = InstanceSpec {
                     metadata: meta.clone(),
                     ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 9090)
                 };
-                let svc = ServiceRef::new(NAMESPACE, &names[j % services]);
+                let svc = ServiceRef::new(NAMESPACE, &name);
+                black_box(store.register(svc, &spec, Millis(1)).unwrap())
+            })
+        });
+        // Changing an existing instance (a new weight each time): the write
+        // path's copy-and-swap on a typical one-or-two-instance service.
+        let mut k = 0usize;
+        g.bench_with_input(BenchmarkId::new("update", n), &n, |b, &n| {
+            b.iter(|| {
+                k = (k + 1) % n;
+                let spec = InstanceSpec {
+                    weight: (k % 7) as f64 + 1.0,
+                    metadata: meta.clone(),
+                    ..InstanceSpec::new("DEFAULT", profile::instance_ip(k), 8080)
+                };
+                let svc = ServiceRef::new(NAMESPACE, &names[profile::service_of(k, services)]);
                 black_box(store.register(svc, &spec, Millis(1)).unwrap())
             })
         });
