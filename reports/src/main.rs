@@ -1,0 +1,148 @@
+//! `report`: show, render, merge and compare loadgen reports.
+//!
+//! Exit codes: 0 success; 1 `compare` found a regression; 2 anything else went
+//! wrong (bad arguments, unreadable or incompatible reports), so CI can tell a
+//! slower commit from a broken pipeline.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use reports::{Format, Policy, Report};
+
+/// Read, render, merge and compare loadgen reports.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ShowFormat {
+    Text,
+    Markdown,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a report: per-operation latency table, push, send lag, server, verification, thresholds.
+    Show {
+        /// The report (JSON).
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text", env = "REPORT_FORMAT")]
+        format: ShowFormat,
+    },
+    /// Write a self-contained HTML page with tables and charts.
+    Html {
+        /// The report (JSON).
+        file: PathBuf,
+        /// Where to write the page.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Merge reports of concurrent loadgen processes: histograms and counters add up, rates sum.
+    Merge {
+        /// The reports (JSON), at least one.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Where to write the merged report.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Compare head against base; exit 1 on a regression. Prints a Markdown table.
+    Compare {
+        /// The base report (for example main's).
+        base: PathBuf,
+        /// The head report (the change under test).
+        head: PathBuf,
+        /// More base runs of the same commit; with 2+ runs per side, Welch's t-test must agree.
+        #[arg(long, num_args = 1.., value_name = "FILE")]
+        repeat_base: Vec<PathBuf>,
+        /// More head runs of the same commit.
+        #[arg(long, num_args = 1.., value_name = "FILE")]
+        repeat_head: Vec<PathBuf>,
+        /// TOML policy layered over the defaults (see `report policy`).
+        #[arg(long, env = "REPORT_POLICY")]
+        policy: Option<PathBuf>,
+        /// Compare even if profiles or machines differ.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print the default compare policy as TOML, a starting point for --policy.
+    Policy,
+}
+
+fn load(path: &Path) -> Result<Report> {
+    Report::load(path).with_context(|| format!("reading report {}", path.display()))
+}
+
+fn load_all(first: &Path, more: &[PathBuf]) -> Result<Vec<Report>> {
+    std::iter::once(first)
+        .chain(more.iter().map(PathBuf::as_path))
+        .map(load)
+        .collect()
+}
+
+/// Runs one command; `Ok(true)` means a regression was found.
+fn run(cli: Cli) -> Result<bool> {
+    match cli.command {
+        Command::Show { file, format } => {
+            let format = match format {
+                ShowFormat::Text => Format::Text,
+                ShowFormat::Markdown => Format::Markdown,
+            };
+            print!("{}", reports::show::render(&load(&file)?, format));
+        }
+        Command::Html { file, output } => {
+            let html = reports::render_html(&load(&file)?)
+                .with_context(|| format!("decoding histograms of {}", file.display()))?;
+            std::fs::write(&output, html)
+                .with_context(|| format!("writing {}", output.display()))?;
+        }
+        Command::Merge { files, output } => {
+            let inputs = files.iter().map(|f| load(f)).collect::<Result<Vec<_>>>()?;
+            let merged = reports::merge(&inputs).context("merging reports")?;
+            merged
+                .save(&output)
+                .with_context(|| format!("writing {}", output.display()))?;
+        }
+        Command::Compare {
+            base,
+            head,
+            repeat_base,
+            repeat_head,
+            policy,
+            force,
+        } => {
+            let mut policy = match policy {
+                Some(path) => Policy::load(&path)
+                    .with_context(|| format!("reading policy {}", path.display()))?,
+                None => Policy::default(),
+            };
+            policy.force = force;
+            let base = load_all(&base, &repeat_base)?;
+            let head = load_all(&head, &repeat_head)?;
+            let comparison =
+                reports::compare(&base, &head, &policy).context("comparing reports")?;
+            print!("{}", comparison.to_markdown());
+            return Ok(comparison.has_regression());
+        }
+        Command::Policy => print!("{}", Policy::default()),
+    }
+    Ok(false)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse(); // Exits with 2 on usage errors.
+    match run(cli) {
+        Ok(false) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::from(1),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! `report show`: a report as readable sections, rendered as terminal text,
+//! Markdown (for CI summaries) or HTML (the page's tables).
+//!
+//! The operations table follows wrk2: count, achieved and target rate, p50 …
+//! p99.99 and max, errors; each operation has a *corrected* row (latency from the
+//! intended send time, what clients experience) and an *uncorrected* row
+//! (latency from the actual send, the server's service time). A large gap between
+//! the two means requests queued, at the server or in the generator.
+
+use std::fmt::Write as _;
+
+use crate::latency::Summary;
+use crate::report::Report;
+use crate::table::{self, Table};
+
+/// Output format of `report show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Aligned plain text for a terminal.
+    #[default]
+    Text,
+    /// GitHub-flavoured Markdown.
+    Markdown,
+}
+
+/// One titled part of the rendered report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Section {
+    /// Heading.
+    pub title: String,
+    /// Sentences shown before the table.
+    pub lines: Vec<String>,
+    /// The section's table, if it has one.
+    pub table: Option<Table>,
+}
+
+impl Section {
+    fn new(title: impl Into<String>) -> Self {
+        Section {
+            title: title.into(),
+            lines: Vec::new(),
+            table: None,
+        }
+    }
+}
+
+fn latency_cells(summary: &Summary) -> [String; 6] {
+    [
+        summary.p50_us,
+        summary.p90_us,
+        summary.p99_us,
+        summary.p999_us,
+        summary.p9999_us,
+        summary.max_us,
+    ]
+    .map(|us| table::micros(us as f64))
+}
+
+fn latency_table(first_header: &str, rows: &[(String, &Summary)]) -> Table {
+    let mut t = Table::new([
+        first_header,
+        "count",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "max",
+    ]);
+    for (name, summary) in rows {
+        let mut cells = vec![name.clone(), summary.count.to_string()];
+        cells.extend(latency_cells(summary));
+        t.push(cells);
+    }
+    t
+}
+
+/// The report as sections, in display order.
+pub fn sections(report: &Report) -> Vec<Section> {
+    let mut out = Vec::new();
+
+    let mut run = Section::new("Run");
+    run.lines.push(format!(
+        "{} {}: profile {} (config {}), started {}, {:.1} s",
+        report.tool,
+        report.tool_version,
+        report.profile.name,
+        report.profile.config_hash,
+        report.started_at,
+        report.duration_s
+    ));
+    run.lines.push(format!(
+        "target {}{}",
+        report.target.url,
+        if report.target.embedded {
+            " (embedded)"
+        } else {
+            ""
+        }
+    ));
+    let env = &report.environment;
+    run.lines.push(format!(
+        "environment: commit {}, {}, {} x {} cores, kernel {}, {}{}",
+        env.commit,
+        env.rustc,
+        env.cpu_model,
+        env.cores,
+        env.kernel,
+        env.os,
+        env.pinning
+            .as_deref()
+            .map(|p| format!(", pinning {p}"))
+            .unwrap_or_default()
+    ));
+    out.push(run);
+
+    let mut ops = Section::new("Operations");
+    ops.lines.push(
+        "corrected: from the intended send time (what clients see); uncorrected: from the actual send"
+            .to_owned(),
+    );
+    let mut t = Table::new([
+        "operation",
+        "latency",
+        "count",
+        "rate",
+        "target",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "max",
+        "errors",
+    ]);
+    for op in &report.operations {
+        let target = match op.target_rate {
+            Some(target) if target > 0.0 => format!(
+                "{} ({:.1}%)",
+                table::per_second(target),
+                op.achieved_rate / target * 100.0
+            ),
+            Some(target) => table::per_second(target),
+            None => "-".to_owned(),
+        };
+        let errors = format!("{} ({})", op.errors, table::fraction(op.error_rate()));
+        for (kind, block) in [
+            ("corrected", &op.corrected),
+            ("uncorrected", &op.uncorrected),
+        ] {
+            let mut cells = vec![
+                op.name.clone(),
+                kind.to_owned(),
+                op.count.to_string(),
+                table::per_second(op.achieved_rate),
+                target.clone(),
+            ];
+            cells.extend(latency_cells(&block.summary));
+            cells.push(errors.clone());
+            t.push(cells);
+        }
+    }
+    ops.table = Some(t);
+    out.push(ops);
+
+    let classes: Vec<(String, String, u64)> = report
+        .operations
+        .iter()
+        .flat_map(|op| {
+            op.errors_by_class
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(class, n)| (op.name.clone(), class.clone(), *n))
+        })
+        .collect();
+    if !classes.is_empty() {
+        let mut errors = Section::new("Errors by class");
+        let mut t = Table::new(["operation", "class", "count"]);
+        for (op, class, n) in classes {
+            t.push([op, class, n.to_string()]);
+        }
+        errors.table = Some(t);
+        out.push(errors);
+    }
+
+    if let Some(push) = &report.push {
+        let mut s = Section::new("Push propagation");
+        s.lines.push(format!(
+            "{} subscribers, {} pushes received, {} acks sent, {}",
+            push.subscribers,
+            push.pushes_received,
+            push.acks_sent,
+            if push.converged {
+                "converged".to_owned()
+            } else {
+                format!(
+                    "NOT converged ({} subscribers mismatched)",
+                    push.mismatched_subscribers
+                )
+            }
+        ));
+        s.table = Some(latency_table(
+            "latency",
+            &[("change to receipt".to_owned(), &push.latency.summary)],
+        ));
+        out.push(s);
+    }
+
+    let mut generator = Section::new("Generator");
+    generator.lines.push(format!(
+        "{}; send lag p99 {}, max {}",
+        if report.generator.fell_behind {
+            "FELL BEHIND its schedule: latencies partly measure the generator"
+        } else {
+            "kept up with its schedule"
+        },
+        table::micros(report.generator.p99_send_lag_us as f64),
+        table::micros(report.generator.max_send_lag_us as f64)
+    ));
+    if let Some(lag) = &report.send_lag {
+        generator.table = Some(latency_table(
+            "send lag",
+            &[("actual - intended".to_owned(), &lag.summary)],
+        ));
+    }
+    out.push(generator);
+
+    if let Some(server) = &report.server {
+        let mut s = Section::new("Server");
+        let opt_bytes = |b: Option<u64>| b.map_or("-".to_owned(), |b| table::bytes(b as f64));
+        s.lines.push(format!(
+            "RSS {}, peak RSS {}, CPU {}",
+            opt_bytes(server.rss_bytes),
+            opt_bytes(server.peak_rss_bytes),
+            server
+                .cpu_seconds
+                .map_or("-".to_owned(), |c| format!("{c:.2} s"))
+        ));
+        out.push(s);
+    }
+
+    if let Some(v) = &report.verification {
+        let mut s = Section::new("Verification");
+        s.lines.push(format!(
+            "{}: expected {} instances, server has {}{}",
+            if v.ok { "ok" } else { "FAILED" },
+            v.expected_instances,
+            v.server_instances,
+            if v.detail.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", v.detail)
+            }
+        ));
+        out.push(s);
+    }
+
+    if !report.thresholds.is_empty() {
+        let mut s = Section::new("Thresholds");
+        let mut t = Table::new(["threshold", "actual", "result"]);
+        for th in &report.thresholds {
+            t.push([
+                th.expr.clone(),
+                format!("{}", th.actual),
+                if th.passed { "pass" } else { "FAIL" }.to_owned(),
+            ]);
+        }
+        s.table = Some(t);
+        out.push(s);
+    }
+    out
+}
+
+/// Renders a report in the given format.
+pub fn render(report: &Report, format: Format) -> String {
+    let mut out = String::new();
+    for section in sections(report) {
+        match format {
+            Format::Text => {
+                let _ = writeln!(out, "== {} ==", section.title);
+            }
+            Format::Markdown => {
+                let _ = writeln!(out, "### {}\n", section.title);
+            }
+        }
+        for line in &section.lines {
+            // Markdown joins adjacent lines into one paragraph; keep them apart.
+            let _ = match format {
+                Format::Text => writeln!(out, "{line}"),
+                Format::Markdown => writeln!(out, "{line}\n"),
+            };
+        }
+        if let Some(t) = &section.table {
+            if format == Format::Text && !section.lines.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&match format {
+                Format::Text => t.to_text(),
+                Format::Markdown => t.to_markdown(),
+            });
+        }
+        out.push('\n');
+    }
+    out
+}
