@@ -1,0 +1,38 @@
+//! Nacos 1.x naming wire formats, shared by the registry server and the load generator.
+//!
+//! Everything here is pure: bytes in, typed values out, and typed values in, bytes out.
+//! There are no sockets, no async runtime and no dependency on `registry-core`; the
+//! server's `convert` module maps these types onto the core model. The server uses the
+//! parsing side of each surface and the encoding side of each response; the load
+//! generator uses the opposite halves (request builders, response and push decoders).
+//!
+//! # Layout
+//!
+//! - [`http1`]: HTTP/1.1 framing in both directions. Pipelining-aware request parsing that
+//!   borrows from the input buffer, response writing without per-call formatting, and the
+//!   client side (request writing, `Content-Length` and chunked response parsing).
+//! - [`params`]: request parameters from the query string and a form body, percent
+//!   decoding and encoding, and the lenient Java-style helpers (`required`, booleans).
+//! - [`error`]: [`ProtoError`], whose `Display` is exactly the body text Nacos answers.
+//! - [`naming`]: typed, validated requests and responses of `/nacos/v1/ns/*`, one module
+//!   per API resource (`instance`, `beat`, `list`, `service`, `operator`), plus the
+//!   [`naming::route`] table and the client-side request builders in [`naming::client`].
+//! - [`auth`]: `POST /nacos/v1/auth/login` parameters and response.
+//! - [`udp`]: the push packet ([`udp::push`]) and its acknowledgement ([`udp::ack`]).
+//! - `json` (private): hand-written JSON text for hot paths and lenient scalar readers.
+//!
+//! Error values follow one rule: every parse error carries the exact text a client should
+//! see and the HTTP status to send (`status()`), so the server maps them in one place.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod auth;
+pub mod error;
+pub mod http1;
+mod json;
+pub mod naming;
+pub mod params;
+pub mod udp;
+
+pub use error::ProtoError;

@@ -1,0 +1,367 @@
+//! Request parameters: the query string and an `application/x-www-form-urlencoded`
+//! body, decoded, plus the encoding side used to build query strings.
+//!
+//! Spring's `request.getParameter` (which Nacos uses) merges the query string and a
+//! form body, query first, and returns the first value of a name. [`Params`] keeps that
+//! precedence: **first occurrence wins, query before body**. Decoding is form decoding
+//! (`+` is a space) as Tomcat does for both places; a bad `%` escape or bytes that are
+//! not UTF-8 reject the whole request (Tomcat would silently drop the parameter, which
+//! turns a client bug into a confusing `is required` error). An `encoding` parameter is
+//! ignored: everything is UTF-8.
+//!
+//! Values that need no decoding are borrowed from the request buffer; parsing allocates
+//! one small vector of pairs per request, plus a string for each value that contained
+//! an escape.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::error::ProtoError;
+use crate::http1::Request;
+
+/// Decoded request parameters, in arrival order (query first, then form body).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params<'a> {
+    pairs: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+}
+
+impl<'a> Params<'a> {
+    /// Decodes a raw query string and, if given, a form body.
+    pub fn parse(query: &'a str, form_body: Option<&'a [u8]>) -> Result<Self, ProtoError> {
+        let mut pairs = Vec::with_capacity(12);
+        push_pairs(&mut pairs, query)?;
+        if let Some(body) = form_body {
+            // Validating the whole body once means every undecoded segment of it is
+            // already known to be UTF-8 (the separators are ASCII).
+            let body = std::str::from_utf8(body).map_err(|_| ProtoError::Utf8)?;
+            push_pairs(&mut pairs, body)?;
+        }
+        Ok(Params { pairs })
+    }
+
+    /// The parameters of a request: its query string, plus its body when the body is
+    /// `application/x-www-form-urlencoded`.
+    pub fn from_request(request: &'a Request<'_>) -> Result<Self, ProtoError> {
+        let body = request.is_form().then_some(&*request.body);
+        Params::parse(request.query, body)
+    }
+
+    /// The first value of `name`, decoded but not trimmed.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_ref())
+    }
+
+    /// The first value of `name`, trimmed as Java's `String.trim` does, or `None` when
+    /// it is absent or blank (Nacos `WebUtils.optional`).
+    pub fn optional(&self, name: &str) -> Option<&str> {
+        self.get(name).map(java_trim).filter(|v| !v.is_empty())
+    }
+
+    /// Like [`Params::optional`], but falls back to `default`.
+    pub fn optional_or<'s>(&'s self, name: &str, default: &'s str) -> &'s str {
+        self.optional(name).unwrap_or(default)
+    }
+
+    /// The trimmed value of `name`, or `Param '<name>' is required.` when it is absent
+    /// or blank (Nacos `WebUtils.required`).
+    pub fn required(&self, name: &'static str) -> Result<&str, ProtoError> {
+        self.optional(name).ok_or(ProtoError::Required(name))
+    }
+
+    /// A boolean parameter read like Java's `Boolean.parseBoolean`: `true` in any case
+    /// is true, any other value false; absent or blank gives `default`.
+    pub fn bool_or(&self, name: &str, default: bool) -> bool {
+        self.optional(name).map_or(default, parse_bool)
+    }
+
+    /// Every decoded pair, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
+    }
+
+    /// Number of pairs.
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Whether there are no pairs.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+}
+
+fn push_pairs<'a>(
+    pairs: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    raw: &'a str,
+) -> Result<(), ProtoError> {
+    // One pass over the bytes finds the separators and whether each half needs
+    // decoding: cheaper than separate searches for a dozen short pairs.
+    let bytes = raw.as_bytes();
+    let mut start = 0;
+    while start <= bytes.len() {
+        let (mut eq, mut key_escaped, mut value_escaped) = (None, false, false);
+        let mut i = start;
+        while i < bytes.len() && bytes[i] != b'&' {
+            match bytes[i] {
+                b'=' if eq.is_none() => eq = Some(i),
+                b'%' | b'+' if eq.is_none() => key_escaped = true,
+                b'%' | b'+' => value_escaped = true,
+                _ => {}
+            }
+            i += 1;
+        }
+        if i > start {
+            // Every split point is an ASCII byte, so the slices are on char boundaries.
+            let (k, v) = match eq {
+                Some(e) => (&raw[start..e], &raw[e + 1..i]),
+                None => (&raw[start..i], ""),
+            };
+            pairs.push((decode_str(k, key_escaped)?, decode_str(v, value_escaped)?));
+        }
+        start = i + 1;
+    }
+    Ok(())
+}
+
+/// Decodes UTF-8 text that `escaped` says may contain `%` or `+`; borrowed otherwise.
+fn decode_str(raw: &str, escaped: bool) -> Result<Cow<'_, str>, ProtoError> {
+    if escaped {
+        decode_escaped(raw.as_bytes()).map(Cow::Owned)
+    } else {
+        Ok(Cow::Borrowed(raw))
+    }
+}
+
+/// Java's `Boolean.parseBoolean`: `true` ignoring ASCII case; anything else is false.
+pub fn parse_bool(s: &str) -> bool {
+    s.eq_ignore_ascii_case("true")
+}
+
+/// Java's `String.trim`: strips leading and trailing chars `<= ' '`.
+pub fn java_trim(s: &str) -> &str {
+    s.trim_matches(|c: char| c <= ' ')
+}
+
+/// Form-decodes `raw` (`%XX` escapes, `+` as space) into UTF-8 text, borrowing when
+/// there is nothing to decode.
+pub fn percent_decode(raw: &[u8]) -> Result<Cow<'_, str>, ProtoError> {
+    if !raw.iter().any(|&b| b == b'%' || b == b'+') {
+        return std::str::from_utf8(raw)
+            .map(Cow::Borrowed)
+            .map_err(|_| ProtoError::Utf8);
+    }
+    decode_escaped(raw).map(Cow::Owned)
+}
+
+fn decode_escaped(raw: &[u8]) -> Result<String, ProtoError> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut rest = raw;
+    // Copy the runs between escapes in one go; most values have one or two escapes.
+    while let Some(i) = rest.iter().position(|&b| b == b'%' || b == b'+') {
+        out.extend_from_slice(&rest[..i]);
+        if rest[i] == b'+' {
+            out.push(b' ');
+            rest = &rest[i + 1..];
+            continue;
+        }
+        let hi = rest.get(i + 1).and_then(|&b| hex_value(b));
+        let lo = rest.get(i + 2).and_then(|&b| hex_value(b));
+        match (hi, lo) {
+            (Some(hi), Some(lo)) => out.push(hi << 4 | lo),
+            _ => return Err(ProtoError::PercentEncoding),
+        }
+        rest = &rest[i + 3..];
+    }
+    out.extend_from_slice(rest);
+    String::from_utf8(out).map_err(|_| ProtoError::Utf8)
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Appends `s` percent-encoded for a query string or form body: every byte except the
+/// RFC 3986 unreserved set (`A-Za-z0-9-._~`) becomes `%XX`, so `+`, `@`, `&`, `=`, `%`
+/// and spaces survive any decoder.
+pub fn percent_encode_into(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+    }
+}
+
+/// Builds `path?k=v&k=v` into a reusable `String`, percent-encoding every key and value.
+///
+/// ```
+/// let mut s = String::new();
+/// registry_proto::params::QueryWriter::new(&mut s, "/x")
+///     .param("serviceName", "DEFAULT_GROUP@@demo")
+///     .display("port", 8080);
+/// assert_eq!(s, "/x?serviceName=DEFAULT_GROUP%40%40demo&port=8080");
+/// ```
+#[derive(Debug)]
+pub struct QueryWriter<'o> {
+    out: &'o mut String,
+    first: bool,
+    question: bool,
+}
+
+impl<'o> QueryWriter<'o> {
+    /// Appends `path` to `out` and starts a query after it.
+    pub fn new(out: &'o mut String, path: &str) -> Self {
+        out.push_str(path);
+        QueryWriter {
+            out,
+            first: true,
+            question: true,
+        }
+    }
+
+    /// Starts a bare form body (`k=v&k=v`, no path and no `?`) in `out`.
+    pub fn form(out: &'o mut String) -> Self {
+        QueryWriter {
+            out,
+            first: true,
+            question: false,
+        }
+    }
+
+    fn sep(&mut self, key: &str) {
+        if self.first {
+            if self.question {
+                self.out.push('?');
+            }
+            self.first = false;
+        } else {
+            self.out.push('&');
+        }
+        percent_encode_into(self.out, key);
+        self.out.push('=');
+    }
+
+    /// Appends `key=value`, both encoded.
+    pub fn param(&mut self, key: &str, value: &str) -> &mut Self {
+        self.sep(key);
+        percent_encode_into(self.out, value);
+        self
+    }
+
+    /// Appends `key=value` for a value rendered with `Display` (numbers, booleans).
+    pub fn display(&mut self, key: &str, value: impl fmt::Display) -> &mut Self {
+        use fmt::Write;
+        self.sep(key);
+        let start = self.out.len();
+        // Writing into a String cannot fail.
+        let _ = write!(self.out, "{value}");
+        if !self.out[start..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
+        {
+            let raw = self.out.split_off(start);
+            percent_encode_into(self.out, &raw);
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_occurrence_wins_query_before_body() {
+        let p = Params::parse("a=1&b=&a=2", Some(b"a=3&c=x+y%21")).unwrap();
+        assert_eq!(p.get("a"), Some("1"));
+        assert_eq!(p.get("b"), Some(""));
+        assert_eq!(p.optional("b"), None);
+        assert_eq!(p.get("c"), Some("x y!"));
+        assert_eq!(p.len(), 5);
+    }
+
+    #[test]
+    fn borrows_when_nothing_to_decode() {
+        let p = Params::parse("serviceName=svc&ip=1.2.3.4", None).unwrap();
+        assert!(p
+            .pairs
+            .iter()
+            .all(|(k, v)| matches!(k, Cow::Borrowed(_)) && matches!(v, Cow::Borrowed(_))));
+    }
+
+    #[test]
+    fn required_and_trim() {
+        let p = Params::parse("x=+%20v%09+&e=&blank=+", None).unwrap();
+        assert_eq!(p.required("x"), Ok("v"));
+        assert_eq!(
+            p.required("e").unwrap_err().to_string(),
+            "Param 'e' is required."
+        );
+        assert_eq!(p.required("blank"), Err(ProtoError::Required("blank")));
+        assert_eq!(p.required("missing"), Err(ProtoError::Required("missing")));
+    }
+
+    #[test]
+    fn booleans_like_java() {
+        for t in ["true", "True", "TRUE", "tRuE"] {
+            assert!(parse_bool(t));
+        }
+        for f in ["false", "False", "1", "yes", "", "true "] {
+            assert!(!parse_bool(f));
+        }
+        let p = Params::parse("a=True&b=False&c=", None).unwrap();
+        assert!(p.bool_or("a", false));
+        assert!(!p.bool_or("b", true));
+        assert!(p.bool_or("c", true));
+    }
+
+    #[test]
+    fn decoding_errors() {
+        assert_eq!(
+            Params::parse("a=%zz", None),
+            Err(ProtoError::PercentEncoding)
+        );
+        assert_eq!(
+            Params::parse("a=%f", None),
+            Err(ProtoError::PercentEncoding)
+        );
+        assert_eq!(Params::parse("a=%ff", None), Err(ProtoError::Utf8));
+        assert_eq!(Params::parse("", Some(b"a=\xff")), Err(ProtoError::Utf8));
+        assert_eq!(
+            Params::parse("a=%E4%BD%A0", None).unwrap().get("a"),
+            Some("你")
+        );
+    }
+
+    #[test]
+    fn encode_decode_round_trip() {
+        let original = "G@@svc name+&=%/ü";
+        let mut s = String::new();
+        QueryWriter::form(&mut s)
+            .param("k", original)
+            .display("n", -1.5);
+        assert_eq!(
+            s,
+            format!("k={}&n=-1.5", {
+                let mut e = String::new();
+                percent_encode_into(&mut e, original);
+                e
+            })
+        );
+        let p = Params::parse(&s, None).unwrap();
+        assert_eq!(p.get("k"), Some(original));
+        assert_eq!(p.get("n"), Some("-1.5"));
+    }
+}

@@ -1,0 +1,152 @@
+//! A bounded, stable-Rust stand-in for the cargo-fuzz targets in `fuzz/`: the same
+//! pipelines (keep them in step with `fuzz/fuzz_targets/*.rs`), fed with the fuzz
+//! seeds, random mutations of them, and random bytes. Runs in `cargo test`;
+//! `FUZZ_SMOKE_CASES=200000 cargo test -p registry-proto --release --test fuzz_smoke`
+//! runs longer. Unlike libFuzzer there is no coverage feedback, so this catches
+//! shallow panics only; the coverage-guided run is `cargo fuzz run` (see fuzz/README.md).
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+
+use registry_proto::http1::{parse_request, Limits};
+use registry_proto::naming::beat::BeatRequest;
+use registry_proto::naming::instance::{InstanceKey, InstancePatch, InstanceRequest};
+use registry_proto::naming::list::ListRequest;
+use registry_proto::naming::route::route;
+use registry_proto::naming::service::{ServiceListRequest, ServiceRequest};
+use registry_proto::naming::{Metadata, ParseLimits};
+use registry_proto::params::Params;
+use registry_proto::udp::ack::{encode_ack_of, parse_ack};
+use registry_proto::udp::push::{decode_push, encode_push};
+
+/// `fuzz/fuzz_targets/http_request.rs`.
+fn http_pipeline(data: &[u8]) {
+    let limits = Limits::default();
+    let pl = ParseLimits::default();
+    let mut rest = data;
+    while let Ok(Some((req, used))) = parse_request(rest, &limits) {
+        assert!(used > 0 && used <= rest.len());
+        let _ = route(req.method, req.path).map_err(|e| e.to_string());
+        if let Ok(p) = Params::from_request(&req) {
+            let _ = InstanceRequest::parse(&p, &pl).map_err(|e| e.to_string());
+            let _ = InstanceKey::parse(&p, &pl).map_err(|e| e.to_string());
+            let _ = InstancePatch::parse(&p, &pl).map_err(|e| e.to_string());
+            let _ = BeatRequest::parse(&p, &pl).map_err(|e| e.to_string());
+            let _ = ListRequest::parse(&p, &pl).map_err(|e| e.to_string());
+            let _ = ServiceRequest::parse_update(&p, &pl).map_err(|e| e.to_string());
+            let _ = ServiceListRequest::parse(&p, &pl).map_err(|e| e.to_string());
+        }
+        rest = &rest[used..];
+    }
+    if let Ok(p) = Params::parse("", Some(data)) {
+        let _ = InstanceRequest::parse(&p, &pl);
+        let _ = BeatRequest::parse(&p, &pl);
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = Metadata::parse(text, &pl);
+    }
+}
+
+/// `fuzz/fuzz_targets/udp_ack.rs`.
+fn ack_pipeline(data: &[u8]) {
+    if let Ok(ack) = parse_ack(data) {
+        let mut out = Vec::new();
+        encode_ack_of(ack.kind, ack.last_ref_time, &mut out);
+        assert_eq!(parse_ack(&out), Ok(ack));
+    }
+}
+
+/// `fuzz/fuzz_targets/udp_push.rs`.
+fn push_pipeline(data: &[u8]) {
+    if let Ok(p) = decode_push(data) {
+        let _ = p.service_info();
+        let mut out = Vec::new();
+        encode_push(p.data.as_bytes(), p.last_ref_time, &mut out);
+        let again = decode_push(&out).expect("re-encoded push decodes");
+        assert_eq!((again.data, again.last_ref_time), (p.data, p.last_ref_time));
+    }
+}
+
+/// The seed inputs of the fuzz targets (`fuzz/seeds/<target>/`), when present.
+fn seeds(target: &str) -> Vec<Vec<u8>> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds")
+        .join(target);
+    let mut out: Vec<Vec<u8>> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| std::fs::read(e.ok()?.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // Built-in seeds, so the smoke run is meaningful even without the fuzz folder.
+    out.push(match target {
+        "http_request" => b"PUT /nacos/v1/ns/instance/beat?serviceName=G%40%40s&ip=1.1.1.1&port=1&beat=%7B%22port%22%3A1%7D HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        "udp_ack" => br#"{"type":"push-ack","lastRefTime":"7","data":""}"#.to_vec(),
+        _ => br#"{"type":"dom","data":"{}","lastRefTime":1}"#.to_vec(),
+    });
+    out
+}
+
+fn cases() -> u32 {
+    std::env::var("FUZZ_SMOKE_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// A seed with up to 16 byte-level mutations (overwrite, insert, delete, truncate), or
+/// plain random bytes.
+fn input(seeds: Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+    let mutated = (
+        prop::sample::select(seeds),
+        prop::collection::vec((any::<prop::sample::Index>(), 0u8..4, any::<u8>()), 0..16),
+    )
+        .prop_map(|(mut data, edits)| {
+            for (at, op, byte) in edits {
+                if data.is_empty() {
+                    data.push(byte);
+                    continue;
+                }
+                let i = at.index(data.len());
+                match op {
+                    0 => data[i] = byte,
+                    1 => data.insert(i, byte),
+                    2 => {
+                        data.remove(i);
+                    }
+                    _ => data.truncate(i),
+                }
+            }
+            data
+        });
+    prop_oneof![3 => mutated, 1 => prop::collection::vec(any::<u8>(), 0..1024)]
+}
+
+fn run(target: &str, pipeline: fn(&[u8])) {
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        ..Config::default()
+    });
+    runner
+        .run(&input(seeds(target)), |data| {
+            pipeline(&data);
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn http_request_smoke() {
+    run("http_request", http_pipeline);
+}
+
+#[test]
+fn udp_ack_smoke() {
+    run("udp_ack", ack_pipeline);
+}
+
+#[test]
+fn udp_push_smoke() {
+    run("udp_push", push_pipeline);
+}
