@@ -1,0 +1,186 @@
+//! The server's configuration: one plain struct from clap, every flag also
+//! read from a `REGISTRY_*` environment variable.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use registry_core::{LeaseTimeouts, StoreConfig};
+
+/// A Nacos-1.x-compatible naming server (HTTP API under `/nacos/v1/ns/` and
+/// UDP push with acks).
+#[derive(Clone, Debug, Parser)]
+#[command(name = "registry", version, about, long_about = None)]
+pub struct Config {
+    /// HTTP listen address. Port 0 picks a free port; the bound address is
+    /// printed on start.
+    #[arg(long, env = "REGISTRY_LISTEN", default_value = "127.0.0.1:8848")]
+    pub listen: SocketAddr,
+
+    /// UDP address pushes are sent from and acks received on. Port 0 picks
+    /// a free port.
+    #[arg(long, env = "REGISTRY_UDP_LISTEN", default_value = "127.0.0.1:0")]
+    pub udp_listen: SocketAddr,
+
+    /// Number of store shards (a power of two).
+    #[arg(long, env = "REGISTRY_SHARDS", default_value_t = 64)]
+    pub shards: usize,
+
+    /// Worker threads of the async runtime (0 = one per core).
+    #[arg(long, env = "REGISTRY_WORKERS", default_value_t = 0)]
+    pub workers: usize,
+
+    /// Beat interval told to clients, in ms (`clientBeatInterval`).
+    #[arg(long, env = "REGISTRY_BEAT_INTERVAL_MS", default_value_t = 5_000)]
+    pub beat_interval_ms: u32,
+
+    /// Silence after which an ephemeral instance turns unhealthy, in ms.
+    #[arg(long, env = "REGISTRY_BEAT_TIMEOUT_MS", default_value_t = 15_000)]
+    pub beat_timeout_ms: u32,
+
+    /// Silence after which an ephemeral instance is deleted, in ms.
+    #[arg(long, env = "REGISTRY_DELETE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub delete_timeout_ms: u32,
+
+    /// How often the sweeper looks for expired leases, in ms.
+    #[arg(long, env = "REGISTRY_SWEEP_INTERVAL_MS", default_value_t = 500)]
+    pub sweep_interval_ms: u64,
+
+    /// How long an auto-created service may stay empty before removal, in ms.
+    #[arg(long, env = "REGISTRY_EMPTY_SERVICE_TTL_MS", default_value_t = 60_000)]
+    pub empty_service_ttl_ms: u64,
+
+    /// Most instances one service may hold.
+    #[arg(
+        long,
+        env = "REGISTRY_MAX_INSTANCES_PER_SERVICE",
+        default_value_t = 200_000
+    )]
+    pub max_instances_per_service: usize,
+
+    /// Most services the registry may hold.
+    #[arg(long, env = "REGISTRY_MAX_SERVICES", default_value_t = 4_000_000)]
+    pub max_services: usize,
+
+    /// Most open HTTP connections; past it new ones get a 503 and are closed.
+    #[arg(long, env = "REGISTRY_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+
+    /// Most requests being processed at once across all connections; past
+    /// it requests are answered 503 at once.
+    #[arg(long, env = "REGISTRY_MAX_INFLIGHT", default_value_t = 4_096)]
+    pub max_inflight: usize,
+
+    /// Longest request line (URL) accepted, in bytes.
+    #[arg(long, env = "REGISTRY_MAX_URL_BYTES", default_value_t = 8_192)]
+    pub max_url_bytes: usize,
+
+    /// Largest request head (request line and headers), in bytes.
+    #[arg(long, env = "REGISTRY_MAX_HEADER_BYTES", default_value_t = 16_384)]
+    pub max_header_bytes: usize,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "REGISTRY_MAX_BODY_BYTES", default_value_t = 1_048_576)]
+    pub max_body_bytes: usize,
+
+    /// Largest instance or service metadata accepted, in bytes.
+    #[arg(long, env = "REGISTRY_MAX_METADATA_BYTES", default_value_t = 16_384)]
+    pub max_metadata_bytes: usize,
+
+    /// Close connections idle for this long, in ms.
+    #[arg(long, env = "REGISTRY_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
+
+    /// Bytes of encoded instance lists kept cached.
+    #[arg(long, env = "REGISTRY_LIST_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub list_cache_bytes: usize,
+
+    /// Window in which changes to one service are merged into one push, in ms.
+    #[arg(long, env = "REGISTRY_PUSH_WINDOW_MS", default_value_t = 50)]
+    pub push_window_ms: u64,
+
+    /// Time to wait for a push ack before the one resend, and after it
+    /// before counting a failure, in ms.
+    #[arg(long, env = "REGISTRY_PUSH_ACK_TIMEOUT_MS", default_value_t = 10_000)]
+    pub push_ack_timeout_ms: u64,
+
+    /// A subscriber that does not poll for this long stops receiving pushes, in ms.
+    #[arg(long, env = "REGISTRY_SUBSCRIBER_LEASE_MS", default_value_t = 10_000)]
+    pub subscriber_lease_ms: u64,
+
+    /// Most subscriptions from one source IP address.
+    #[arg(
+        long,
+        env = "REGISTRY_MAX_SUBSCRIBERS_PER_IP",
+        default_value_t = 100_000
+    )]
+    pub max_subscribers_per_ip: usize,
+
+    /// Most subscriptions in total.
+    #[arg(long, env = "REGISTRY_MAX_SUBSCRIBERS", default_value_t = 1_000_000)]
+    pub max_subscribers: usize,
+
+    /// Most pushes awaiting an ack; past it pushes are skipped and counted.
+    #[arg(long, env = "REGISTRY_MAX_PENDING_ACKS", default_value_t = 1_000_000)]
+    pub max_pending_acks: usize,
+
+    /// Time allowed for a graceful shutdown, in ms.
+    #[arg(long, env = "REGISTRY_SHUTDOWN_GRACE_MS", default_value_t = 5_000)]
+    pub shutdown_grace_ms: u64,
+
+    /// Log format: `text` or `json`.
+    #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+}
+
+impl Config {
+    /// Defaults for tests: loopback, port 0 everywhere, few shards.
+    pub fn for_test() -> Config {
+        let mut c = Config::parse_from(["registry"]);
+        c.listen = "127.0.0.1:0".parse().expect("valid address");
+        c.shards = 8;
+        c.workers = 2;
+        c
+    }
+
+    /// Checks what clap cannot.
+    ///
+    /// # Errors
+    /// A message naming the bad setting.
+    pub fn validate(&self) -> Result<(), String> {
+        self.store_config().validate()?;
+        if self.max_connections == 0 || self.max_inflight == 0 {
+            return Err("--max-connections and --max-inflight must be positive".into());
+        }
+        if self.sweep_interval_ms == 0 {
+            return Err("--sweep-interval-ms must be positive".into());
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err(format!(
+                "--log-format must be text or json, got {}",
+                self.log_format
+            ));
+        }
+        Ok(())
+    }
+
+    /// The store's part of the configuration.
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            shards: self.shards,
+            timeouts: LeaseTimeouts {
+                beat_interval_ms: self.beat_interval_ms,
+                beat_timeout_ms: self.beat_timeout_ms,
+                delete_timeout_ms: self.delete_timeout_ms,
+            },
+            empty_service_ttl_ms: self.empty_service_ttl_ms,
+            max_instances_per_service: self.max_instances_per_service,
+            max_services: self.max_services,
+        }
+    }
+
+    /// The shutdown grace period.
+    pub fn grace(&self) -> Duration {
+        Duration::from_millis(self.shutdown_grace_ms)
+    }
+}

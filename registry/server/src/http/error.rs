@@ -1,0 +1,171 @@
+//! The one place errors become Nacos statuses and plain-text bodies.
+//!
+//! Parse errors carry their own Nacos text (`registry-proto`). Core errors
+//! need the operation and names to say what Nacos says, so each operation
+//! has its own mapping here.
+
+use std::borrow::Cow;
+
+use registry_core::RegistryError;
+use registry_proto::ProtoError;
+
+/// A request that failed: the status and the plain-text reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// HTTP status.
+    pub status: u16,
+    /// Plain-text body.
+    pub text: Cow<'static, str>,
+}
+
+impl Failure {
+    /// A failure with a fixed text.
+    pub fn new(status: u16, text: impl Into<Cow<'static, str>>) -> Failure {
+        Failure {
+            status,
+            text: text.into(),
+        }
+    }
+}
+
+impl From<ProtoError> for Failure {
+    fn from(e: ProtoError) -> Failure {
+        Failure::new(e.status(), e.to_string())
+    }
+}
+
+/// Which operation failed, with the names its texts mention.
+#[derive(Clone, Copy, Debug)]
+pub enum Op<'a> {
+    /// Register or update an instance (`PUT` from a Java client is strict).
+    Write {
+        /// Namespace id.
+        namespace: &'a str,
+        /// Grouped service name.
+        service: &'a str,
+        /// Instance id.
+        instance: &'a str,
+    },
+    /// `PATCH /instance`.
+    Patch,
+    /// `GET /instance`.
+    Detail {
+        /// Grouped service name.
+        service: &'a str,
+        /// Cluster asked for.
+        cluster: &'a str,
+    },
+    /// `POST /service`.
+    ServiceCreate {
+        /// Grouped service name.
+        service: &'a str,
+    },
+    /// `PUT /service`.
+    ServiceUpdate {
+        /// Grouped service name.
+        service: &'a str,
+    },
+    /// `DELETE /service`.
+    ServiceDelete {
+        /// Grouped service name.
+        service: &'a str,
+    },
+}
+
+/// Maps a core error for `op` to Nacos's status and text.
+pub fn registry(e: RegistryError, op: Op<'_>) -> Failure {
+    use RegistryError as E;
+    match (e, op) {
+        (
+            E::ServiceNotFound,
+            Op::Write {
+                namespace, service, ..
+            },
+        ) => Failure::new(
+            400,
+            format!("service not found, namespace: {namespace}, service: {service}"),
+        ),
+        (E::InstanceNotFound, Op::Write { instance, .. }) => {
+            Failure::new(400, format!("instance not exist: {instance}"))
+        }
+        (E::ServiceNotFound | E::InstanceNotFound | E::ClusterNotFound, Op::Patch) => {
+            Failure::new(400, "instance not found")
+        }
+        (E::ServiceNotFound, Op::Detail { service, .. }) => {
+            Failure::new(404, format!("no service {service} found!"))
+        }
+        (E::ClusterNotFound, Op::Detail { service, cluster }) => Failure::new(
+            404,
+            format!("no ips found for cluster {cluster} in service {service}"),
+        ),
+        (E::InstanceNotFound, Op::Detail { .. }) => Failure::new(404, "no matched ip found!"),
+        (E::ServiceExists, Op::ServiceCreate { service }) => Failure::new(
+            400,
+            format!("specified service already exists, serviceName : {service}"),
+        ),
+        (E::ServiceNotFound, Op::ServiceUpdate { service }) => {
+            Failure::new(400, format!("service {service} not found!"))
+        }
+        (E::ServiceNotFound, Op::ServiceDelete { service }) => Failure::new(
+            400,
+            format!("specified service not exist, serviceName : {service}"),
+        ),
+        (E::InvalidWeight, _) => Failure::from(ProtoError::WeightRange),
+        (E::InvalidMetadata, _) => Failure::new(
+            400,
+            "metadata format incorrect: keys must be non-empty and free of NUL",
+        ),
+        (E::InvalidProtectThreshold, _) => {
+            Failure::new(400, "protectThreshold must be within [0.0, 1.0]")
+        }
+        (E::InvalidName, _) => Failure::new(
+            400,
+            "namespace, service and cluster names must not be empty",
+        ),
+        (
+            e @ (E::InvalidTimeout { .. } | E::TooManyInstances { .. } | E::TooManyServices { .. }),
+            _,
+        ) => Failure::new(400, e.to_string()),
+        (e, _) => Failure::new(500, format!("Server failed,{e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nacos_texts() {
+        let w = Op::Write {
+            namespace: "public",
+            service: "DEFAULT_GROUP@@a",
+            instance: "1.1.1.1#80#DEFAULT#DEFAULT_GROUP@@a",
+        };
+        assert_eq!(
+            registry(RegistryError::ServiceNotFound, w),
+            Failure::new(
+                400,
+                "service not found, namespace: public, service: DEFAULT_GROUP@@a"
+            )
+        );
+        let d = Op::Detail {
+            service: "DEFAULT_GROUP@@a",
+            cluster: "c1",
+        };
+        assert_eq!(
+            registry(RegistryError::ClusterNotFound, d),
+            Failure::new(
+                404,
+                "no ips found for cluster c1 in service DEFAULT_GROUP@@a"
+            )
+        );
+        assert_eq!(
+            registry(RegistryError::InstanceNotFound, d).text,
+            "no matched ip found!"
+        );
+        assert_eq!(
+            registry(RegistryError::InvalidWeight, Op::Patch).text,
+            "instance format invalid: The weights range from 0.0 to 10000.0"
+        );
+    }
+}

@@ -1,0 +1,278 @@
+//! `/nacos/v1/ns/instance`, `/instance/beat` and `/instance/list`.
+
+use std::net::SocketAddr;
+
+use registry_core::{
+    BeatOutcome, InstanceAddr, InstancePatch, InstanceSpec, ServiceKey, ServiceRef,
+};
+use registry_proto::naming::beat::{beat_not_found, beat_ok, BeatRequest};
+use registry_proto::naming::instance::{
+    InstanceDetailView, InstanceKey, InstancePatch as PatchRequest, InstanceRequest,
+};
+use registry_proto::naming::list::ListRequest;
+use registry_proto::naming::ServiceName;
+
+use super::error::{registry, Failure, Op};
+use super::{Exchange, Reply, Scratch};
+use crate::convert::{self, encode_list, ListView, MetadataJson};
+use crate::list_cache::ListCache;
+
+/// `cacheMillis` for a client that only polls (Nacos `defaultCacheMillis`).
+const POLL_CACHE_MILLIS: u64 = 3_000;
+/// `cacheMillis` for a push subscriber (Nacos `defaultPushCacheMillis`).
+pub(crate) const PUSH_CACHE_MILLIS: u64 = 10_000;
+
+fn grouped(service: &ServiceName<'_>, into: &mut String) {
+    into.clear();
+    service.write_grouped(into);
+}
+
+/// `POST /instance`: register (upsert).
+pub(crate) fn register(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits)?;
+    write(ex, &req, false)
+}
+
+/// `PUT /instance`: update. Strict for Java clients ≥ 1.0.0 (and the Node
+/// client, which presents itself as one); an upsert for others, as in Nacos.
+pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits)?;
+    let strict = ex.request.user_agent.is_some_and(|ua| {
+        ua.starts_with("Nacos-Java-Client:v") && !ua.starts_with("Nacos-Java-Client:v0.")
+    });
+    write(ex, &req, strict)
+}
+
+fn write(ex: &Exchange<'_>, req: &InstanceRequest<'_>, strict: bool) -> Result<Reply, Failure> {
+    let spec = convert::instance_spec(req, true)?;
+    let name = req.key.service.grouped();
+    let svc = ServiceRef::new(req.key.namespace_id, &name);
+    let now = ex.app.clock.now();
+    let result = if strict {
+        ex.app.store.update(svc, &spec, now)
+    } else {
+        ex.app.store.register(svc, &spec, now)
+    };
+    let written = result.map_err(|e| {
+        registry(
+            e,
+            Op::Write {
+                namespace: req.key.namespace_id,
+                service: &name,
+                instance: &req.key.instance_id(),
+            },
+        )
+    })?;
+    ex.app.publish(written.event);
+    Ok(Reply::Text("ok"))
+}
+
+/// `DELETE /instance`: deregister; `ok` even when there was nothing to remove.
+pub(crate) fn deregister(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let key = InstanceKey::parse(&ex.params, &ex.app.parse_limits)?;
+    let name = key.service.grouped();
+    let addr = InstanceAddr {
+        cluster: key.cluster,
+        ip: convert::ip(key.ip)?,
+        port: key.port,
+    };
+    let written = ex
+        .app
+        .store
+        .deregister(
+            ServiceRef::new(key.namespace_id, &name),
+            addr,
+            key.ephemeral.unwrap_or(true),
+            ex.app.clock.now(),
+        )
+        .map_err(|e| registry(e, Op::Patch))?;
+    ex.app.publish(written.event);
+    Ok(Reply::Text("ok"))
+}
+
+/// `PATCH /instance`: change only the given fields.
+pub(crate) fn patch(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let req = PatchRequest::parse(&ex.params, &ex.app.parse_limits)?;
+    let name = req.key.service.grouped();
+    let addr = InstanceAddr {
+        cluster: req.key.cluster,
+        ip: convert::ip(req.key.ip)?,
+        port: req.key.port,
+    };
+    let patch = InstancePatch {
+        weight: req.weight,
+        enabled: req.enabled,
+        healthy: req.healthy,
+        metadata: req.metadata.as_ref().map(convert::metadata).transpose()?,
+    };
+    let written = ex
+        .app
+        .store
+        .patch(
+            ServiceRef::new(req.key.namespace_id, &name),
+            addr,
+            req.key.ephemeral,
+            &patch,
+            ex.app.clock.now(),
+        )
+        .map_err(|e| registry(e, Op::Patch))?;
+    ex.app.publish(written.event);
+    Ok(Reply::Text("ok"))
+}
+
+/// `GET /instance`: one instance.
+pub(crate) fn detail(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let key = InstanceKey::parse(&ex.params, &ex.app.parse_limits)?;
+    grouped(&key.service, &mut scratch.name);
+    let addr = InstanceAddr {
+        cluster: key.cluster,
+        ip: convert::ip(key.ip)?,
+        port: key.port,
+    };
+    let inst = ex
+        .app
+        .store
+        .instance(ServiceRef::new(key.namespace_id, &scratch.name), addr)
+        .map_err(|e| {
+            registry(
+                e,
+                Op::Detail {
+                    service: &scratch.name,
+                    cluster: key.cluster,
+                },
+            )
+        })?;
+    let ip = inst.ip.to_string();
+    let view = InstanceDetailView {
+        service: key.service,
+        ip: &ip,
+        port: inst.port,
+        cluster_name: &inst.cluster,
+        weight: inst.weight,
+        healthy: inst.healthy,
+        instance_id: None,
+        metadata: MetadataJson(&inst.metadata),
+    };
+    let _ = view.encode(&mut scratch.body);
+    Ok(Reply::Json)
+}
+
+/// `PUT /instance/beat`: renew a lease; `20404` for an unknown instance
+/// unless the beat body lets us register it again (as Nacos does).
+pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let req = BeatRequest::parse(&ex.params, &ex.app.parse_limits)?;
+    grouped(&req.service, &mut scratch.name);
+    let svc = ServiceRef::new(req.namespace_id, &scratch.name);
+    let addr = InstanceAddr {
+        cluster: &req.cluster,
+        ip: convert::ip(&req.ip)?,
+        port: req.port,
+    };
+    let app = ex.app;
+    let now = app.clock.now();
+    let interval = match app.store.beat(svc, addr, now) {
+        BeatOutcome::Renewed { interval_ms } => interval_ms,
+        BeatOutcome::Revived { interval_ms, event } => {
+            app.publish(Some(event));
+            interval_ms
+        }
+        BeatOutcome::NotFound => match &req.beat {
+            None => {
+                app.metrics.beats_not_found.inc();
+                beat_not_found(&mut scratch.body, u64::from(app.config.beat_interval_ms));
+                return Ok(Reply::Json);
+            }
+            Some(info) => {
+                // "Perform data compensation": register from the beat body.
+                let spec = InstanceSpec {
+                    weight: info.weight,
+                    ephemeral: info.ephemeral,
+                    metadata: convert::metadata(&info.metadata)?,
+                    ..InstanceSpec::new(addr.cluster, addr.ip, addr.port)
+                };
+                let written = app.store.register(svc, &spec, now).map_err(|e| {
+                    registry(
+                        e,
+                        Op::Write {
+                            namespace: req.namespace_id,
+                            service: &scratch.name,
+                            instance: "",
+                        },
+                    )
+                })?;
+                app.publish(written.event);
+                spec_interval(app, &spec)
+            }
+        },
+    };
+    app.metrics.beats.inc();
+    beat_ok(&mut scratch.body, u64::from(interval), true);
+    Ok(Reply::Json)
+}
+
+fn spec_interval(app: &crate::state::App, spec: &InstanceSpec<'_>) -> u32 {
+    registry_core::LeaseTimeouts::from_metadata(&spec.metadata, app.store.config().timeouts)
+        .map_or(app.config.beat_interval_ms, |t| t.beat_interval_ms)
+}
+
+/// `GET /instance/list`: the instance list, cached per revision and view;
+/// with `udpPort`, also subscribes the HTTP peer to pushes.
+pub(crate) fn list(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let req = ListRequest::parse(&ex.params, &ex.app.parse_limits)?;
+    let app = ex.app;
+    grouped(&req.service, &mut scratch.name);
+    let subscribed = req.udp_port > 0 && subscribe(ex, &req, &scratch.name);
+    let snapshot = app
+        .store
+        .snapshot(ServiceRef::new(req.namespace_id, &scratch.name));
+    let revision = snapshot.as_ref().map_or(0, |s| s.revision());
+    ListCache::key(
+        &mut scratch.key,
+        req.namespace_id,
+        &scratch.name,
+        req.clusters,
+        req.healthy_only,
+        subscribed,
+    );
+    if let Some(hit) = app.lists.get(&scratch.key, revision) {
+        return Ok(Reply::Cached(hit));
+    }
+    let clusters: Vec<&str> = req.cluster_list().collect();
+    let view = ListView {
+        service: req.service,
+        clusters: req.clusters,
+        cluster_list: &clusters,
+        healthy_only: req.healthy_only,
+        cache_millis: if subscribed {
+            PUSH_CACHE_MILLIS
+        } else {
+            POLL_CACHE_MILLIS
+        },
+        last_ref_time: crate::clock::Clock::wall_ms(),
+    };
+    let mut body = Vec::with_capacity(512);
+    encode_list(snapshot.as_deref(), &view, &mut body);
+    Ok(Reply::Cached(app.lists.put(&scratch.key, revision, body)))
+}
+
+/// Subscribes the HTTP peer's address at `udpPort` (never `clientIP`:
+/// that would let any caller aim our pushes at a third party).
+fn subscribe(ex: &Exchange<'_>, req: &ListRequest<'_>, grouped: &str) -> bool {
+    let app = ex.app;
+    let target = SocketAddr::new(ex.peer.ip(), req.udp_port);
+    let key = ServiceKey::new(req.namespace_id, grouped);
+    let mut subs = app.subscribers.lock();
+    let outcome = subs.subscribe(
+        &key,
+        target,
+        req.clusters,
+        req.healthy_only,
+        app.clock.now(),
+    );
+    app.metrics.push.subscribers.set(subs.len() as u64);
+    drop(subs);
+    if !outcome.is_subscribed() {
+        app.metrics.push.subscribe_refused.inc();
+    }
+    outcome.is_subscribed()
+}

@@ -1,0 +1,70 @@
+//! `/operator/metrics`, `/operator/switches` and the Prometheus `/metrics`.
+
+use registry_proto::naming::operator::{Metrics, ServerStatus, Switches};
+
+use super::error::Failure;
+use super::{Exchange, Reply, Scratch};
+use crate::metrics::StoreGauges;
+
+/// `GET /operator/metrics`: the 1.4 shape; clients check `status == "UP"`.
+pub(crate) fn metrics(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let stats = ex.app.store.stats();
+    let subscribers = ex.app.metrics.push.subscribers.get();
+    let m = Metrics {
+        status: ServerStatus::Up,
+        service_count: stats.services as u64,
+        instance_count: stats.instances as u64,
+        subscribe_count: subscribers,
+        raft_notify_task_count: 0,
+        responsible_service_count: stats.services as u64,
+        responsible_instance_count: stats.instances as u64,
+        cpu: 0.0,
+        load: load_average(),
+        mem: memory_used_fraction(),
+    };
+    m.encode(&mut scratch.body);
+    Ok(Reply::Json)
+}
+
+/// `GET /operator/switches`: the switch values this server runs with.
+pub(crate) fn switches(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let s = Switches {
+        client_beat_interval: u64::from(ex.app.config.beat_interval_ms),
+        default_push_cache_millis: super::instance::PUSH_CACHE_MILLIS,
+        ..Switches::default()
+    };
+    s.encode(&mut scratch.body);
+    Ok(Reply::Json)
+}
+
+/// `GET /metrics`: Prometheus text.
+pub(crate) fn prometheus(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let stats = ex.app.store.stats();
+    let text = ex.app.metrics.render(&StoreGauges {
+        services: stats.services,
+        instances: stats.instances,
+    });
+    scratch.body.extend_from_slice(text.as_bytes());
+    Ok(Reply::Prometheus)
+}
+
+fn load_average() -> f32 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn memory_used_fraction() -> f32 {
+    let Ok(info) = std::fs::read_to_string("/proc/meminfo") else {
+        return 0.0;
+    };
+    let field = |name: &str| -> Option<f64> {
+        let line = info.lines().find(|l| l.starts_with(name))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    match (field("MemTotal:"), field("MemAvailable:")) {
+        (Some(total), Some(avail)) if total > 0.0 => (1.0 - avail / total) as f32,
+        _ => 0.0,
+    }
+}

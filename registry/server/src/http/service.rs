@@ -1,0 +1,127 @@
+//! `/nacos/v1/ns/service` and `/service/list`.
+
+use std::sync::Arc;
+
+use registry_core::{ServiceRef, ServiceSpec};
+use registry_proto::naming::service::{
+    encode_service_list, ClusterView, Selector, ServiceDetailView, ServiceKey, ServiceListRequest,
+    ServiceRequest, ALL_GROUPS,
+};
+
+use super::error::{registry, Failure, Op};
+use super::{Exchange, Reply, Scratch};
+use crate::convert::{self, MetadataJson};
+
+fn selector_text(selector: &Selector) -> Option<Arc<str>> {
+    match selector {
+        Selector::None => None,
+        other => serde_json::to_string(other).ok().map(Arc::from),
+    }
+}
+
+/// `POST /service`: create a service explicitly.
+pub(crate) fn create(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let req = ServiceRequest::parse_create(&ex.params, &ex.app.parse_limits)?;
+    let name = req.key.service.grouped();
+    let spec = ServiceSpec {
+        protect_threshold: req.protect_threshold,
+        metadata: convert::metadata(&req.metadata)?,
+        selector: selector_text(&req.selector),
+    };
+    let written = ex
+        .app
+        .store
+        .create_service(
+            ServiceRef::new(req.key.namespace_id, &name),
+            &spec,
+            ex.app.clock.now(),
+        )
+        .map_err(|e| registry(e, Op::ServiceCreate { service: &name }))?;
+    ex.app.publish(written.event);
+    Ok(Reply::Text("ok"))
+}
+
+/// `PUT /service`: replace threshold and metadata (and the selector, when given).
+pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let req = ServiceRequest::parse_update(&ex.params, &ex.app.parse_limits)?;
+    let name = req.key.service.grouped();
+    let selector = ex
+        .params
+        .optional("selector")
+        .and(selector_text(&req.selector));
+    let written = ex
+        .app
+        .store
+        .update_service(
+            ServiceRef::new(req.key.namespace_id, &name),
+            req.protect_threshold,
+            Some(convert::metadata(&req.metadata)?),
+            selector,
+            ex.app.clock.now(),
+        )
+        .map_err(|e| registry(e, Op::ServiceUpdate { service: &name }))?;
+    ex.app.publish(written.event);
+    Ok(Reply::Text("ok"))
+}
+
+/// `DELETE /service`: remove a service and its instances (Nacos 1.4.8).
+pub(crate) fn delete(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let key = ServiceKey::parse(&ex.params, &ex.app.parse_limits)?;
+    let name = key.service.grouped();
+    let written = ex
+        .app
+        .store
+        .delete_service(ServiceRef::new(key.namespace_id, &name))
+        .map_err(|e| registry(e, Op::ServiceDelete { service: &name }))?;
+    ex.app.publish(written.event);
+    Ok(Reply::Text("ok"))
+}
+
+/// `GET /service`: service detail.
+pub(crate) fn detail(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let key = ServiceKey::parse(&ex.params, &ex.app.parse_limits)?;
+    let name = key.service.grouped();
+    let Some(snap) = ex
+        .app
+        .store
+        .snapshot(ServiceRef::new(key.namespace_id, &name))
+    else {
+        return Err(Failure::new(404, format!("service {name} is not found!")));
+    };
+    let selector = Selector::parse(snap.selector()).unwrap_or_default();
+    let no_metadata = registry_core::Metadata::empty();
+    let clusters: Vec<ClusterView<'_, MetadataJson<'_>>> = snap
+        .cluster_names()
+        .into_iter()
+        .map(|name| ClusterView {
+            name,
+            metadata: MetadataJson(&no_metadata),
+        })
+        .collect();
+    let view = ServiceDetailView {
+        service: key.service,
+        namespace_id: key.namespace_id,
+        protect_threshold: snap.protect_threshold(),
+        metadata: MetadataJson(snap.metadata()),
+        selector: &selector,
+        clusters: &clusters,
+    };
+    let _ = view.encode(&mut scratch.body);
+    Ok(Reply::Json)
+}
+
+/// `GET /service/list`: a page of service names, ungrouped.
+pub(crate) fn list(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let req = ServiceListRequest::parse(&ex.params, &ex.app.parse_limits)?;
+    let group = (req.group != ALL_GROUPS).then_some(req.group);
+    let page = ex.app.store.list_services(
+        req.namespace_id,
+        group,
+        req.page_no as usize,
+        req.page_size as usize,
+    );
+    // Nacos strips the group from the names on the page.
+    let names = page.services.iter().map(|k| k.service_name());
+    encode_service_list(&mut scratch.body, page.count, names);
+    Ok(Reply::Json)
+}

@@ -1,0 +1,143 @@
+//! The registry server: the Nacos 1.x naming HTTP API and UDP push around
+//! the pure [`registry_core::Store`].
+//!
+//! # Layout
+//! - [`config`]: the flags (clap, each also an environment variable).
+//! - [`http`]: connections, framing, routing, the handlers and the one place
+//!   errors become Nacos statuses and texts.
+//! - [`convert`]: mapping between wire types (`registry-proto`) and the core.
+//! - [`list_cache`]: encoded instance lists, once per revision and view.
+//! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
+//!   batched UDP sends, acks and the one resend.
+//! - [`sweeper`]: the lease sweeper task.
+//! - [`metrics`]: Prometheus counters and histograms.
+//! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
+//! - [`embed`]: running a registry inside another program (loadgen, tests).
+//!
+//! [`run`] takes bound sockets and a shutdown future, so tests start the
+//! real server in-process on port 0 and stop it with a oneshot.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod clock;
+pub mod config;
+pub mod convert;
+pub mod embed;
+pub mod http;
+pub mod list_cache;
+pub mod metrics;
+pub mod notifier;
+pub mod shutdown;
+pub mod state;
+pub mod sweeper;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+pub use config::Config;
+pub use embed::Embedded;
+pub use state::App;
+
+/// The sockets a server serves on, bound before it runs.
+pub struct Listeners {
+    /// The HTTP listener.
+    pub http: std::net::TcpListener,
+    /// The UDP socket pushes leave from and acks arrive on.
+    pub udp: std::net::UdpSocket,
+}
+
+impl Listeners {
+    /// Binds the configured addresses (port 0 picks free ports).
+    ///
+    /// # Errors
+    /// When an address cannot be bound.
+    pub fn bind(config: &Config) -> anyhow::Result<Listeners> {
+        let http = std::net::TcpListener::bind(config.listen)
+            .with_context(|| format!("binding HTTP {}", config.listen))?;
+        http.set_nonblocking(true)?;
+        let udp = std::net::UdpSocket::bind(config.udp_listen)
+            .with_context(|| format!("binding UDP {}", config.udp_listen))?;
+        udp.set_nonblocking(true)?;
+        Ok(Listeners { http, udp })
+    }
+
+    /// The bound HTTP address.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+
+    /// The bound UDP address.
+    pub fn udp_addr(&self) -> SocketAddr {
+        self.udp.local_addr().expect("bound socket has an address")
+    }
+}
+
+/// Serves until `shutdown` resolves, then shuts down in order within the
+/// grace period (see [`shutdown`]). Must run inside a tokio runtime.
+///
+/// # Errors
+/// When the sockets cannot be registered with the runtime.
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let app = Arc::new(App::new(config)?);
+    run_app(app, listeners, shutdown).await
+}
+
+/// [`run`] with a prepared [`App`], so the caller can keep a handle on its
+/// store and metrics.
+///
+/// # Errors
+/// When the sockets cannot be registered with the runtime.
+pub async fn run_app(
+    app: Arc<App>,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let stages = shutdown::Stages::default();
+    let http = tokio::net::TcpListener::from_std(listeners.http)?;
+    let udp = tokio::net::UdpSocket::from_std(listeners.udp)?;
+    let grace = app.config.grace();
+
+    let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
+    let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
+    let connections = tokio_util::task::TaskTracker::new();
+    let acceptor = tokio::spawn(http::serve(
+        app.clone(),
+        http,
+        connections.clone(),
+        stages.http.clone(),
+    ));
+
+    shutdown.await;
+    tracing::info!("shutting down");
+    let ordered = async {
+        // 1. Stop accepting; open connections finish their current batch.
+        stages.http.cancel();
+        let _ = acceptor.await;
+        connections.close();
+        connections.wait().await;
+        // 2. Stop the sweeper.
+        stages.sweeper.cancel();
+        let _ = sweeper.await;
+        // 3. The notifier flushes what is due and closes the UDP socket.
+        stages.notifier.cancel();
+        let _ = notifier.await;
+    };
+    if tokio::time::timeout(grace, ordered).await.is_err() {
+        tracing::warn!(
+            grace_ms = grace.as_millis() as u64,
+            "shutdown grace period ended; abandoning the rest"
+        );
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

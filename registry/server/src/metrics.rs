@@ -1,0 +1,471 @@
+//! Prometheus metrics: request counts by route and status, latency
+//! histograms per route, and the registry's own counters and gauges.
+//!
+//! Everything is a `Relaxed` atomic: each counter is independent and read
+//! only to render `/metrics`, so no ordering between them is needed. The
+//! renderer writes the text exposition format by hand.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use registry_proto::naming::route::Route;
+
+/// Status codes with their own counter; anything else counts as "other".
+const STATUSES: [u16; 14] = [
+    200, 400, 401, 403, 404, 405, 408, 411, 413, 414, 431, 500, 501, 503,
+];
+const STATUS_SLOTS: usize = STATUSES.len() + 1;
+
+/// Upper bounds of the latency buckets, in microseconds.
+const LATENCY_BOUNDS_US: [u64; 14] = [
+    25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+];
+
+/// A cumulative-bucket histogram of microseconds.
+pub struct Histogram {
+    bounds: &'static [u64],
+    buckets: Box<[AtomicU64]>,
+    sum: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    /// A histogram over `bounds` (ascending, in the recorded unit).
+    pub fn new(bounds: &'static [u64]) -> Histogram {
+        Histogram {
+            bounds,
+            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// A latency histogram in microseconds.
+    pub fn latency() -> Histogram {
+        Histogram::new(&LATENCY_BOUNDS_US)
+    }
+
+    /// Records one value.
+    pub fn record(&self, v: u64) {
+        let i = self.bounds.partition_point(|b| *b < v);
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(v, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a duration in microseconds.
+    pub fn record_duration(&self, d: Duration) {
+        self.record(d.as_micros() as u64);
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str, scale: f64) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (i, b) in self.bounds.iter().enumerate() {
+            cumulative += self.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{}\"}} {cumulative}",
+                *b as f64 / scale
+            );
+        }
+        cumulative += self.buckets[self.bounds.len()].load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {cumulative}"
+        );
+        let sum = self.sum.load(Ordering::Relaxed) as f64 / scale;
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count());
+    }
+}
+
+/// A monotonically increasing counter.
+#[derive(Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds one.
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A value that goes up and down.
+#[derive(Default)]
+pub struct Gauge(AtomicU64);
+
+impl Gauge {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Subtracts one.
+    pub fn dec(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Sets the value.
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Upper bounds for push batch sizes (datagrams per `sendmmsg`).
+const BATCH_BOUNDS: [u64; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+
+/// Push counters, written by the notifier.
+pub struct PushMetrics {
+    /// Live subscriptions.
+    pub subscribers: Gauge,
+    /// Polls refused a subscription by a limit.
+    pub subscribe_refused: Counter,
+    /// Datagrams sent (first sends and resends).
+    pub sent: Counter,
+    /// Pushes acknowledged.
+    pub acked: Counter,
+    /// Resends after an ack timeout.
+    pub retried: Counter,
+    /// Pushes given up after the resend.
+    pub failed: Counter,
+    /// Pushes not sent: too large even gzipped, or the ack table was full.
+    pub skipped: Counter,
+    /// Ack datagrams dropped: malformed, oversized, unknown or duplicate.
+    pub bad_acks: Counter,
+    /// Datagrams per batch send.
+    pub batch_size: Histogram,
+    /// From the first change in a window to the push send, in µs.
+    pub change_to_send: Histogram,
+    /// From send to ack, in µs.
+    pub round_trip: Histogram,
+}
+
+impl Default for PushMetrics {
+    fn default() -> Self {
+        PushMetrics {
+            subscribers: Gauge::default(),
+            subscribe_refused: Counter::default(),
+            sent: Counter::default(),
+            acked: Counter::default(),
+            retried: Counter::default(),
+            failed: Counter::default(),
+            skipped: Counter::default(),
+            bad_acks: Counter::default(),
+            batch_size: Histogram::new(&BATCH_BOUNDS),
+            change_to_send: Histogram::latency(),
+            round_trip: Histogram::latency(),
+        }
+    }
+}
+
+/// Every metric the server keeps.
+pub struct Metrics {
+    requests: Box<[[AtomicU64; STATUS_SLOTS]]>,
+    latency: Box<[Histogram]>,
+    /// Requests that failed before routing (bad framing, unknown path).
+    pub unrouted: [AtomicU64; STATUS_SLOTS],
+    /// Beats that renewed a lease.
+    pub beats: Counter,
+    /// Beats for unknown instances (answered 20404).
+    pub beats_not_found: Counter,
+    /// Instances marked unhealthy by the sweeper.
+    pub expired_unhealthy: Counter,
+    /// Instances deleted by the sweeper.
+    pub expired_removed: Counter,
+    /// Empty auto-created services removed by the sweeper.
+    pub services_removed: Counter,
+    /// Open HTTP connections.
+    pub connections: Gauge,
+    /// Connections refused at the connection limit.
+    pub connections_refused: Counter,
+    /// Requests answered 503 at the in-flight limit.
+    pub requests_shed: Counter,
+    /// Push and subscription metrics.
+    pub push: PushMetrics,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: Route::ALL.iter().map(|_| Default::default()).collect(),
+            latency: Route::ALL.iter().map(|_| Histogram::latency()).collect(),
+            unrouted: Default::default(),
+            beats: Counter::default(),
+            beats_not_found: Counter::default(),
+            expired_unhealthy: Counter::default(),
+            expired_removed: Counter::default(),
+            services_removed: Counter::default(),
+            connections: Gauge::default(),
+            connections_refused: Counter::default(),
+            requests_shed: Counter::default(),
+            push: PushMetrics::default(),
+        }
+    }
+}
+
+fn status_slot(status: u16) -> usize {
+    STATUSES
+        .iter()
+        .position(|s| *s == status)
+        .unwrap_or(STATUSES.len())
+}
+
+fn status_label(slot: usize) -> String {
+    STATUSES
+        .get(slot)
+        .map_or_else(|| "other".to_string(), |s| s.to_string())
+}
+
+/// Gauges read from the store when rendering.
+pub struct StoreGauges {
+    /// Services held.
+    pub services: usize,
+    /// Instances held.
+    pub instances: usize,
+}
+
+impl Metrics {
+    /// Counts one answered request.
+    pub fn request(&self, route: Option<Route>, status: u16, elapsed: Duration) {
+        let slot = status_slot(status);
+        match route {
+            Some(r) => {
+                self.requests[r as usize][slot].fetch_add(1, Ordering::Relaxed);
+                self.latency[r as usize].record_duration(elapsed);
+            }
+            None => {
+                self.unrouted[slot].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Requests answered on `route` with `status`.
+    pub fn requests_with(&self, route: Route, status: u16) -> u64 {
+        self.requests[route as usize][status_slot(status)].load(Ordering::Relaxed)
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self, store: &StoreGauges) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        out.push_str(
+            "# HELP registry_http_requests_total HTTP requests answered, by route and status.\n",
+        );
+        out.push_str("# TYPE registry_http_requests_total counter\n");
+        for (ri, route) in Route::ALL.iter().enumerate() {
+            for slot in 0..STATUS_SLOTS {
+                let n = self.requests[ri][slot].load(Ordering::Relaxed);
+                if n > 0 {
+                    let _ = writeln!(
+                        out,
+                        "registry_http_requests_total{{route=\"{}\",status=\"{}\"}} {n}",
+                        route.name(),
+                        status_label(slot)
+                    );
+                }
+            }
+        }
+        for slot in 0..STATUS_SLOTS {
+            let n = self.unrouted[slot].load(Ordering::Relaxed);
+            if n > 0 {
+                let _ = writeln!(
+                    out,
+                    "registry_http_requests_total{{route=\"none\",status=\"{}\"}} {n}",
+                    status_label(slot)
+                );
+            }
+        }
+        out.push_str("# HELP registry_http_request_duration_seconds Time from parsed request to response written into the buffer.\n");
+        out.push_str("# TYPE registry_http_request_duration_seconds histogram\n");
+        for (ri, route) in Route::ALL.iter().enumerate() {
+            if self.latency[ri].count() > 0 {
+                let labels = format!("route=\"{}\"", route.name());
+                self.latency[ri].render(
+                    &mut out,
+                    "registry_http_request_duration_seconds",
+                    &labels,
+                    1e6,
+                );
+            }
+        }
+        let gauges: [(&str, &str, u64); 3] = [
+            ("registry_services", "Services held.", store.services as u64),
+            (
+                "registry_instances",
+                "Instances held.",
+                store.instances as u64,
+            ),
+            (
+                "registry_http_connections",
+                "Open HTTP connections.",
+                self.connections.get(),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        }
+        let counters: [(&str, &str, &Counter); 13] = [
+            (
+                "registry_beats_total",
+                "Beats that renewed a lease.",
+                &self.beats,
+            ),
+            (
+                "registry_beats_not_found_total",
+                "Beats for unknown instances (20404).",
+                &self.beats_not_found,
+            ),
+            (
+                "registry_expired_unhealthy_total",
+                "Instances marked unhealthy by the sweeper.",
+                &self.expired_unhealthy,
+            ),
+            (
+                "registry_expired_removed_total",
+                "Instances deleted by the sweeper.",
+                &self.expired_removed,
+            ),
+            (
+                "registry_services_removed_total",
+                "Empty auto-created services removed.",
+                &self.services_removed,
+            ),
+            (
+                "registry_http_connections_refused_total",
+                "Connections refused at the limit.",
+                &self.connections_refused,
+            ),
+            (
+                "registry_http_requests_shed_total",
+                "Requests answered 503 at the in-flight limit.",
+                &self.requests_shed,
+            ),
+            (
+                "registry_push_sent_total",
+                "Push datagrams sent, resends included.",
+                &self.push.sent,
+            ),
+            (
+                "registry_push_acked_total",
+                "Pushes acknowledged.",
+                &self.push.acked,
+            ),
+            (
+                "registry_push_retried_total",
+                "Pushes resent after an ack timeout.",
+                &self.push.retried,
+            ),
+            (
+                "registry_push_failed_total",
+                "Pushes given up after the resend.",
+                &self.push.failed,
+            ),
+            (
+                "registry_push_skipped_total",
+                "Pushes not sent (too large, or ack table full).",
+                &self.push.skipped,
+            ),
+            (
+                "registry_push_bad_acks_total",
+                "Ack datagrams dropped as malformed, unknown or duplicate.",
+                &self.push.bad_acks,
+            ),
+        ];
+        for (name, help, c) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                c.get()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP registry_push_subscribers Live push subscriptions.\n# TYPE registry_push_subscribers gauge\nregistry_push_subscribers {}",
+            self.push.subscribers.get()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP registry_push_subscribe_refused_total Polls refused a subscription by a limit.\n# TYPE registry_push_subscribe_refused_total counter\nregistry_push_subscribe_refused_total {}",
+            self.push.subscribe_refused.get()
+        );
+        out.push_str("# HELP registry_push_batch_size Datagrams per batched send.\n# TYPE registry_push_batch_size histogram\n");
+        self.push
+            .batch_size
+            .render(&mut out, "registry_push_batch_size", "", 1.0);
+        out.push_str("# HELP registry_push_change_to_send_seconds From a service's first change in a window to its push.\n# TYPE registry_push_change_to_send_seconds histogram\n");
+        self.push
+            .change_to_send
+            .render(&mut out, "registry_push_change_to_send_seconds", "", 1e6);
+        out.push_str("# HELP registry_push_round_trip_seconds From push send to its ack.\n# TYPE registry_push_round_trip_seconds histogram\n");
+        self.push
+            .round_trip
+            .render(&mut out, "registry_push_round_trip_seconds", "", 1e6);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let h = Histogram::latency();
+        h.record(10);
+        h.record(60);
+        h.record(5_000_000);
+        let mut out = String::new();
+        h.render(&mut out, "x", "", 1.0);
+        assert!(out.contains("x_bucket{le=\"25\"} 1\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"100\"} 2\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"1000000\"} 2\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"+Inf\"} 3\n"), "{out}");
+        assert!(out.contains("x_count{} 3\n"), "{out}");
+    }
+
+    #[test]
+    fn requests_are_counted_by_route_and_status() {
+        let m = Metrics::default();
+        m.request(Some(Route::InstanceBeat), 200, Duration::from_micros(30));
+        m.request(Some(Route::InstanceBeat), 200, Duration::from_micros(30));
+        m.request(
+            Some(Route::InstanceRegister),
+            400,
+            Duration::from_micros(30),
+        );
+        m.request(None, 418, Duration::ZERO);
+        let text = m.render(&StoreGauges {
+            services: 3,
+            instances: 7,
+        });
+        assert!(text
+            .contains("registry_http_requests_total{route=\"instance_beat\",status=\"200\"} 2\n"));
+        assert!(text.contains(
+            "registry_http_requests_total{route=\"instance_register\",status=\"400\"} 1\n"
+        ));
+        assert!(text.contains("registry_http_requests_total{route=\"none\",status=\"other\"} 1\n"));
+        assert!(text.contains("registry_instances 7\n"));
+        assert_eq!(m.requests_with(Route::InstanceBeat, 200), 2);
+    }
+}

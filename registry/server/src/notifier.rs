@@ -1,0 +1,417 @@
+//! The single-writer notifier: the one task that owns push state.
+//!
+//! Everyone else only sends it [`ChangeEvent`]s. It owns:
+//! - the [`Coalescer`]: changes to one service within the push window
+//!   become one push of the latest state;
+//! - the fan-out: for each due service, the packet is encoded once per
+//!   subscriber view and sent to every subscriber of that view in batches
+//!   with `sendmmsg`;
+//! - the ack table, keyed by (subscriber address, `lastRefTime`), bounded;
+//!   acks are read in batches with `recvmmsg`;
+//! - the resend queue: one resend after the ack timeout, then a counted
+//!   failure (Nacos's two sends in total).
+//!
+//! `lastRefTime` is a counter, not a clock: it stays below 2^53 so a
+//! JavaScript client echoes it back exactly.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::socket::{recvmmsg, sendmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
+use registry_core::{
+    ChangeEvent, Coalescer, Due, Millis, ServiceKey, ServiceSnapshot, SubscriberView, Subscription,
+};
+use registry_proto::naming::ServiceName;
+use registry_proto::udp::ack::{parse_ack, AckKind};
+use registry_proto::udp::push::encode_push;
+use registry_proto::udp::MAX_DATAGRAM;
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::convert::{encode_list, ListView};
+use crate::http::PUSH_CACHE_MILLIS;
+use crate::list_cache::{CachedList, ListCache};
+use crate::state::App;
+
+/// Datagrams per `sendmmsg` / `recvmmsg` call.
+const BATCH: usize = 64;
+/// Ack datagrams are small; anything longer than this is refused unread.
+const ACK_BUFFER: usize = 2048;
+
+struct Pending {
+    packet: Arc<[u8]>,
+    sent_at: Instant,
+    resent: bool,
+}
+
+/// The notifier's state. Not shared: owned by its task.
+struct Notifier {
+    app: Arc<App>,
+    udp: UdpSocket,
+    coalescer: Coalescer,
+    acks: HashMap<(SocketAddr, u64), Pending, foldhash::fast::FixedState>,
+    /// (deadline, key) in send order; every push has the same timeout, so
+    /// this is also deadline order. Entries already acked are skipped.
+    timeouts: VecDeque<(Instant, SocketAddr, u64)>,
+    next_ref: u64,
+    ack_timeout: Duration,
+    max_pending: usize,
+}
+
+/// Runs until `cancel` fires, then sends what is pending and returns.
+pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
+    let Some(mut events) = app.take_events() else {
+        tracing::error!("notifier started twice");
+        return;
+    };
+    let mut n = Notifier {
+        coalescer: Coalescer::new(app.config.push_window_ms),
+        acks: HashMap::default(),
+        timeouts: VecDeque::new(),
+        next_ref: 1,
+        ack_timeout: Duration::from_millis(app.config.push_ack_timeout_ms),
+        max_pending: app.config.max_pending_acks,
+        udp,
+        app,
+    };
+    let mut batch: Vec<ChangeEvent> = Vec::with_capacity(1024);
+    loop {
+        let wake = n.next_wake();
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                // Last batch: everything pending is due now.
+                n.push_due(Millis(u64::MAX)).await;
+                return;
+            }
+            got = events.recv_many(&mut batch, 1024) => {
+                if got == 0 {
+                    return;
+                }
+                let now = n.app.clock.now();
+                for e in batch.drain(..) {
+                    n.coalescer.offer(e, now);
+                }
+            }
+            _ = n.app.overflowed() => {
+                let now = n.app.clock.now();
+                for service in n.app.take_overflow() {
+                    n.coalescer.offer(ChangeEvent { service, revision: 0 }, now);
+                }
+            }
+            ready = n.udp.readable() => {
+                if ready.is_ok() {
+                    n.receive_acks();
+                }
+            }
+            _ = sleep_until(wake) => {}
+        }
+        let now = n.app.clock.now();
+        n.push_due(now).await;
+        n.resend_expired().await;
+    }
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Notifier {
+    fn next_wake(&self) -> Option<Instant> {
+        let due = self
+            .coalescer
+            .next_due()
+            .map(|t| self.app.clock.instant_at(t));
+        let ack = self.timeouts.front().map(|(t, _, _)| *t);
+        match (due, ack) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn next_ref(&mut self) -> u64 {
+        let r = self.next_ref;
+        // Wraps long before 2^53: at a million pushes a second, in 285 years.
+        self.next_ref = (self.next_ref + 1) & ((1 << 53) - 1);
+        r
+    }
+
+    async fn push_due(&mut self, now: Millis) {
+        let mut due: Vec<Due> = Vec::new();
+        self.coalescer.drain_due(now, &mut due);
+        if due.is_empty() {
+            return;
+        }
+        let mut targets: Vec<Subscription> = Vec::new();
+        let wall_now = self.app.clock.now();
+        for d in due {
+            targets.clear();
+            self.app
+                .subscribers
+                .lock()
+                .targets(&d.service, wall_now, &mut targets);
+            if targets.is_empty() {
+                continue;
+            }
+            let snapshot = self.app.store.snapshot(d.service.as_ref());
+            let mut start = 0;
+            while start < targets.len() {
+                let view = targets[start].view.clone();
+                let end = start
+                    + targets[start..]
+                        .iter()
+                        .take_while(|t| t.view == view)
+                        .count();
+                let addrs: Vec<SocketAddr> = targets[start..end].iter().map(|t| t.addr).collect();
+                self.push_view(&d.service, snapshot.as_deref(), &view, &addrs)
+                    .await;
+                start = end;
+            }
+            let delay = wall_now.0.saturating_sub(d.first_change.0);
+            self.app.metrics.push.change_to_send.record(delay * 1000);
+        }
+    }
+
+    async fn push_view(
+        &mut self,
+        service: &ServiceKey,
+        snapshot: Option<&ServiceSnapshot>,
+        view: &SubscriberView,
+        addrs: &[SocketAddr],
+    ) {
+        let app = self.app.clone();
+        let metrics = &app.metrics.push;
+        let body = list_body(&app, service, snapshot, view);
+        let seq = self.next_ref();
+        let mut packet = Vec::with_capacity(body.body.len() / 2 + 64);
+        encode_push(&body.body, seq, &mut packet);
+        if packet.len() > MAX_DATAGRAM {
+            // Too large even gzipped: the client still polls.
+            metrics.skipped.add(addrs.len() as u64);
+            return;
+        }
+        let packet: Arc<[u8]> = packet.into();
+        let sent_at = Instant::now();
+        let mut to: Vec<SocketAddr> = Vec::with_capacity(addrs.len());
+        for a in addrs {
+            if self.acks.len() >= self.max_pending {
+                metrics.skipped.inc();
+                continue;
+            }
+            self.acks.insert(
+                (*a, seq),
+                Pending {
+                    packet: packet.clone(),
+                    sent_at,
+                    resent: false,
+                },
+            );
+            self.timeouts
+                .push_back((sent_at + self.ack_timeout, *a, seq));
+            to.push(*a);
+        }
+        self.send_all(&packet, &to).await;
+    }
+
+    /// Sends `packet` to every address, `BATCH` datagrams per syscall.
+    async fn send_all(&self, packet: &[u8], addrs: &[SocketAddr]) {
+        let metrics = &self.app.metrics.push;
+        let mut rest = addrs;
+        while !rest.is_empty() {
+            let n = rest.len().min(BATCH);
+            let sent = self
+                .udp
+                .async_io(Interest::WRITABLE, || {
+                    send_batch(&self.udp, packet, &rest[..n])
+                })
+                .await;
+            match sent {
+                Ok(k) if k > 0 => {
+                    metrics.sent.add(k as u64);
+                    metrics.batch_size.record(k as u64);
+                    rest = &rest[k..];
+                }
+                Ok(_) | Err(_) => {
+                    // An unreachable or refused address fails the whole call;
+                    // skip it so the others still get their push.
+                    rest = &rest[1..];
+                }
+            }
+        }
+    }
+
+    fn receive_acks(&mut self) {
+        loop {
+            let got = self
+                .udp
+                .try_io(Interest::READABLE, || recv_batch(&self.udp));
+            let datagrams = match got {
+                Ok(d) if !d.is_empty() => d,
+                _ => return,
+            };
+            let now = Instant::now();
+            for (from, data) in datagrams {
+                self.on_ack(from, data.as_deref(), now);
+            }
+        }
+    }
+
+    fn on_ack(&mut self, from: SocketAddr, data: Option<&[u8]>, now: Instant) {
+        let metrics = &self.app.metrics.push;
+        let Some(data) = data else {
+            metrics.bad_acks.inc();
+            return;
+        };
+        match parse_ack(data) {
+            Ok(ack) if ack.kind == AckKind::PushAck => {
+                match self.acks.remove(&(from, ack.last_ref_time)) {
+                    Some(p) => {
+                        metrics.acked.inc();
+                        metrics
+                            .round_trip
+                            .record_duration(now.duration_since(p.sent_at));
+                    }
+                    // Unknown, late after the failure, or a duplicate.
+                    None => metrics.bad_acks.inc(),
+                }
+            }
+            _ => metrics.bad_acks.inc(),
+        }
+    }
+
+    async fn resend_expired(&mut self) {
+        let now = Instant::now();
+        let mut resend: Vec<(SocketAddr, Arc<[u8]>)> = Vec::new();
+        while let Some((deadline, addr, seq)) = self.timeouts.front().copied() {
+            if deadline > now {
+                break;
+            }
+            self.timeouts.pop_front();
+            let Some(p) = self.acks.get_mut(&(addr, seq)) else {
+                continue;
+            };
+            if p.resent {
+                self.acks.remove(&(addr, seq));
+                self.app.metrics.push.failed.inc();
+                tracing::debug!(%addr, seq, "push failed after one resend");
+            } else {
+                p.resent = true;
+                p.sent_at = now;
+                self.timeouts.push_back((now + self.ack_timeout, addr, seq));
+                resend.push((addr, p.packet.clone()));
+            }
+        }
+        for (addr, packet) in resend {
+            self.app.metrics.push.retried.inc();
+            self.send_all(&packet, &[addr]).await;
+        }
+    }
+}
+
+/// The encoded list a subscriber view receives, from the shared cache.
+fn list_body(
+    app: &App,
+    service: &ServiceKey,
+    snapshot: Option<&ServiceSnapshot>,
+    view: &SubscriberView,
+) -> Arc<CachedList> {
+    let revision = snapshot.map_or(0, |s| s.revision());
+    let mut key = String::new();
+    ListCache::key(
+        &mut key,
+        service.namespace(),
+        service.grouped_name(),
+        &view.clusters,
+        view.healthy_only,
+        true,
+    );
+    if let Some(hit) = app.lists.get(&key, revision) {
+        return hit;
+    }
+    let clusters: Vec<&str> = view
+        .clusters
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let list = ListView {
+        service: ServiceName::new(service.group(), service.service_name()),
+        clusters: &view.clusters,
+        cluster_list: &clusters,
+        healthy_only: view.healthy_only,
+        cache_millis: PUSH_CACHE_MILLIS,
+        last_ref_time: crate::clock::Clock::wall_ms(),
+    };
+    let mut body = Vec::with_capacity(512);
+    encode_list(snapshot, &list, &mut body);
+    app.lists.put(&key, revision, body)
+}
+
+/// One `sendmmsg` of `packet` to each of `addrs`; returns how many went.
+fn send_batch(udp: &UdpSocket, packet: &[u8], addrs: &[SocketAddr]) -> io::Result<usize> {
+    let slices: Vec<[IoSlice<'_>; 1]> = addrs.iter().map(|_| [IoSlice::new(packet)]).collect();
+    let names: Vec<Option<SockaddrStorage>> = addrs
+        .iter()
+        .map(|a| Some(SockaddrStorage::from(*a)))
+        .collect();
+    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(addrs.len(), None);
+    let sent = sendmmsg(
+        udp.as_raw_fd(),
+        &mut headers,
+        &slices,
+        &names,
+        [],
+        MsgFlags::MSG_DONTWAIT,
+    )
+    .map_err(io::Error::from)?;
+    Ok(sent.count())
+}
+
+/// One `recvmmsg`: up to `BATCH` datagrams with their senders; a datagram
+/// that did not fit the buffer comes back as `None`.
+fn recv_batch(udp: &UdpSocket) -> io::Result<Vec<(SocketAddr, Option<Vec<u8>>)>> {
+    let mut bufs = vec![[0u8; ACK_BUFFER]; BATCH];
+    let mut results = Vec::new();
+    {
+        let mut slices: Vec<[IoSliceMut<'_>; 1]> =
+            bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
+        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
+        let got = recvmmsg(
+            udp.as_raw_fd(),
+            &mut headers,
+            slices.iter_mut(),
+            MsgFlags::MSG_DONTWAIT,
+            None,
+        )
+        .map_err(io::Error::from)?;
+        for m in got {
+            let truncated = m.flags.contains(MsgFlags::MSG_TRUNC);
+            results.push((m.address.and_then(to_socket_addr), m.bytes, truncated));
+        }
+    }
+    Ok(results
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, (from, len, truncated))| {
+            let from = from?;
+            Some((from, (!truncated).then(|| bufs[i][..len].to_vec())))
+        })
+        .collect())
+}
+
+fn to_socket_addr(s: SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = s.as_sockaddr_in() {
+        return Some(SocketAddr::from((v4.ip(), v4.port())));
+    }
+    s.as_sockaddr_in6()
+        .map(|v6| SocketAddr::from((v6.ip(), v6.port())))
+}

@@ -1,0 +1,38 @@
+//! Graceful shutdown: one token, an ordered sequence, a bounded grace period.
+//!
+//! The order, enforced by `run`:
+//! 1. stop accepting HTTP connections and let open ones finish the request
+//!    they are on (they close after their current batch);
+//! 2. stop the lease sweeper;
+//! 3. the notifier sends its last due pushes, then closes the UDP socket;
+//! 4. return.
+//!
+//! The whole sequence runs under the configured grace period; whatever is
+//! still running when it ends is abandoned.
+
+use tokio_util::sync::CancellationToken;
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        // Without a SIGTERM handler, Ctrl-C still works.
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// The tokens tasks watch, one per shutdown stage.
+#[derive(Clone, Debug, Default)]
+pub struct Stages {
+    /// Stage 1: HTTP acceptors and connections.
+    pub http: CancellationToken,
+    /// Stage 2: the sweeper.
+    pub sweeper: CancellationToken,
+    /// Stage 3: the notifier and its UDP socket.
+    pub notifier: CancellationToken,
+}
