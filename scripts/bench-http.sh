@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# HTTP throughput of the registry against the floor, on one core.
+#
+# The server under test is pinned to core 0 with one worker thread and wrk
+# to core 1. Measured in one run: the floor (benches' http-floor), GET
+# instance/list (a service with 10 instances), PUT instance/beat (light
+# beats over registered instances) and POST instance (new instances), each
+# plain (32 connections) and pipelined (16 requests per write). Prints
+# requests/s, latency percentiles and each rate as a ratio of the floor's.
+#
+# Usage: scripts/bench-http.sh [SECONDS]   (default 10 per measurement)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-10}"
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+cargo build --release -q -p registry-server --bin registry
+cargo build --release -q -p benches --bin http-floor
+lua="$PWD/scripts/wrk/registry.lua"
+port_floor=18801
+port_reg=18802
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+taskset -c 0 target/release/http-floor --listen "127.0.0.1:$port_floor" --workers 1 >/dev/null &
+pids+=($!)
+REGISTRY_LOG=warn taskset -c 0 target/release/registry --listen "127.0.0.1:$port_reg" --workers 1 \
+    --max-connections 1000 --max-inflight 100000 >/dev/null &
+pids+=($!)
+for port in $port_floor $port_reg; do
+    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
+done
+
+base="http://127.0.0.1:$port_reg/nacos/v1/ns"
+for i in $(seq 1 10); do
+    curl -s -o /dev/null -XPOST "$base/instance?serviceName=bench-list&ip=10.9.0.$i&port=8080&metadata=version%3D1.0.0"
+done
+
+# Runs wrk; prints "rate p50 p90 p99" (ms).
+measure() { # url mode depth [count]
+    local conns=32
+    taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" --latency -s "$lua" "$1" -- "$2" "$3" "${4:-1}" 2>&1 | awk '
+        /Requests\/sec/ {rate=$2}
+        /^ +50%/ {p50=$2} /^ +90%/ {p90=$2} /^ +99%/ {p99=$2}
+        / Non-2xx or 3xx responses/ {bad=$NF}
+        END {printf "%s %s %s %s %s\n", rate, p50, p90, p99, (bad==""?0:bad)}'
+}
+
+printf '%-22s %-10s %12s %8s %9s %9s %9s %7s\n' case mode "req/s" "floor%" p50 p90 p99 non2xx
+report() { # name mode result floor
+    read -r rate p50 p90 p99 bad <<<"$3"
+    local ratio
+    ratio=$(awk -v r="$rate" -v f="$4" 'BEGIN { printf "%.0f%%", 100 * r / f }')
+    printf '%-22s %-10s %12.0f %8s %9s %9s %9s %7s\n' "$1" "$2" "$rate" "$ratio" "$p50" "$p90" "$p99" "$bad"
+}
+
+for depth in 1 16; do
+    label=$([ "$depth" = 1 ] && echo plain || echo pipelined)
+    floor=$(measure "http://127.0.0.1:$port_floor" floor "$depth")
+    floor_rate=${floor%% *}
+    report floor "$label" "$floor" "$floor_rate"
+    report "GET instance/list" "$label" "$(measure "http://127.0.0.1:$port_reg" list "$depth")" "$floor_rate"
+    report "POST instance (new)" "$label" "$(measure "http://127.0.0.1:$port_reg" register "$depth")" "$floor_rate"
+    # The beat fleet: 50k instances over 5k services, registered in one
+    # pipelined burst; the beat script cycles over them.
+    beat_n=50000
+    python3 - "$port_reg" "$beat_n" <<'PY'
+import socket, sys
+port, n = int(sys.argv[1]), int(sys.argv[2])
+s = socket.create_connection(("127.0.0.1", port))
+batch = 2000
+for start in range(0, n, batch):
+    reqs = b"".join(
+        b"POST /nacos/v1/ns/instance?serviceName=bench-beat-%d&ip=10.%d.%d.%d&port=8080 HTTP/1.1\r\nHost: x\r\n\r\n"
+        % (i % 5000, (i >> 16) & 255, (i >> 8) & 255, i & 255) for i in range(start, min(n, start + batch)))
+    s.sendall(reqs)
+    want, got = min(n, start + batch) - start, 0
+    buf = b""
+    while got < want:
+        buf += s.recv(1 << 20)
+        got = buf.count(b"HTTP/1.1 200")
+s.close()
+PY
+    report "PUT instance/beat" "$label" "$(measure "http://127.0.0.1:$port_reg" beat "$depth" "$beat_n")" "$floor_rate"
+done
+echo "registry: $(curl -s "$base/operator/metrics")"

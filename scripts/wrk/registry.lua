@@ -1,0 +1,44 @@
+-- wrk scripts for scripts/bench-http.sh. Arguments: MODE DEPTH [COUNT]
+--   MODE  list | beat | register | floor
+--   DEPTH requests per write (1 = plain, 16 = pipelined)
+--   COUNT for beat: how many registered instances to cycle through
+local mode, depth, count, counter = "floor", 1, 1, 0
+
+function init(args)
+  mode = args[1] or "floor"
+  depth = tonumber(args[2] or "1")
+  count = tonumber(args[3] or "1")
+  -- Each wrk thread gets its own id space so registrations never collide.
+  counter = math.random(0, 1000) * 1000000
+end
+
+local function ip_of(i)
+  return string.format("10.%d.%d.%d", math.floor(i / 65536) % 256, math.floor(i / 256) % 256, i % 256)
+end
+
+local function one()
+  if mode == "list" then
+    return wrk.format("GET", "/nacos/v1/ns/instance/list?serviceName=bench-list")
+  elseif mode == "beat" then
+    local i = counter % count
+    counter = counter + 1
+    return wrk.format("PUT", "/nacos/v1/ns/instance/beat?serviceName=bench-beat-" .. (i % 5000) .. "&ip=" .. ip_of(i) .. "&port=8080")
+  elseif mode == "register" then
+    local i = counter
+    counter = counter + 1
+    return wrk.format("POST", "/nacos/v1/ns/instance?serviceName=bench-reg-" .. (i % 50000) .. "&ip=" .. ip_of(i) .. "&port=" .. (1000 + math.floor(i / 16777216)))
+  else
+    return wrk.format("GET", "/floor")
+  end
+end
+
+function request()
+  if depth == 1 then
+    return one()
+  end
+  local batch = {}
+  for n = 1, depth do
+    batch[n] = one()
+  end
+  return table.concat(batch)
+end
