@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Bounded coverage-guided fuzzing of the wire parsers (registry-proto):
+# each target runs for SECONDS (default 15) on the stable toolchain with
+# cargo-fuzz (installed if missing). A crash fails the script and leaves
+# the input under fuzz/artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-15}"
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked --quiet
+fi
+mkdir -p target
+for target in http_request udp_ack udp_push; do
+    mkdir -p "fuzz/corpus/$target"
+    log="target/fuzz-$target.log"
+    echo "fuzzing $target for ${secs}s"
+    if ! (cd fuzz && cargo fuzz run --sanitizer none "$target" "corpus/$target" "seeds/$target" \
+            -- -max_total_time="$secs" -print_final_stats=1) >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        echo "fuzz target $target failed: see $log and fuzz/artifacts/$target/" >&2
+        exit 1
+    fi
+    grep -E "^Done" "$log" || true
+done

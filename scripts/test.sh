@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Every test of the project, as CI runs it (.ci/run calls this script).
+# Installs what the tests need first: the real Nacos clients (Python and
+# Node) under target/compat, Debian's Chromium for the HTML report test,
+# and cargo-fuzz for the bounded fuzzing run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "test dependencies"
+scripts/deps/clients.sh
+scripts/deps/chromium.sh
+
+step "rustfmt"
+cargo fmt --all -- --check
+
+step "clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "tests"
+cargo test --workspace
+
+step "benches (each run once as a smoke test)"
+cargo test --workspace --benches
+
+step "fuzzing (bounded)"
+scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
