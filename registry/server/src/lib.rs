@@ -9,6 +9,7 @@
 //! - [`list_cache`]: encoded instance lists, once per revision and view.
 //! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
 //!   batched UDP sends, acks and the one resend.
+//! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
 //! - [`sweeper`]: the lease sweeper task.
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
@@ -28,6 +29,7 @@ pub mod http;
 pub mod list_cache;
 pub mod metrics;
 pub mod notifier;
+pub mod pusher;
 pub mod shutdown;
 pub mod state;
 pub mod sweeper;

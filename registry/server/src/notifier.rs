@@ -15,13 +15,10 @@
 //! JavaScript client echoes it back exactly.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice, IoSliceMut};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nix::sys::socket::{recvmmsg, sendmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
 use registry_core::{
     ChangeEvent, Coalescer, Due, Millis, ServiceKey, ServiceSnapshot, SubscriberView, Subscription,
 };
@@ -37,12 +34,8 @@ use tokio_util::sync::CancellationToken;
 use crate::convert::{encode_list, ListView};
 use crate::http::PUSH_CACHE_MILLIS;
 use crate::list_cache::{CachedList, ListCache};
+use crate::pusher::{send_batch, RecvBatch, BATCH};
 use crate::state::App;
-
-/// Datagrams per `sendmmsg` / `recvmmsg` call.
-const BATCH: usize = 64;
-/// Ack datagrams are small; anything longer than this is refused unread.
-const ACK_BUFFER: usize = 2048;
 
 struct Pending {
     packet: Arc<[u8]>,
@@ -62,6 +55,7 @@ struct Notifier {
     next_ref: u64,
     ack_timeout: Duration,
     max_pending: usize,
+    inbox: RecvBatch,
 }
 
 /// Runs until `cancel` fires, then sends what is pending and returns.
@@ -77,6 +71,7 @@ pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
         next_ref: 1,
         ack_timeout: Duration::from_millis(app.config.push_ack_timeout_ms),
         max_pending: app.config.max_pending_acks,
+        inbox: RecvBatch::default(),
         udp,
         app,
     };
@@ -251,40 +246,37 @@ impl Notifier {
 
     fn receive_acks(&mut self) {
         loop {
-            let got = self
+            let inbox = &mut self.inbox;
+            match self
                 .udp
-                .try_io(Interest::READABLE, || recv_batch(&self.udp));
-            let datagrams = match got {
-                Ok(d) if !d.is_empty() => d,
+                .try_io(Interest::READABLE, || inbox.recv(&self.udp))
+            {
+                Ok(n) if n > 0 => {}
                 _ => return,
-            };
-            let now = Instant::now();
-            for (from, data) in datagrams {
-                self.on_ack(from, data.as_deref(), now);
             }
-        }
-    }
-
-    fn on_ack(&mut self, from: SocketAddr, data: Option<&[u8]>, now: Instant) {
-        let metrics = &self.app.metrics.push;
-        let Some(data) = data else {
-            metrics.bad_acks.inc();
-            return;
-        };
-        match parse_ack(data) {
-            Ok(ack) if ack.kind == AckKind::PushAck => {
-                match self.acks.remove(&(from, ack.last_ref_time)) {
-                    Some(p) => {
-                        metrics.acked.inc();
-                        metrics
-                            .round_trip
-                            .record_duration(now.duration_since(p.sent_at));
+            let now = Instant::now();
+            let metrics = &self.app.metrics.push;
+            for (from, data) in self.inbox.datagrams() {
+                let Some(data) = data else {
+                    metrics.bad_acks.inc();
+                    continue;
+                };
+                match parse_ack(data) {
+                    Ok(ack) if ack.kind == AckKind::PushAck => {
+                        match self.acks.remove(&(from, ack.last_ref_time)) {
+                            Some(p) => {
+                                metrics.acked.inc();
+                                metrics
+                                    .round_trip
+                                    .record_duration(now.duration_since(p.sent_at));
+                            }
+                            // Unknown, late after the failure, or a duplicate.
+                            None => metrics.bad_acks.inc(),
+                        }
                     }
-                    // Unknown, late after the failure, or a duplicate.
-                    None => metrics.bad_acks.inc(),
+                    _ => metrics.bad_acks.inc(),
                 }
             }
-            _ => metrics.bad_acks.inc(),
         }
     }
 
@@ -354,64 +346,4 @@ fn list_body(
     let mut body = Vec::with_capacity(512);
     encode_list(snapshot, &list, &mut body);
     app.lists.put(&key, revision, body)
-}
-
-/// One `sendmmsg` of `packet` to each of `addrs`; returns how many went.
-fn send_batch(udp: &UdpSocket, packet: &[u8], addrs: &[SocketAddr]) -> io::Result<usize> {
-    let slices: Vec<[IoSlice<'_>; 1]> = addrs.iter().map(|_| [IoSlice::new(packet)]).collect();
-    let names: Vec<Option<SockaddrStorage>> = addrs
-        .iter()
-        .map(|a| Some(SockaddrStorage::from(*a)))
-        .collect();
-    let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(addrs.len(), None);
-    let sent = sendmmsg(
-        udp.as_raw_fd(),
-        &mut headers,
-        &slices,
-        &names,
-        [],
-        MsgFlags::MSG_DONTWAIT,
-    )
-    .map_err(io::Error::from)?;
-    Ok(sent.count())
-}
-
-/// One `recvmmsg`: up to `BATCH` datagrams with their senders; a datagram
-/// that did not fit the buffer comes back as `None`.
-fn recv_batch(udp: &UdpSocket) -> io::Result<Vec<(SocketAddr, Option<Vec<u8>>)>> {
-    let mut bufs = vec![[0u8; ACK_BUFFER]; BATCH];
-    let mut results = Vec::new();
-    {
-        let mut slices: Vec<[IoSliceMut<'_>; 1]> =
-            bufs.iter_mut().map(|b| [IoSliceMut::new(b)]).collect();
-        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(BATCH, None);
-        let got = recvmmsg(
-            udp.as_raw_fd(),
-            &mut headers,
-            slices.iter_mut(),
-            MsgFlags::MSG_DONTWAIT,
-            None,
-        )
-        .map_err(io::Error::from)?;
-        for m in got {
-            let truncated = m.flags.contains(MsgFlags::MSG_TRUNC);
-            results.push((m.address.and_then(to_socket_addr), m.bytes, truncated));
-        }
-    }
-    Ok(results
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, (from, len, truncated))| {
-            let from = from?;
-            Some((from, (!truncated).then(|| bufs[i][..len].to_vec())))
-        })
-        .collect())
-}
-
-fn to_socket_addr(s: SockaddrStorage) -> Option<SocketAddr> {
-    if let Some(v4) = s.as_sockaddr_in() {
-        return Some(SocketAddr::from((v4.ip(), v4.port())));
-    }
-    s.as_sockaddr_in6()
-        .map(|v6| SocketAddr::from((v6.ip(), v6.port())))
 }
