@@ -10,18 +10,26 @@ use registry_proto::naming::ServiceName;
 use registry_proto::udp::push::encode_push;
 use registry_server::convert::{encode_list, ListView};
 use registry_server::pusher;
-
-fn subscribers(n: usize) -> Vec<SocketAddr> {
-    // Loopback addresses with no listener: the kernel takes each datagram
-    // and drops it, so the figure is the sender's cost alone.
-    (0..n)
+/// `n` distinct subscriber addresses served by a few real sockets: each
+/// receiver is bound to `0.0.0.0:port`, so every 127.x.y.z address at that
+/// port reaches it. Receivers never read; once their buffers fill the
+/// kernel drops datagrams at the socket, as it would for a slow client.
+fn subscribers(n: usize) -> (Vec<UdpSocket>, Vec<SocketAddr>) {
+    let receivers: Vec<UdpSocket> = (0..8)
+        .map(|_| UdpSocket::bind("0.0.0.0:0").expect("bind receiver"))
+        .collect();
+    let ports: Vec<u16> = receivers
+        .iter()
+        .map(|r| r.local_addr().expect("addr").port())
+        .collect();
+    let addrs = (0..n)
         .map(|i| {
-            SocketAddr::from((
-                Ipv4Addr::new(127, 1, (i / 250) as u8, (i % 250) as u8 + 1),
-                40_000,
-            ))
+            let host = i / ports.len();
+            let ip = Ipv4Addr::new(127, 1, (host / 250) as u8, (host % 250) as u8 + 1);
+            SocketAddr::from((ip, ports[i % ports.len()]))
         })
-        .collect()
+        .collect();
+    (receivers, addrs)
 }
 
 fn fanout(c: &mut Criterion) {
@@ -41,7 +49,7 @@ fn fanout(c: &mut Criterion) {
     } else {
         100
     };
-    let targets = subscribers(n);
+    let (_receivers, targets) = subscribers(n);
 
     let mut g = c.benchmark_group("notify/fanout");
     g.throughput(Throughput::Elements(n as u64));
