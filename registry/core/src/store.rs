@@ -183,8 +183,12 @@ impl Store {
         config.validate().expect("invalid store configuration");
         let shards = (0..config.shards)
             .map(|_| Shard {
+                // Blocking resizes: a reader never helps migrate a table
+                // (incremental mode makes `get` do copy work on the beat
+                // path); writers, which create services rarely, pay instead.
                 services: papaya::HashMap::builder()
                     .hasher(FixedState::with_seed(0x5eed))
+                    .resize_mode(papaya::ResizeMode::Blocking)
                     .build(),
                 leases: LeaseTable::new(),
                 writer: Mutex::new(Writer {
