@@ -17,6 +17,9 @@ const REQUEST_LINE_SLACK: usize = 32;
 pub struct Request<'a> {
     /// The method.
     pub method: Method,
+    /// The method exactly as sent (`OPTIONS`, `PROPFIND`, ...), for error
+    /// texts that name a method [`Method`] has no variant for.
+    pub method_token: &'a str,
     /// The target path without the query (`/nacos/v1/ns/instance`). For an absolute-form
     /// target (`http://host/path`) the scheme and authority are removed.
     pub path: &'a str,
@@ -131,7 +134,8 @@ fn parse_head<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Head<'a>>, Ht
         return Err(HttpError::HeadTooLarge);
     }
     let version = version_of(req.version)?;
-    let method = Method::from_token(req.method.unwrap_or("").as_bytes());
+    let method_token = req.method.unwrap_or("");
+    let method = Method::from_token(method_token.as_bytes());
     let fields = Fields::collect(req.headers)?;
     let framing = if fields.chunked {
         Framing::Chunked
@@ -146,6 +150,7 @@ fn parse_head<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Head<'a>>, Ht
     Ok(Some(Head {
         request: Request {
             method,
+            method_token,
             path,
             query,
             version,
