@@ -1,0 +1,579 @@
+//! HTTP/1.1 client connections: keep-alive, optional pipelining, source addresses.
+//!
+//! A worker owns a few [`Lane`]s; each is one keep-alive connection driven by one
+//! local task ([`drive`]), fed by the worker's scheduler through a queue. The task
+//! writes up to `depth` requests ahead of their responses (1 = one at a time, like a
+//! Java client; more pipelines them), reads and frames responses with
+//! `registry_proto::http1::parse_response`, and hands each one to the worker's
+//! [`Exchange`], which records it and updates the fleet. It never holds a borrow of the
+//! worker's state across an await.
+//!
+//! Connections are spread over loopback source addresses `127.0.0.x`: the socket is
+//! bound before `connect` (with `IP_BIND_ADDRESS_NO_PORT`, so the kernel picks the port
+//! at connect time and ports are shared between destinations). This matters for push:
+//! the registry pushes to the HTTP peer's source IP, so a subscriber's UDP socket is
+//! bound to the same address as the connection its polls use.
+//!
+//! Failures: a request without a response after the timeout fails as `timeout`, a
+//! connection that breaks fails its in-flight requests as `connection`; queued requests
+//! wait for the reconnect (and fail as `connection` if the server stays unreachable for
+//! longer than the timeout). A response saying `Connection: close` ends the connection
+//! gracefully: the requests pipelined behind it are sent again on the next one.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::time::Duration;
+
+use registry_proto::http1::{finish_response_at_eof, parse_response, Response, RESPONSE_MAX_BODY};
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::recorder::{ErrorClass, Op};
+use crate::schedule::{Clock, Nanos};
+
+/// One request as the scheduler hands it to a lane: 24 bytes, no payload (the
+/// [`Exchange`] encodes it when it is written).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// What it is.
+    pub op: Op,
+    /// Whose: a local instance index, a subscriber index or a service index.
+    pub id: u32,
+    /// The subscriber generation it was made for (0 otherwise).
+    pub generation: u32,
+    /// The intended send time.
+    pub intended: Nanos,
+}
+
+/// What a lane needs from its worker: request bytes, and what to do with responses.
+pub trait Exchange {
+    /// Appends the request's bytes to `out`.
+    fn encode(&self, req: &Request, out: &mut Vec<u8>);
+    /// The request is being written at `sent`.
+    fn sent(&self, req: &Request, sent: Nanos);
+    /// The request was answered (`Ok`) or failed without an answer (`Err`) at `done`.
+    fn complete(
+        &self,
+        req: &Request,
+        sent: Nanos,
+        done: Nanos,
+        result: Result<&Response<'_>, ErrorClass>,
+    );
+    /// A queued request was never sent (the server stayed unreachable).
+    fn abandon(&self, req: &Request, class: ErrorClass);
+}
+
+/// The queue between a worker's scheduler and one connection task.
+#[derive(Debug)]
+pub struct Lane {
+    queue: RefCell<VecDeque<Request>>,
+    notify: Notify,
+    /// Whether the task can take more requests right now (so a push wakes it).
+    room: Cell<bool>,
+    in_flight: Cell<usize>,
+    oldest_sent: Cell<Nanos>,
+    abort: Cell<bool>,
+    closing: Cell<bool>,
+    /// The source address the connection is bound to (`None`: the OS picks).
+    pub source: Option<IpAddr>,
+}
+
+impl Lane {
+    /// An empty lane whose connection binds `source`.
+    pub fn new(source: Option<IpAddr>) -> Lane {
+        Lane {
+            queue: RefCell::new(VecDeque::new()),
+            notify: Notify::new(),
+            room: Cell::new(true),
+            in_flight: Cell::new(0),
+            oldest_sent: Cell::new(Nanos::MAX),
+            abort: Cell::new(false),
+            closing: Cell::new(false),
+            source,
+        }
+    }
+
+    /// Queues a request, waking the connection task if it has room to send.
+    pub fn push(&self, req: Request) {
+        self.queue.borrow_mut().push_back(req);
+        if self.room.get() {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Requests queued or in flight.
+    pub fn outstanding(&self) -> usize {
+        self.queue.borrow().len() + self.in_flight.get()
+    }
+
+    /// Queued (not yet written) requests that match `pred`.
+    pub fn queued_matching(&self, pred: impl Fn(&Request) -> bool) -> usize {
+        self.queue.borrow().iter().filter(|r| pred(r)).count()
+    }
+
+    /// Aborts the connection if its oldest request has waited longer than `timeout`.
+    pub fn check_timeout(&self, now: Nanos, timeout: Duration) {
+        let oldest = self.oldest_sent.get();
+        if self.in_flight.get() > 0
+            && oldest != Nanos::MAX
+            && now.saturating_sub(oldest) > timeout.as_nanos() as Nanos
+        {
+            self.abort.set(true);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Asks the task to finish what is queued and stop.
+    pub fn close(&self) {
+        self.closing.set(true);
+        self.notify.notify_one();
+    }
+
+    fn pop(&self) -> Option<Request> {
+        self.queue.borrow_mut().pop_front()
+    }
+}
+
+/// Opens a TCP connection to `target`, bound to `source` if given.
+pub async fn connect(target: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+    let socket = Socket::new(
+        Domain::for_address(target),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    socket.set_nonblocking(true)?;
+    socket.set_nodelay(true)?;
+    if let Some(ip) = source {
+        // Let connect() choose the port, so the 4-tuple (not the source port alone)
+        // must be unique: without it every bound socket holds a port of its own.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let _ = nix::sys::socket::setsockopt(
+            &socket,
+            nix::sys::socket::sockopt::IpBindAddressNoPort,
+            &true,
+        );
+        socket.bind(&SocketAddr::new(ip, 0).into())?;
+    }
+    match socket.connect(&target.into()) {
+        Ok(()) => {}
+        Err(e)
+            if e.raw_os_error() == Some(nix::errno::Errno::EINPROGRESS as i32)
+                || e.kind() == io::ErrorKind::WouldBlock => {}
+        Err(e) => return Err(e),
+    }
+    let stream = TcpStream::from_std(std::net::TcpStream::from(socket))?;
+    stream.writable().await?;
+    if let Some(e) = stream.take_error()? {
+        return Err(e);
+    }
+    stream.peer_addr()?;
+    Ok(stream)
+}
+
+/// A response read buffer: reads append, framed responses are consumed from the front.
+#[derive(Debug)]
+pub struct Reader {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Reader::new()
+    }
+}
+
+impl Reader {
+    /// A 64 KiB buffer (it grows for large responses).
+    pub fn new() -> Reader {
+        Reader {
+            buf: vec![0; 64 * 1024],
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Forgets buffered bytes (after a reconnect).
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Whether bytes of an unfinished response are buffered.
+    pub fn has_partial(&self) -> bool {
+        self.end > self.start
+    }
+
+    /// One non-blocking read. `Ok(0)` is end of stream.
+    pub fn read(&mut self, stream: &TcpStream) -> io::Result<usize> {
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else if self.buf.len() < RESPONSE_MAX_BODY + 64 * 1024 {
+                let n = self.buf.len() * 2;
+                self.buf.resize(n, 0);
+            } else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "response too large",
+                ));
+            }
+        }
+        let n = stream.try_read(&mut self.buf[self.end..])?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Hands every complete buffered response to `f`, in order; stops early when `f`
+    /// returns false. Errors are framing errors (the connection is unusable).
+    pub fn drain(
+        &mut self,
+        mut f: impl FnMut(&Response<'_>) -> bool,
+    ) -> Result<(), registry_proto::http1::HttpError> {
+        let Reader { buf, start, end } = self;
+        while *start < *end {
+            match parse_response(&buf[*start..*end])? {
+                Some((resp, used)) => {
+                    *start += used;
+                    if !f(&resp) {
+                        break;
+                    }
+                }
+                None => break,
+            }
+        }
+        if *start == *end {
+            *start = 0;
+            *end = 0;
+        }
+        Ok(())
+    }
+
+    /// The response left in the buffer when the peer closed (a close-delimited body).
+    pub fn finish_at_eof(&mut self, f: impl FnOnce(&Response<'_>)) -> bool {
+        match finish_response_at_eof(&self.buf[self.start..self.end]) {
+            Ok((resp, _)) => {
+                f(&resp);
+                self.clear();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// How a connection ended.
+enum End {
+    /// Closed on request, nothing left.
+    Closed,
+    /// Reconnect; in-flight requests fail with the class, or are sent again (`None`).
+    Reconnect(Option<ErrorClass>),
+}
+
+/// Settings of one lane's task.
+#[derive(Debug, Clone, Copy)]
+pub struct LaneConfig {
+    /// The server.
+    pub target: SocketAddr,
+    /// Most requests in flight.
+    pub depth: usize,
+    /// Request timeout (also how long queued requests wait for an unreachable server).
+    pub timeout: Duration,
+}
+
+/// Runs one lane's connection until the lane is closed and empty.
+pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, clock: Clock) {
+    let mut inflight: VecDeque<(Request, Nanos)> = VecDeque::with_capacity(cfg.depth);
+    let mut wbuf: Vec<u8> = Vec::with_capacity(8 * 1024);
+    let mut reader = Reader::new();
+    let mut failures = 0u32;
+    loop {
+        if lane.closing.get() && lane.outstanding() == 0 {
+            return;
+        }
+        let stream = match connect(cfg.target, lane.source).await {
+            Ok(s) => {
+                failures = 0;
+                s
+            }
+            Err(_) => {
+                failures += 1;
+                // The server is unreachable: give up on what waited too long.
+                let cutoff = clock.now().saturating_sub(cfg.timeout.as_nanos() as Nanos);
+                let closing = lane.closing.get();
+                let stale: Vec<Request> = {
+                    let mut q = lane.queue.borrow_mut();
+                    let (old, keep): (Vec<_>, Vec<_>) =
+                        q.drain(..).partition(|r| closing || r.intended < cutoff);
+                    q.extend(keep);
+                    old
+                };
+                for r in &stale {
+                    ex.abandon(r, ErrorClass::Connection);
+                }
+                let backoff = Duration::from_millis(u64::from(failures.min(10)) * 50);
+                tokio::time::sleep(backoff).await;
+                continue;
+            }
+        };
+        lane.abort.set(false);
+        reader.clear();
+        wbuf.clear();
+        let end = session(
+            &*ex,
+            &lane,
+            &stream,
+            (cfg.depth, cfg.timeout.as_nanos() as Nanos),
+            &clock,
+            &mut inflight,
+            &mut wbuf,
+            &mut reader,
+        )
+        .await;
+        lane.in_flight.set(0);
+        lane.oldest_sent.set(Nanos::MAX);
+        match end {
+            End::Closed => return,
+            End::Reconnect(None) => {
+                let mut q = lane.queue.borrow_mut();
+                while let Some((req, _)) = inflight.pop_back() {
+                    q.push_front(req);
+                }
+            }
+            End::Reconnect(Some(class)) => {
+                let done = clock.now();
+                while let Some((req, sent)) = inflight.pop_front() {
+                    ex.complete(&req, sent, done, Err(class));
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn session<E: Exchange>(
+    ex: &E,
+    lane: &Lane,
+    stream: &TcpStream,
+    (depth, timeout): (usize, Nanos),
+    clock: &Clock,
+    inflight: &mut VecDeque<(Request, Nanos)>,
+    wbuf: &mut Vec<u8>,
+    reader: &mut Reader,
+) -> End {
+    let mut wpos = 0usize;
+    loop {
+        // Take what the pipeline has room for.
+        if inflight.len() < depth {
+            let now = clock.now();
+            while inflight.len() < depth {
+                let Some(req) = lane.pop() else { break };
+                if now.saturating_sub(req.intended) > timeout {
+                    // Waited longer than a client would: a timeout, not sent. This
+                    // also bounds the backlog of a generator or server that fell behind.
+                    ex.abandon(&req, ErrorClass::Timeout);
+                    continue;
+                }
+                ex.encode(&req, wbuf);
+                ex.sent(&req, now);
+                inflight.push_back((req, now));
+            }
+        }
+        lane.in_flight.set(inflight.len());
+        lane.oldest_sent
+            .set(inflight.front().map_or(Nanos::MAX, |x| x.1));
+        // Write as much as the socket takes.
+        while wpos < wbuf.len() {
+            match stream.try_write(&wbuf[wpos..]) {
+                Ok(n) => wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
+            }
+        }
+        if wpos == wbuf.len() {
+            wbuf.clear();
+            wpos = 0;
+        }
+        if inflight.is_empty() {
+            if lane.closing.get() {
+                return End::Closed;
+            }
+            lane.room.set(true);
+            // Idle: wait for work, but notice a server that closes the connection.
+            tokio::select! {
+                _ = lane.notify.notified() => {}
+                r = stream.ready(Interest::READABLE) => {
+                    if r.is_err() {
+                        return End::Reconnect(None);
+                    }
+                    match reader.read(stream) {
+                        // Spurious readiness.
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        // End of stream (the server closed an idle connection), an
+                        // error, or bytes nobody asked for: start afresh.
+                        _ => return End::Reconnect(None),
+                    }
+                }
+            }
+            continue;
+        }
+        lane.room.set(inflight.len() < depth);
+        let interest = if wpos < wbuf.len() {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        tokio::select! {
+            biased;
+            r = stream.ready(interest) => {
+                let ready = match r {
+                    Ok(r) => r,
+                    Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
+                };
+                if ready.is_readable() {
+                    if let Some(end) = read_responses(ex, stream, clock, inflight, reader) {
+                        return end;
+                    }
+                }
+            }
+            _ = lane.notify.notified() => {}
+        }
+        if lane.abort.get() {
+            return End::Reconnect(Some(ErrorClass::Timeout));
+        }
+    }
+}
+
+/// Reads until the socket would block, completing every framed response. `Some` when
+/// the connection must end.
+fn read_responses<E: Exchange>(
+    ex: &E,
+    stream: &TcpStream,
+    clock: &Clock,
+    inflight: &mut VecDeque<(Request, Nanos)>,
+    reader: &mut Reader,
+) -> Option<End> {
+    loop {
+        match reader.read(stream) {
+            Ok(0) => {
+                let done = clock.now();
+                if reader.has_partial() {
+                    if let Some((req, sent)) = inflight.front().copied() {
+                        if reader.finish_at_eof(|resp| ex.complete(&req, sent, done, Ok(resp))) {
+                            inflight.pop_front();
+                        }
+                    }
+                }
+                return Some(End::Reconnect(Some(ErrorClass::Connection)));
+            }
+            Ok(_) => {
+                let done = clock.now();
+                let mut close = false;
+                let mut stray = false;
+                let framed = reader.drain(|resp| match inflight.pop_front() {
+                    Some((req, sent)) => {
+                        ex.complete(&req, sent, done, Ok(resp));
+                        if !resp.keep_alive {
+                            close = true;
+                        }
+                        !close
+                    }
+                    None => {
+                        stray = true;
+                        false
+                    }
+                });
+                if framed.is_err() || stray {
+                    return Some(End::Reconnect(Some(ErrorClass::Protocol)));
+                }
+                if close {
+                    return Some(End::Reconnect(None));
+                }
+                if inflight.is_empty() && !reader.has_partial() {
+                    // Everything asked for has arrived, so nothing more can be on the
+                    // way: forget the readiness instead of paying a read that would
+                    // only say "would block".
+                    clear_readable(stream);
+                    return None;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
+            Err(_) => return Some(End::Reconnect(Some(ErrorClass::Connection))),
+        }
+    }
+}
+
+/// Clears the stream's read readiness without a system call. Only safe when the peer
+/// cannot have sent anything since the last read (no request is outstanding); otherwise
+/// its arrival could be forgotten.
+pub fn clear_readable(stream: &TcpStream) {
+    let _ = stream.try_io(Interest::READABLE, || {
+        Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lane_wakes_only_with_room() {
+        let lane = Lane::new(None);
+        let r = Request {
+            op: Op::Beat,
+            id: 1,
+            generation: 0,
+            intended: 5,
+        };
+        lane.push(r);
+        lane.room.set(false);
+        lane.push(r);
+        assert_eq!(lane.outstanding(), 2);
+        assert_eq!(lane.pop(), Some(r));
+        lane.in_flight.set(1);
+        lane.oldest_sent.set(1_000);
+        lane.check_timeout(1_000 + 5_000_000, Duration::from_millis(10));
+        assert!(!lane.abort.get());
+        lane.check_timeout(1_000 + 20_000_000, Duration::from_millis(10));
+        assert!(lane.abort.get());
+        assert_eq!(lane.queued_matching(|q| q.op == Op::Beat), 1);
+    }
+
+    #[test]
+    fn reader_frames_pipelined_responses_across_reads() {
+        let mut reader = Reader::new();
+        let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 500 X\r\nContent-Length: 1\r\n\r\nx";
+        // Simulate two reads: the second response arrives split.
+        let cut = 45;
+        reader.buf[..cut].copy_from_slice(&wire[..cut]);
+        reader.end = cut;
+        let mut seen = Vec::new();
+        reader
+            .drain(|r| {
+                seen.push(r.status);
+                true
+            })
+            .unwrap();
+        assert_eq!(seen, [200]);
+        assert!(reader.has_partial());
+        let rest = &wire[cut..];
+        reader.buf[reader.end..reader.end + rest.len()].copy_from_slice(rest);
+        reader.end += rest.len();
+        reader
+            .drain(|r| {
+                seen.push(r.status);
+                true
+            })
+            .unwrap();
+        assert_eq!(seen, [200, 500]);
+        assert!(!reader.has_partial());
+    }
+}

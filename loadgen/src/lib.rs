@@ -1,0 +1,73 @@
+//! An open-loop load generator for Nacos-1.x-compatible service registries.
+//!
+//! `loadgen` simulates hundreds of thousands of heartbeating instances and UDP push
+//! subscribers against one server (an embedded registry by default, or any
+//! `--target`), on a fixed schedule that does not wait for responses (wrk2's model):
+//! every operation has an intended send time, latency is measured from it (corrected
+//! for coordinated omission) and from the actual send (uncorrected), and the
+//! generator's own lag is recorded so a run knows when it, not the server, was the
+//! bottleneck. Results are HdrHistograms per worker, merged losslessly into a
+//! versioned JSON report (`reports` crate) and a 1 s interval `.hlog`.
+//!
+//! # Layout
+//!
+//! - [`profile`]: load profiles (TOML, built-ins compiled in), CLI overrides, validation.
+//! - [`plan`]: the phases of a run (load, steady, settle, drain) and their rates.
+//! - [`schedule`]: the run clock and open-loop intended send times ([`schedule::Pacer`]).
+//! - [`wheel`]: the hashed timing wheel that holds the simulated clients.
+//! - [`fleet`]: instances, subscribers, naming, change logs and expected sets.
+//! - [`conn`]: keep-alive, pipelined HTTP/1.1 client connections over `127.0.0.x`.
+//! - [`subscriber`]: UDP push receivers: decode, ack, fingerprint.
+//! - [`worker`]: one thread per core driving its share of the fleet.
+//! - [`recorder`]: per-worker histograms and counters.
+//! - [`target`]: the server under test (embedded or external) and the runner's client.
+//! - [`verify`]: end-of-phase checks against the server.
+//! - [`threshold`]: `beat.p99<5ms`-style gates.
+//! - [`output`]: progress bar, timeline, interval log and terminal summary.
+//! - [`bench`]: raw HTTP generation (`loadgen bench-http`) for efficiency comparisons.
+//! - [`host`]: file-descriptor limit and `/proc` readings.
+//! - [`cli`]: the command line.
+//!
+//! [`run`] executes one profile and returns its report; [`exit_code`] maps a report
+//! to the documented exit codes.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod bench;
+pub mod cli;
+pub mod conn;
+pub mod fleet;
+pub mod host;
+pub mod output;
+pub mod plan;
+pub mod profile;
+pub mod recorder;
+pub mod schedule;
+pub mod subscriber;
+pub mod target;
+pub mod threshold;
+pub mod verify;
+pub mod wheel;
+pub mod worker;
+
+mod runner;
+
+pub use runner::{exit_code, run, RunConfig, UsageError};
+
+/// Exit codes of `loadgen` (documented in `--help`).
+pub mod exit {
+    /// The run completed and every check passed.
+    pub const OK: u8 = 0;
+    /// The run could not be carried out (server unreachable, I/O error, …).
+    pub const ERROR: u8 = 1;
+    /// Bad command line or profile.
+    pub const USAGE: u8 = 2;
+    /// At least one threshold failed.
+    pub const THRESHOLDS: u8 = 3;
+    /// The generator fell behind its own schedule: latencies partly measure loadgen.
+    pub const FELL_BEHIND: u8 = 4;
+    /// The server's final state differs from what loadgen registered, or subscribers
+    /// did not converge.
+    pub const VERIFICATION: u8 = 5;
+}

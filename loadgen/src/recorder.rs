@@ -1,0 +1,458 @@
+//! Recording: one set of HdrHistograms per worker, merged losslessly at the end.
+//!
+//! Every completed operation records its *corrected* latency (completion minus the
+//! intended send time from the schedule: what a client experiences, coordinated
+//! omission included) and its *uncorrected* latency (completion minus the actual
+//! write: the server's service time), in microseconds with 3 significant digits.
+//! Each dispatch records the *scheduling lag* (dispatch minus intended: whether the
+//! generator itself kept up) and each write the *send lag* (write minus intended,
+//! which also includes waiting for a free connection).
+//!
+//! A worker records into the histograms of the current second only ([`Stats`]); at
+//! each second boundary [`Recorder::roll`] adds them into the running total and hands
+//! a copy to the runner for the per-second timeline and the `.hlog`. Nothing crosses
+//! threads per request. Progress counters for the live bar are published by the
+//! worker once per tick into [`Progress`] (single writer, `Relaxed`: the bar only needs
+//! eventually-visible, individually consistent numbers, not ordering with anything).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hdrhistogram::Histogram;
+
+use crate::schedule::Nanos;
+
+/// An operation the generator performs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Op {
+    /// `POST /instance`, scheduled.
+    Register = 0,
+    /// `DELETE /instance`.
+    Deregister = 1,
+    /// `PUT /instance/beat`.
+    Beat = 2,
+    /// `POST /instance` after a beat was answered 20404, as the Java client does.
+    Reregister = 3,
+    /// `GET /instance/list` without subscribing.
+    Query = 4,
+    /// `GET /instance/list` with `udpPort`: a subscriber's (re-)poll.
+    Subscribe = 5,
+}
+
+impl Op {
+    /// Every operation, in report order.
+    pub const ALL: [Op; 6] = [
+        Op::Register,
+        Op::Deregister,
+        Op::Beat,
+        Op::Reregister,
+        Op::Query,
+        Op::Subscribe,
+    ];
+
+    /// The name used in reports and thresholds.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Register => "register",
+            Op::Deregister => "deregister",
+            Op::Beat => "beat",
+            Op::Reregister => "reregister",
+            Op::Query => "query",
+            Op::Subscribe => "subscribe",
+        }
+    }
+
+    /// The operation with this value.
+    pub fn from_u8(v: u8) -> Option<Op> {
+        Op::ALL.get(usize::from(v)).copied()
+    }
+}
+
+/// Why an operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ErrorClass {
+    /// A 4xx status.
+    Http4xx = 0,
+    /// A 5xx (or other non-2xx) status.
+    Http5xx = 1,
+    /// No response within the connection timeout.
+    Timeout = 2,
+    /// The connection failed or closed before the response.
+    Connection = 3,
+    /// A response or datagram that does not follow the protocol.
+    Protocol = 4,
+}
+
+impl ErrorClass {
+    /// Every class.
+    pub const ALL: [ErrorClass; 5] = [
+        ErrorClass::Http4xx,
+        ErrorClass::Http5xx,
+        ErrorClass::Timeout,
+        ErrorClass::Connection,
+        ErrorClass::Protocol,
+    ];
+
+    /// The key used in reports (`errors_by_class`).
+    pub fn key(self) -> &'static str {
+        match self {
+            ErrorClass::Http4xx => "http_4xx",
+            ErrorClass::Http5xx => "http_5xx",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Connection => "connection",
+            ErrorClass::Protocol => "protocol",
+        }
+    }
+
+    /// The class of a non-2xx status.
+    pub fn of_status(status: u16) -> ErrorClass {
+        if (400..500).contains(&status) {
+            ErrorClass::Http4xx
+        } else {
+            ErrorClass::Http5xx
+        }
+    }
+}
+
+/// A histogram for one second of recording: starts small and grows to what it
+/// records, so a worker's many per-second histograms stay cheap to copy.
+pub fn interval_histogram() -> Histogram<u64> {
+    // Constant, valid bounds (low 1, sigfig 3): cannot fail.
+    let mut h = Histogram::new_with_bounds(1, 2, 3).expect("valid histogram bounds");
+    h.auto(true);
+    h
+}
+
+fn micros(ns: u64) -> u64 {
+    ns / 1000
+}
+
+/// One operation's figures.
+#[derive(Debug, Clone)]
+pub struct OpStats {
+    /// Completion minus intended send time, µs.
+    pub corrected: Histogram<u64>,
+    /// Completion minus actual send time, µs.
+    pub uncorrected: Histogram<u64>,
+    /// Completed operations, failed ones included.
+    pub count: u64,
+    /// Failures by [`ErrorClass`].
+    pub errors: [u64; 5],
+    /// Operations dispatched (whose intended time came).
+    pub intended: u64,
+}
+
+impl OpStats {
+    fn new() -> OpStats {
+        OpStats {
+            corrected: interval_histogram(),
+            uncorrected: interval_histogram(),
+            count: 0,
+            errors: [0; 5],
+            intended: 0,
+        }
+    }
+
+    /// All failures.
+    pub fn error_count(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+}
+
+/// Everything recorded over some span of time (a second, or a whole run).
+#[derive(Debug, Clone)]
+pub struct Stats {
+    /// Per operation, indexed by `Op as usize`.
+    pub ops: [OpStats; 6],
+    /// Write time minus intended time, µs.
+    pub send_lag: Histogram<u64>,
+    /// Dispatch time minus intended time, µs.
+    pub sched_lag: Histogram<u64>,
+    /// Change-to-receipt latency of pushes, µs.
+    pub push: Histogram<u64>,
+    /// Push datagrams received.
+    pub pushes: u64,
+    /// Acks sent.
+    pub acks: u64,
+    /// Datagrams that were not valid pushes, or pushes for another service.
+    pub push_errors: u64,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            ops: std::array::from_fn(|_| OpStats::new()),
+            send_lag: interval_histogram(),
+            sched_lag: interval_histogram(),
+            push: interval_histogram(),
+            pushes: 0,
+            acks: 0,
+            push_errors: 0,
+        }
+    }
+}
+
+impl Stats {
+    /// The figures of `op`.
+    pub fn op(&self, op: Op) -> &OpStats {
+        &self.ops[op as usize]
+    }
+
+    /// Adds `other` (lossless: histogram counts add).
+    pub fn add(&mut self, other: &Stats) {
+        for (a, b) in self.ops.iter_mut().zip(&other.ops) {
+            add_hist(&mut a.corrected, &b.corrected);
+            add_hist(&mut a.uncorrected, &b.uncorrected);
+            a.count += b.count;
+            a.intended += b.intended;
+            for (x, y) in a.errors.iter_mut().zip(&b.errors) {
+                *x += y;
+            }
+        }
+        add_hist(&mut self.send_lag, &other.send_lag);
+        add_hist(&mut self.sched_lag, &other.sched_lag);
+        add_hist(&mut self.push, &other.push);
+        self.pushes += other.pushes;
+        self.acks += other.acks;
+        self.push_errors += other.push_errors;
+    }
+
+    /// Empties every figure, keeping the histograms' allocations.
+    pub fn reset(&mut self) {
+        for o in &mut self.ops {
+            o.corrected.reset();
+            o.uncorrected.reset();
+            o.count = 0;
+            o.errors = [0; 5];
+            o.intended = 0;
+        }
+        self.send_lag.reset();
+        self.sched_lag.reset();
+        self.push.reset();
+        self.pushes = 0;
+        self.acks = 0;
+        self.push_errors = 0;
+    }
+}
+
+fn add_hist(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+    // Both auto-resize, so adding cannot run out of range.
+    let _ = into.add(from);
+}
+
+/// A worker's recorder.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    /// The current second.
+    pub current: Stats,
+    total: Stats,
+}
+
+impl Recorder {
+    /// A fresh recorder.
+    pub fn new() -> Recorder {
+        Recorder::default()
+    }
+
+    /// An operation came due and was handed to a connection at `now`.
+    pub fn dispatched(&mut self, op: Op, intended: Nanos, now: Nanos) {
+        self.current.ops[op as usize].intended += 1;
+        let _ = self
+            .current
+            .sched_lag
+            .record(micros(now.saturating_sub(intended)));
+    }
+
+    /// An operation was written to its connection at `sent`.
+    pub fn sent(&mut self, intended: Nanos, sent: Nanos) {
+        let _ = self
+            .current
+            .send_lag
+            .record(micros(sent.saturating_sub(intended)));
+    }
+
+    /// An operation got a response at `done` (`outcome` is its verdict: an HTTP error
+    /// status or a protocol error still has a latency).
+    pub fn completed(
+        &mut self,
+        op: Op,
+        intended: Nanos,
+        sent: Nanos,
+        done: Nanos,
+        outcome: Result<(), ErrorClass>,
+    ) {
+        let o = &mut self.current.ops[op as usize];
+        o.count += 1;
+        let _ = o.corrected.record(micros(done.saturating_sub(intended)));
+        let _ = o.uncorrected.record(micros(done.saturating_sub(sent)));
+        if let Err(class) = outcome {
+            o.errors[class as usize] += 1;
+        }
+    }
+
+    /// An operation failed without a response (timeout, connection loss).
+    pub fn failed(&mut self, op: Op, class: ErrorClass) {
+        let o = &mut self.current.ops[op as usize];
+        o.count += 1;
+        o.errors[class as usize] += 1;
+    }
+
+    /// A push arrived that revealed a change sent at `change_sent`.
+    pub fn push_latency(&mut self, change_sent: Nanos, received: Nanos) {
+        let _ = self
+            .current
+            .push
+            .record(micros(received.saturating_sub(change_sent)));
+    }
+
+    /// Ends the current second: adds it to the total and returns it.
+    pub fn roll(&mut self) -> Stats {
+        self.total.add(&self.current);
+        let out = self.current.clone();
+        self.current.reset();
+        out
+    }
+
+    /// Everything recorded, the current second included.
+    pub fn finish(mut self) -> Stats {
+        self.total.add(&self.current);
+        self.total
+    }
+
+    /// Count and errors of `op` so far (total plus current second).
+    pub fn counts(&self, op: Op) -> (u64, u64) {
+        let (a, b) = (self.total.op(op), self.current.op(op));
+        (a.count + b.count, a.error_count() + b.error_count())
+    }
+}
+
+/// Counters a worker publishes for the progress bar.
+#[derive(Debug, Default)]
+pub struct Progress {
+    counts: [AtomicU64; 6],
+    errors: [AtomicU64; 6],
+    /// Requests queued or in flight.
+    pub outstanding: AtomicU64,
+    /// Instances the server is believed to hold.
+    pub present: AtomicU64,
+    /// Subscribers whose view differs from the expected list (computed while settling).
+    pub unconverged: AtomicU64,
+    /// Load-phase registrations not yet answered.
+    pub load_left: AtomicU64,
+    /// Instances not yet deregistered (drain).
+    pub drain_left: AtomicU64,
+    /// Scheduled changes (register, deregister) queued or in flight.
+    pub changes_outstanding: AtomicU64,
+    /// Set once the worker has seen the current phase (its value).
+    pub phase_seen: AtomicU64,
+}
+
+impl Progress {
+    /// Publishes a recorder's counts.
+    pub fn publish(&self, r: &Recorder) {
+        for op in Op::ALL {
+            let (c, e) = r.counts(op);
+            self.counts[op as usize].store(c, Ordering::Relaxed);
+            self.errors[op as usize].store(e, Ordering::Relaxed);
+        }
+    }
+
+    /// Published count and errors of `op`.
+    pub fn counts(&self, op: Op) -> (u64, u64) {
+        (
+            self.counts[op as usize].load(Ordering::Relaxed),
+            self.errors[op as usize].load(Ordering::Relaxed),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_corrected_and_uncorrected_from_their_own_start() {
+        let mut r = Recorder::new();
+        // Intended at 0, written 3 ms late, answered 1 ms after the write.
+        r.dispatched(Op::Beat, 0, 2_000_000);
+        r.sent(0, 3_000_000);
+        r.completed(Op::Beat, 0, 3_000_000, 4_000_000, Ok(()));
+        let s = r.finish();
+        let b = s.op(Op::Beat);
+        assert_eq!((b.count, b.intended, b.error_count()), (1, 1, 0));
+        assert!(b.corrected.equivalent(b.corrected.max(), 4_000));
+        assert!(b.uncorrected.equivalent(b.uncorrected.max(), 1_000));
+        assert!(s.sched_lag.equivalent(s.sched_lag.max(), 2_000));
+        assert!(s.send_lag.equivalent(s.send_lag.max(), 3_000));
+    }
+
+    #[test]
+    fn merging_per_worker_histograms_is_lossless() {
+        // Two workers record disjoint halves of one distribution; the merged
+        // histogram equals one that recorded everything, bucket for bucket.
+        let mut single = reports::new_histogram();
+        let mut a = Recorder::new();
+        let mut b = Recorder::new();
+        for i in 0..20_000u64 {
+            let us = 1 + (i * 7919) % 250_000;
+            single.record(us).unwrap();
+            let w = if i % 2 == 0 { &mut a } else { &mut b };
+            w.completed(Op::Query, 0, 0, us * 1000, Ok(()));
+            if i % 1000 == 0 {
+                let _ = w.roll(); // seconds pass at different moments
+            }
+        }
+        let mut merged = Stats::default();
+        merged.add(&a.finish());
+        merged.add(&b.finish());
+        let q = &merged.op(Op::Query).corrected;
+        assert_eq!(q.len(), single.len());
+        for quantile in [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 1.0] {
+            assert_eq!(
+                q.value_at_quantile(quantile),
+                single.value_at_quantile(quantile),
+                "q={quantile}"
+            );
+        }
+        // And through the report encoding (V2 + DEFLATE + base64) and back.
+        let block = reports::LatencyBlock::from_histogram(q).unwrap();
+        let back = block.histogram().unwrap();
+        assert_eq!(
+            back.value_at_quantile(0.999),
+            single.value_at_quantile(0.999)
+        );
+        assert_eq!(back.len(), single.len());
+    }
+
+    #[test]
+    fn roll_moves_the_second_into_the_total() {
+        let mut r = Recorder::new();
+        r.failed(Op::Register, ErrorClass::Timeout);
+        r.completed(Op::Register, 0, 0, 5_000, Err(ErrorClass::Http5xx));
+        assert_eq!(r.counts(Op::Register), (2, 2));
+        let second = r.roll();
+        assert_eq!(
+            second.op(Op::Register).errors[ErrorClass::Timeout as usize],
+            1
+        );
+        assert_eq!(r.current.op(Op::Register).count, 0);
+        assert_eq!(r.counts(Op::Register), (2, 2));
+        let p = Progress::default();
+        p.publish(&r);
+        assert_eq!(p.counts(Op::Register), (2, 2));
+        let total = r.finish();
+        assert_eq!(total.op(Op::Register).corrected.len(), 1);
+    }
+
+    #[test]
+    fn names_and_classes() {
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(Op::from_u8(i as u8), Some(*op));
+        }
+        assert_eq!(Op::from_u8(6), None);
+        assert_eq!(ErrorClass::of_status(404), ErrorClass::Http4xx);
+        assert_eq!(ErrorClass::of_status(503), ErrorClass::Http5xx);
+        assert_eq!(ErrorClass::of_status(302), ErrorClass::Http5xx);
+    }
+}

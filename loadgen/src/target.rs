@@ -1,0 +1,338 @@
+//! The server under test: an embedded registry or any Nacos-1.x-compatible URL, and a
+//! small blocking HTTP client for the runner's own calls (metrics, final lists).
+//!
+//! Without `--target`, [`Server::start`] starts `registry_server::Embedded` on
+//! loopback port 0, on its own runtime and threads (named `registry-*`), so a first
+//! run needs no setup and the registry's CPU time can be told apart from the
+//! generator's. With `--target`, only loopback addresses are loaded by default:
+//! this tool makes a lot of traffic, and pointing it elsewhere must be deliberate
+//! (`--allow-remote`).
+
+use std::io::{Read as _, Write as _};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use registry_proto::http1::{parse_response, write_request, Method};
+use registry_proto::naming::client::{self, ListSpec};
+use registry_proto::naming::list::ServiceInfo;
+use registry_proto::naming::operator::Metrics;
+use registry_proto::naming::ServiceName;
+
+use crate::fleet::Naming;
+use crate::host;
+
+/// How to reach or start the server.
+#[derive(Debug, Clone, Default)]
+pub struct TargetConfig {
+    /// `http://host:port` of a running server; `None` starts an embedded registry.
+    pub url: Option<String>,
+    /// Process id of the server, for its RSS and CPU time (external servers).
+    pub pid: Option<u32>,
+    /// Worker threads of an embedded registry.
+    pub registry_workers: usize,
+    /// Allow a target outside 127.0.0.0/8.
+    pub allow_remote: bool,
+}
+
+/// A server being loaded.
+pub struct Server {
+    /// Its HTTP address.
+    pub addr: SocketAddr,
+    /// Its base URL.
+    pub url: String,
+    /// Whether it runs inside this process.
+    pub embedded: bool,
+    pid: Option<u32>,
+    cpu_start: Option<f64>,
+    #[cfg(feature = "embedded")]
+    inner: Option<registry_server::Embedded>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("url", &self.url)
+            .field("embedded", &self.embedded)
+            .finish()
+    }
+}
+
+/// Parses `http://host:port`, `host:port` (port 8848 when absent) into an address.
+pub fn parse_url(url: &str) -> anyhow::Result<SocketAddr> {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    if url.starts_with("https://") {
+        bail!("https is not supported: {url}");
+    }
+    let hostport = rest.split('/').next().unwrap_or(rest);
+    let with_port = if hostport
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        hostport.to_owned()
+    } else {
+        format!("{hostport}:8848")
+    };
+    with_port
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {url}"))?
+        .next()
+        .with_context(|| format!("{url} resolves to no address"))
+}
+
+impl Server {
+    /// Starts (embedded) or checks (external) the server.
+    pub fn start(cfg: &TargetConfig) -> anyhow::Result<Server> {
+        match &cfg.url {
+            Some(url) => {
+                let addr = parse_url(url)?;
+                if !addr.ip().is_loopback() && !cfg.allow_remote {
+                    bail!("{url} is not a loopback address; pass --allow-remote to load it anyway");
+                }
+                let server = Server {
+                    addr,
+                    url: format!("http://{addr}"),
+                    embedded: false,
+                    pid: cfg.pid,
+                    cpu_start: cfg.pid.and_then(host::process_cpu_seconds),
+                    #[cfg(feature = "embedded")]
+                    inner: None,
+                };
+                Ok(server)
+            }
+            None => Server::embedded(cfg),
+        }
+    }
+
+    #[cfg(feature = "embedded")]
+    fn embedded(cfg: &TargetConfig) -> anyhow::Result<Server> {
+        use clap::Parser as _;
+        let mut config = registry_server::Config::parse_from(["registry"]);
+        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        config.udp_listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        config.workers = cfg.registry_workers.max(1);
+        let e =
+            registry_server::Embedded::start(config).context("starting the embedded registry")?;
+        let prefix = registry_server::embed::THREAD_PREFIX;
+        Ok(Server {
+            addr: e.http_addr,
+            url: format!("http://{}", e.http_addr),
+            embedded: true,
+            pid: None,
+            cpu_start: host::threads_cpu_seconds(prefix).or(Some(0.0)),
+            inner: Some(e),
+        })
+    }
+
+    #[cfg(not(feature = "embedded"))]
+    fn embedded(_: &TargetConfig) -> anyhow::Result<Server> {
+        bail!("this loadgen was built without the `embedded` feature: pass --target URL")
+    }
+
+    /// CPU seconds the server used since it was started or first seen.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        let now = if self.embedded {
+            #[cfg(feature = "embedded")]
+            {
+                host::threads_cpu_seconds(registry_server::embed::THREAD_PREFIX)
+            }
+            #[cfg(not(feature = "embedded"))]
+            {
+                None
+            }
+        } else {
+            self.pid.and_then(host::process_cpu_seconds)
+        };
+        Some(now? - self.cpu_start?)
+    }
+
+    /// Resource use for the report: the embedded registry's figures are the whole
+    /// process's RSS (it shares the address space with the generator) and its own
+    /// threads' CPU time.
+    pub fn stats(&self) -> Option<reports::ServerStats> {
+        let (rss, peak) = if self.embedded {
+            host::memory(None)
+        } else if let Some(pid) = self.pid {
+            host::memory(Some(pid))
+        } else {
+            return None;
+        };
+        Some(reports::ServerStats {
+            rss_bytes: rss,
+            peak_rss_bytes: peak,
+            cpu_seconds: self.cpu_seconds(),
+        })
+    }
+
+    /// The source address subscribers bind to for a non-loopback target: the local
+    /// address a datagram to the server would leave from.
+    pub fn local_ip(&self) -> IpAddr {
+        if self.addr.ip().is_loopback() {
+            return IpAddr::V4(Ipv4Addr::LOCALHOST);
+        }
+        std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+            .and_then(|s| {
+                s.connect(self.addr)?;
+                s.local_addr()
+            })
+            .map(|a| a.ip())
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+    }
+
+    /// Stops an embedded registry (no-op for external servers).
+    pub fn stop(self) -> anyhow::Result<()> {
+        #[cfg(feature = "embedded")]
+        if let Some(e) = self.inner {
+            e.stop()?;
+        }
+        Ok(())
+    }
+}
+
+/// A blocking keep-alive HTTP client for the runner's few calls.
+#[derive(Debug)]
+pub struct ControlClient {
+    addr: SocketAddr,
+    host: String,
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+    path: String,
+}
+
+impl ControlClient {
+    /// A client for `addr` (connects on first use).
+    pub fn new(addr: SocketAddr) -> ControlClient {
+        ControlClient {
+            addr,
+            host: addr.to_string(),
+            stream: None,
+            buf: Vec::with_capacity(64 * 1024),
+            path: String::new(),
+        }
+    }
+
+    fn connect(&self) -> std::io::Result<TcpStream> {
+        let s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.set_write_timeout(Some(Duration::from_secs(10)))?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+
+    /// `GET path`: status and body. Retries once on a fresh connection when a reused
+    /// one fails.
+    pub fn get(&mut self, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+        match self.try_get(path) {
+            Ok(r) => Ok(r),
+            Err(_) => {
+                self.stream = None;
+                self.try_get(path)
+            }
+        }
+        .with_context(|| format!("GET {path} from {}", self.addr))
+    }
+
+    fn try_get(&mut self, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
+        if self.stream.is_none() {
+            self.stream = Some(self.connect()?);
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            bail!("not connected");
+        };
+        let mut req = Vec::new();
+        write_request(&mut req, Method::Get, path, &self.host, None);
+        stream.write_all(&req)?;
+        self.buf.clear();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Some((resp, _)) = parse_response(&self.buf)? {
+                let out = (resp.status, resp.body.to_vec());
+                if !resp.keep_alive {
+                    self.stream = None;
+                }
+                return Ok(out);
+            }
+            let n = stream.read(&mut chunk)?;
+            if n == 0 {
+                let (resp, _) = registry_proto::http1::finish_response_at_eof(&self.buf)?;
+                let out = (resp.status, resp.body.to_vec());
+                self.stream = None;
+                return Ok(out);
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The server's metrics (`instanceCount` is what verification compares).
+    pub fn metrics(&mut self) -> anyhow::Result<Metrics> {
+        self.path.clear();
+        client::metrics(&mut self.path);
+        let path = std::mem::take(&mut self.path);
+        let (status, body) = self.get(&path)?;
+        self.path = path;
+        if status != 200 {
+            bail!(
+                "metrics answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        Metrics::parse(&body).context("parsing metrics")
+    }
+
+    /// The full instance list of service `s`.
+    pub fn list(&mut self, naming: &Naming, s: u32) -> anyhow::Result<ServiceInfo> {
+        let mut name = String::new();
+        naming.service_name(s, &mut name);
+        self.path.clear();
+        client::list(
+            &mut self.path,
+            &ListSpec {
+                namespace_id: &naming.namespace,
+                service: ServiceName::new(&naming.group, &name),
+                clusters: "",
+                healthy_only: false,
+                udp_port: 0,
+                client_ip: None,
+            },
+        );
+        let path = std::mem::take(&mut self.path);
+        let (status, body) = self.get(&path)?;
+        self.path = path;
+        if status != 200 {
+            bail!("list of {name} answered {status}");
+        }
+        ServiceInfo::parse(&body).context("parsing a list")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            parse_url("http://127.0.0.1:9000").unwrap(),
+            "127.0.0.1:9000".parse().unwrap()
+        );
+        assert_eq!(
+            parse_url("127.0.0.2").unwrap(),
+            "127.0.0.2:8848".parse().unwrap()
+        );
+        assert_eq!(
+            parse_url("http://127.0.0.1:1/nacos").unwrap(),
+            "127.0.0.1:1".parse().unwrap()
+        );
+        assert!(parse_url("https://x").is_err());
+    }
+
+    #[test]
+    fn refuses_remote_targets_unless_allowed() {
+        let cfg = TargetConfig {
+            url: Some("http://192.0.2.1:8848".into()),
+            ..TargetConfig::default()
+        };
+        let e = Server::start(&cfg).unwrap_err();
+        assert!(e.to_string().contains("--allow-remote"), "{e}");
+    }
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A loadgen profile against the release `registry` binary on a 2-core machine:
+# the registry pinned to core 0, loadgen to core 1 (with --registry-pid, so the
+# report carries the registry's RSS and CPU seconds).
+#
+#   scripts/loadtest.sh [PROFILE] [extra `loadgen run` flags...]
+#   scripts/loadtest.sh nacos-1x-report --duration 30s
+#
+# Exit code: loadgen's (0 ok, 3 thresholds, 4 generator fell behind, 5 verification).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PROFILE=${1:-nacos-1x-report}
+shift || true
+PORT=${PORT:-18849}
+REGISTRY_CPU=${REGISTRY_CPU:-0}
+LOADGEN_CPU=${LOADGEN_CPU:-1}
+REGISTRY_WORKERS=${REGISTRY_WORKERS:-1}
+LOADGEN=${LOADGEN:-target/release/loadgen}     # another build of loadgen to use
+REGISTRY_BIN=${REGISTRY_BIN:-target/release/registry}
+
+if [ -z "${SKIP_BUILD:-}" ]; then
+    cargo build --release -p registry-server --bin registry -p loadgen --bin loadgen
+fi
+ulimit -n "$(ulimit -Hn)" || true
+
+taskset -c "$REGISTRY_CPU" "$REGISTRY_BIN" --listen "127.0.0.1:${PORT}" \
+    --workers "$REGISTRY_WORKERS" >target/loadtest-registry.log 2>&1 &
+REGISTRY=$!
+trap 'kill $REGISTRY 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/${PORT}") 2>/dev/null && break
+    sleep 0.1
+done
+
+set +e
+TIMED=()
+[ -x /usr/bin/time ] && TIMED=(/usr/bin/time -f "loadgen: %e s wall, %U s user, %S s system, %M KiB max RSS")
+"${TIMED[@]}" taskset -c "$LOADGEN_CPU" "$LOADGEN" run --profile "$PROFILE" \
+    --target "http://127.0.0.1:${PORT}" --registry-pid "$REGISTRY" --workers 1 \
+    --pinning "registry=cpu${REGISTRY_CPU} loadgen=cpu${LOADGEN_CPU}" "$@"
+code=$?
+set -e
+echo "loadgen exit code ${code}; registry log: target/loadtest-registry.log"
+exit "$code"
