@@ -2,6 +2,7 @@
 //! read from a `REGISTRY_*` environment variable.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
@@ -128,6 +129,74 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_SHUTDOWN_GRACE_MS", default_value_t = 5_000)]
     pub shutdown_grace_ms: u64,
 
+    /// Directory of the embedded database holding persistent instances
+    /// (`ephemeral=false`) and explicitly created services. Without it they
+    /// live in memory only and are lost on restart (logged at start).
+    #[arg(long, env = "REGISTRY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Most persistent writes waiting for their commit; past it they are
+    /// answered 503 before anything is applied.
+    #[arg(long, env = "REGISTRY_MAX_PENDING_WRITES", default_value_t = 16_384)]
+    pub max_pending_writes: usize,
+
+    /// Most persistent writes committed in one transaction (one fsync).
+    #[arg(long, env = "REGISTRY_MAX_COMMIT_BATCH", default_value_t = 4_096)]
+    pub max_commit_batch: usize,
+
+    /// Memory the embedded database may use for its page cache, in bytes.
+    #[arg(long, env = "REGISTRY_DATA_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
+    pub data_cache_bytes: usize,
+
+    /// How often persistent instances are health-checked, in ms (0 = never).
+    #[arg(
+        long,
+        env = "REGISTRY_HEALTH_CHECK_INTERVAL_MS",
+        default_value_t = 5_000
+    )]
+    pub health_check_interval_ms: u64,
+
+    /// Time one health check (connect, and for HTTP the status line) may
+    /// take before it counts as a failure, in ms.
+    #[arg(
+        long,
+        env = "REGISTRY_HEALTH_CHECK_TIMEOUT_MS",
+        default_value_t = 2_000
+    )]
+    pub health_check_timeout_ms: u64,
+
+    /// Most health checks in flight at once.
+    #[arg(long, env = "REGISTRY_HEALTH_CHECK_CONCURRENCY", default_value_t = 64)]
+    pub health_check_concurrency: usize,
+
+    /// Consecutive results disagreeing with an instance's health before it
+    /// flips (Nacos `checkTimes`).
+    #[arg(long, env = "REGISTRY_HEALTH_CHECK_THRESHOLD", default_value_t = 3)]
+    pub health_check_threshold: u32,
+
+    /// Checker for clusters that name none: `TCP` (connect), `HTTP[:/path]`
+    /// (GET expecting 2xx) or `NONE`. A service overrides it with the
+    /// metadata `preserved.health.checker` (all its clusters) or
+    /// `preserved.health.checker.<cluster>`.
+    #[arg(long, env = "REGISTRY_HEALTH_CHECKER", default_value = "TCP")]
+    pub health_checker: String,
+
+    /// File of users allowed in (`name:pbkdf2-sha256$ITERATIONS$SALT_HEX$HASH_HEX`
+    /// per line). When given, every API call but the login and `/metrics`
+    /// needs an `accessToken` from `POST /nacos/v1/auth/login`. There are no
+    /// default users and no default secret.
+    #[arg(long, env = "REGISTRY_AUTH_USERS")]
+    pub auth_users: Option<PathBuf>,
+
+    /// Lifetime of an access token, in seconds (Nacos's default).
+    #[arg(long, env = "REGISTRY_AUTH_TOKEN_TTL_SECS", default_value_t = 18_000)]
+    pub auth_token_ttl_secs: u64,
+
+    /// Most password verifications running at once; past it a login is
+    /// answered 503 (each costs a deliberate burst of CPU).
+    #[arg(long, env = "REGISTRY_AUTH_MAX_LOGINS", default_value_t = 2)]
+    pub auth_max_logins: usize,
+
     /// Log format: `text` or `json`.
     #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
@@ -140,6 +209,9 @@ impl Config {
         c.listen = "127.0.0.1:0".parse().expect("valid address");
         c.shards = 8;
         c.workers = 2;
+        // In-process tests register persistent instances at made-up
+        // addresses: never probe them (tests/health.rs turns this on).
+        c.health_check_interval_ms = 0;
         c
     }
 
@@ -154,6 +226,22 @@ impl Config {
         }
         if self.sweep_interval_ms == 0 {
             return Err("--sweep-interval-ms must be positive".into());
+        }
+        if self.max_pending_writes == 0 || self.max_commit_batch == 0 {
+            return Err("--max-pending-writes and --max-commit-batch must be positive".into());
+        }
+        if self.health_check_timeout_ms == 0
+            || self.health_check_concurrency == 0
+            || self.health_check_threshold == 0
+        {
+            return Err("--health-check-timeout-ms, --health-check-concurrency and \
+                 --health-check-threshold must be positive"
+                .into());
+        }
+        crate::health::Checker::parse(&self.health_checker)
+            .map_err(|e| format!("--health-checker: {e}"))?;
+        if self.auth_token_ttl_secs == 0 || self.auth_max_logins == 0 {
+            return Err("--auth-token-ttl-secs and --auth-max-logins must be positive".into());
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err(format!(

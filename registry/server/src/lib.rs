@@ -11,6 +11,10 @@
 //!   batched UDP sends, acks and the one resend.
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
 //! - [`sweeper`]: the lease sweeper task.
+//! - [`persist`]: persistent instances and services in an embedded
+//!   database, one group-commit writer, the restore on start.
+//! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
+//! - [`auth`]: optional Nacos-compatible login and access tokens.
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -21,14 +25,17 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod convert;
 pub mod embed;
+pub mod health;
 pub mod http;
 pub mod list_cache;
 pub mod metrics;
 pub mod notifier;
+pub mod persist;
 pub mod pusher;
 pub mod shutdown;
 pub mod state;
@@ -97,6 +104,14 @@ pub async fn run(
 /// [`run`] with a prepared [`App`], so the caller can keep a handle on its
 /// store and metrics.
 ///
+/// Shutdown order, each step bounded by the one grace period:
+/// 1. stop accepting; open connections finish their batch, including
+///    persistent writes waiting for their commit (the writer still runs);
+/// 2. stop the health checker;
+/// 3. stop the sweeper;
+/// 4. the notifier flushes what is due and closes the UDP socket;
+/// 5. the persistence writer commits what is queued, then closes the database.
+///
 /// # Errors
 /// When the sockets cannot be registered with the runtime.
 pub async fn run_app(
@@ -109,8 +124,11 @@ pub async fn run_app(
     let udp = tokio::net::UdpSocket::from_std(listeners.udp)?;
     let grace = app.config.grace();
 
+    let writer = persist::Persist::start(app.clone())?;
     let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
+    let health_stop = tokio_util::sync::CancellationToken::new();
+    let health = tokio::spawn(health::run(app.clone(), health_stop.clone()));
     let connections = tokio_util::task::TaskTracker::new();
     let acceptor = tokio::spawn(http::serve(
         app.clone(),
@@ -127,12 +145,20 @@ pub async fn run_app(
         let _ = acceptor.await;
         connections.close();
         connections.wait().await;
-        // 2. Stop the sweeper.
+        // 2. Stop the health checker.
+        health_stop.cancel();
+        let _ = health.await;
+        // 3. Stop the sweeper.
         stages.sweeper.cancel();
         let _ = sweeper.await;
-        // 3. The notifier flushes what is due and closes the UDP socket.
+        // 4. The notifier flushes what is due and closes the UDP socket.
         stages.notifier.cancel();
         let _ = notifier.await;
+        // 5. The writer commits what is queued and closes the database.
+        if let (Some(p), Some(w)) = (&app.persist, writer) {
+            p.stop().await;
+            w.join().await;
+        }
     };
     if tokio::time::timeout(grace, ordered).await.is_err() {
         tracing::warn!(

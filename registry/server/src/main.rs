@@ -1,7 +1,9 @@
 //! `registry`: the Nacos-1.x-compatible naming server.
 
+use std::sync::Arc;
+
 use clap::Parser;
-use registry_server::{run, shutdown, Config, Listeners};
+use registry_server::{run_app, shutdown, App, Config, Listeners};
 
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -14,20 +16,22 @@ fn main() -> anyhow::Result<()> {
     }
     init_tracing(&config.log_format);
     let listeners = Listeners::bind(&config)?;
-    // Printed (not logged) so scripts starting on port 0 can read it.
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if config.workers > 0 {
+        runtime.worker_threads(config.workers);
+    }
+    let runtime = runtime.enable_all().build()?;
+    // Loads the data directory before anything is served; connections
+    // arriving meanwhile wait in the listen backlog.
+    let app = Arc::new(App::new(config)?);
+    // Printed (not logged) so scripts starting on port 0 can read it; it
+    // also says the persistent state is loaded.
     println!(
         "registry listening on http://{} (udp {})",
         listeners.http_addr(),
         listeners.udp_addr()
     );
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if config.workers > 0 {
-        runtime.worker_threads(config.workers);
-    }
-    runtime
-        .enable_all()
-        .build()?
-        .block_on(run(config, listeners, shutdown::signal()))
+    runtime.block_on(run_app(app, listeners, shutdown::signal()))
 }
 
 fn init_tracing(format: &str) {

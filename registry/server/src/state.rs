@@ -6,6 +6,11 @@
 //!   poll), read by the notifier when a service is due; one mutex.
 //! - `lists`: the encoded-list cache, filled by whoever encodes first.
 //! - change events: sent by writers, received only by the notifier.
+//! - `persist`: its queue is written by persistent-write handlers; the
+//!   database is owned by the writer thread once it starts.
+//! - `health_targets`: written by persistent writes and the restore,
+//!   pruned by the health checker; one mutex, never on ephemeral paths.
+//! - `auth`: read-only after start.
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicUsize;
@@ -17,10 +22,13 @@ use registry_proto::http1::Limits;
 use registry_proto::naming::ParseLimits;
 use tokio::sync::{mpsc, Notify};
 
+use crate::auth::Auth;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::health::{HealthStats, Targets};
 use crate::list_cache::ListCache;
 use crate::metrics::Metrics;
+use crate::persist::Persist;
 
 /// Events buffered between writers and the notifier before the overflow
 /// set takes over.
@@ -46,6 +54,14 @@ pub struct App {
     pub subscribers: Mutex<Subscribers>,
     /// Requests being handled now, for the in-flight bound.
     pub inflight: AtomicUsize,
+    /// The durable store of persistent state; `None` without `--data-dir`.
+    pub persist: Option<Persist>,
+    /// Services holding persistent instances, for the health checker.
+    pub health_targets: Targets,
+    /// Health check counters.
+    pub health_stats: HealthStats,
+    /// Access control; `None` without `--auth-users`.
+    pub auth: Option<Arc<Auth>>,
     events: mpsc::Sender<ChangeEvent>,
     receiver: Mutex<Option<mpsc::Receiver<ChangeEvent>>>,
     /// Services whose events did not fit in the queue; never more than one
@@ -55,14 +71,63 @@ pub struct App {
 }
 
 impl App {
-    /// State for a server with `config`.
+    /// State for a server with `config`. With `--data-dir` it opens the
+    /// database and loads every persistent instance and explicit service
+    /// before returning, so nothing is served from a half-loaded store.
     ///
     /// # Errors
-    /// When the configuration is invalid.
+    /// When the configuration is invalid, or the data directory or users
+    /// file cannot be used.
     pub fn new(config: Config) -> anyhow::Result<App> {
         config.validate().map_err(anyhow::Error::msg)?;
+        let persist = match &config.data_dir {
+            Some(dir) => Some(Persist::open(
+                dir,
+                config.data_cache_bytes,
+                config.max_pending_writes,
+                config.max_commit_batch,
+            )?),
+            None => None,
+        };
+        let auth = match &config.auth_users {
+            Some(path) => {
+                let key = match &persist {
+                    Some(p) => p.auth_key()?,
+                    None => crate::auth::random_key()?,
+                };
+                let auth = Auth::load(
+                    path,
+                    key,
+                    config.auth_token_ttl_secs,
+                    config.auth_max_logins,
+                )?;
+                Some(Arc::new(auth))
+            }
+            None => None,
+        };
+        let app = App::build(config, persist, auth);
+        match &app.persist {
+            Some(p) => {
+                let r = p.restore(&app)?;
+                tracing::info!(
+                    dir = %p.dir().display(),
+                    services = r.services,
+                    instances = r.instances,
+                    skipped = r.skipped,
+                    ms = r.elapsed.as_secs_f64() * 1e3,
+                    "recovered persistent state"
+                );
+            }
+            None => tracing::info!(
+                "no --data-dir: persistent instances and services are kept in memory only"
+            ),
+        }
+        Ok(app)
+    }
+
+    fn build(config: Config, persist: Option<Persist>, auth: Option<Arc<Auth>>) -> App {
         let (events, receiver) = mpsc::channel(EVENT_QUEUE);
-        Ok(App {
+        App {
             store: Store::new(config.store_config()),
             clock: Clock::start(),
             metrics: Metrics::default(),
@@ -83,12 +148,16 @@ impl App {
                 max_total: config.max_subscribers,
             })),
             inflight: AtomicUsize::new(0),
+            persist,
+            health_targets: Targets::default(),
+            health_stats: HealthStats::default(),
+            auth,
             events,
             receiver: Mutex::new(Some(receiver)),
             overflow: Mutex::new(HashSet::new()),
             overflow_ready: Notify::new(),
             config,
-        })
+        }
     }
 
     /// Hands a change to the notifier. Never blocks: when the queue is full

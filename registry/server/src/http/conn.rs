@@ -10,7 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{answer, Scratch};
+use super::{answer, Answered, Later, Scratch};
 use crate::state::App;
 
 /// Write buffer size after which a pipelined batch is flushed before the
@@ -74,6 +74,9 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
     let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut wbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut scratch = Scratch::default();
+    // Responses still to come (persistent writes, logins), each with the
+    // write-buffer offset its bytes belong at, so the batch keeps its order.
+    let mut later: Vec<(usize, Later<'_>)> = Vec::new();
     let idle = Duration::from_millis(app.config.idle_timeout_ms);
     let mut continued = false;
     loop {
@@ -86,7 +89,15 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
                 Ok(Some((request, used))) => {
                     consumed += used;
                     continued = false;
-                    open = answer(app, &request, peer, &mut scratch, &mut wbuf, shutting_down);
+                    open = match answer(app, &request, peer, &mut scratch, &mut wbuf, shutting_down)
+                    {
+                        Answered::Now(keep_alive) => keep_alive,
+                        Answered::Later(l) => {
+                            let keep_alive = l.keep_alive;
+                            later.push((wbuf.len(), l));
+                            keep_alive
+                        }
+                    };
                     if wbuf.len() >= FLUSH_AT {
                         backlog = true;
                         break;
@@ -114,6 +125,18 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             }
         }
         rbuf.drain(..consumed);
+        if !later.is_empty() {
+            // Every deferred request of the batch is already queued (one
+            // commit serves them all); insert each response where it goes.
+            let mut shift = 0;
+            let mut bytes = Vec::new();
+            for (at, l) in later.drain(..) {
+                bytes.clear();
+                l.finish(&mut bytes).await;
+                wbuf.splice(at + shift..at + shift, bytes.iter().copied());
+                shift += bytes.len();
+            }
+        }
         if !wbuf.is_empty() {
             if stream.write_all(&wbuf).await.is_err() {
                 return;

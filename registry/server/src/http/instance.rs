@@ -1,6 +1,12 @@
 //! `/nacos/v1/ns/instance`, `/instance/beat` and `/instance/list`.
+//!
+//! Writes of persistent instances (`ephemeral=false`) reserve a place in
+//! the next commit before touching the store and answer once the commit is
+//! durable ([`super::durable`]); ephemeral writes, beats and lists are
+//! unchanged: synchronous, with no lock or allocation added.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use registry_core::{
     BeatOutcome, InstanceAddr, InstancePatch, InstanceSpec, ServiceKey, ServiceRef,
@@ -13,9 +19,10 @@ use registry_proto::naming::list::ListRequest;
 use registry_proto::naming::ServiceName;
 
 use super::error::{registry, Failure, Op};
-use super::{Exchange, Reply, Scratch};
+use super::{durable, durable_with, reserve, Done, Exchange, Reply, Scratch};
 use crate::convert::{self, encode_list, ListView, MetadataJson};
 use crate::list_cache::ListCache;
+use crate::persist::Change;
 
 /// `cacheMillis` for a client that only polls (Nacos `defaultCacheMillis`).
 const POLL_CACHE_MILLIS: u64 = 3_000;
@@ -43,8 +50,23 @@ pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     write(ex, &req, strict)
 }
 
+/// The change record of a persistent instance.
+fn instance_change(svc: ServiceRef<'_>, cluster: &str, ip: IpAddr, port: u16) -> Change {
+    Change::Instance {
+        service: ServiceKey::new(svc.namespace, svc.name),
+        cluster: Arc::from(cluster),
+        ip,
+        port,
+    }
+}
+
 fn write(ex: &Exchange<'_>, req: &InstanceRequest<'_>, strict: bool) -> Result<Reply, Failure> {
     let spec = convert::instance_spec(req, true)?;
+    let ticket = if spec.ephemeral {
+        None
+    } else {
+        reserve(ex.app)?
+    };
     let name = req.key.service.grouped();
     let svc = ServiceRef::new(req.key.namespace_id, &name);
     let now = ex.app.clock.now();
@@ -64,7 +86,14 @@ fn write(ex: &Exchange<'_>, req: &InstanceRequest<'_>, strict: bool) -> Result<R
         )
     })?;
     ex.app.publish(written.event);
-    Ok(Reply::Text("ok"))
+    if spec.ephemeral {
+        return Ok(Reply::Text("ok"));
+    }
+    ex.app.health_targets.insert(svc);
+    let a = spec.addr;
+    Ok(durable(ticket, || {
+        instance_change(svc, a.cluster, a.ip, a.port)
+    }))
 }
 
 /// `DELETE /instance`: deregister; `ok` even when there was nothing to remove.
@@ -76,18 +105,21 @@ pub(crate) fn deregister(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         ip: convert::ip(key.ip)?,
         port: key.port,
     };
+    let ephemeral = key.ephemeral.unwrap_or(true);
+    let ticket = if ephemeral { None } else { reserve(ex.app)? };
+    let svc = ServiceRef::new(key.namespace_id, &name);
     let written = ex
         .app
         .store
-        .deregister(
-            ServiceRef::new(key.namespace_id, &name),
-            addr,
-            key.ephemeral.unwrap_or(true),
-            ex.app.clock.now(),
-        )
+        .deregister(svc, addr, ephemeral, ex.app.clock.now())
         .map_err(|e| registry(e, Op::Patch))?;
     ex.app.publish(written.event);
-    Ok(Reply::Text("ok"))
+    if ephemeral {
+        return Ok(Reply::Text("ok"));
+    }
+    Ok(durable(ticket, || {
+        instance_change(svc, addr.cluster, addr.ip, addr.port)
+    }))
 }
 
 /// `PATCH /instance`: change only the given fields.
@@ -105,19 +137,30 @@ pub(crate) fn patch(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         healthy: req.healthy,
         metadata: req.metadata.as_ref().map(convert::metadata).transpose()?,
     };
+    let svc = ServiceRef::new(req.key.namespace_id, &name);
+    // Without `ephemeral` the store patches the ephemeral instance at the
+    // address if there is one, else the persistent one: decide the same way.
+    let persistent = match req.key.ephemeral {
+        Some(e) => !e,
+        None => ex
+            .app
+            .store
+            .read(svc, |s| s.find(addr, true).is_none())
+            .unwrap_or(false),
+    };
+    let ticket = if persistent { reserve(ex.app)? } else { None };
     let written = ex
         .app
         .store
-        .patch(
-            ServiceRef::new(req.key.namespace_id, &name),
-            addr,
-            req.key.ephemeral,
-            &patch,
-            ex.app.clock.now(),
-        )
+        .patch(svc, addr, req.key.ephemeral, &patch, ex.app.clock.now())
         .map_err(|e| registry(e, Op::Patch))?;
     ex.app.publish(written.event);
-    Ok(Reply::Text("ok"))
+    if !persistent {
+        return Ok(Reply::Text("ok"));
+    }
+    Ok(durable(ticket, || {
+        instance_change(svc, addr.cluster, addr.ip, addr.port)
+    }))
 }
 
 /// `GET /instance`: one instance.
@@ -190,6 +233,9 @@ pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
                     metadata: convert::metadata(&info.metadata)?,
                     ..InstanceSpec::new(addr.cluster, addr.ip, addr.port)
                 };
+                if !spec.ephemeral {
+                    return beat_persistent(ex, svc, &spec, &mut scratch.body);
+                }
                 let written = app.store.register(svc, &spec, now).map_err(|e| {
                     registry(
                         e,
@@ -208,6 +254,42 @@ pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
     app.metrics.beats.inc();
     beat_ok(&mut scratch.body, u64::from(interval), true);
     Ok(Reply::Json)
+}
+
+/// A beat whose body registers a persistent instance (rare: the Java
+/// client only beats ephemeral ones): a persistent write like any other.
+fn beat_persistent(
+    ex: &Exchange<'_>,
+    svc: ServiceRef<'_>,
+    spec: &InstanceSpec<'_>,
+    body: &mut Vec<u8>,
+) -> Result<Reply, Failure> {
+    let app = ex.app;
+    let ticket = reserve(app)?;
+    let written = app
+        .store
+        .register(svc, spec, app.clock.now())
+        .map_err(|e| {
+            registry(
+                e,
+                Op::Write {
+                    namespace: svc.namespace,
+                    service: svc.name,
+                    instance: "",
+                },
+            )
+        })?;
+    app.publish(written.event);
+    app.health_targets.insert(svc);
+    app.metrics.beats.inc();
+    beat_ok(body, u64::from(spec_interval(app, spec)), true);
+    let a = spec.addr;
+    Ok(durable_with(
+        ticket,
+        || instance_change(svc, a.cluster, a.ip, a.port),
+        Done::Json(body.clone()),
+        Reply::Json,
+    ))
 }
 
 fn spec_interval(app: &crate::state::App, spec: &InstanceSpec<'_>) -> u32 {

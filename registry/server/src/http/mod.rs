@@ -3,13 +3,22 @@
 //! A connection reads into one buffer, answers every complete request in
 //! it into one write buffer (so a pipelined batch costs one `write`), then
 //! reads again. Handlers are synchronous: every registry operation is a
-//! short, non-blocking call into the store.
+//! short, non-blocking call into the store. Two kinds of request finish
+//! later: persistent writes, answered once their commit is durable (see
+//! [`crate::persist`]), and logins, whose key derivation runs off the
+//! runtime threads. Their handlers return [`Reply::Later`]; the connection
+//! keeps a place for the response in its write buffer, answers the rest of
+//! the batch, then awaits them in order before writing (see `conn`).
 //!
 //! Bounds: at most `max_connections` open connections (past it a new one
 //! gets a 503 and is closed at once); at most `max_inflight` requests being
-//! handled across connections (past it a request gets a 503); request size
-//! limits from the configuration; idle connections close after the idle
-//! timeout.
+//! handled across connections, deferred ones included until they finish
+//! (past it a request gets a 503); request size limits from the
+//! configuration; idle connections close after the idle timeout.
+//!
+//! With `--auth-users`, every route but the login and `/metrics` needs a
+//! valid `accessToken` parameter (see [`crate::auth`]); the check runs
+//! before any handler.
 //!
 //! # Layout
 //! - `conn`: the accept loop and the per-connection read/answer/write loop.
@@ -22,10 +31,14 @@ pub(crate) mod instance;
 mod operator;
 mod service;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
+use registry_proto::auth::{LoginRequest, LoginResponse};
 use registry_proto::http1::{write_response, write_response_head, ContentType, Method, Request};
 use registry_proto::naming::route::{route, Route};
 use registry_proto::params::Params;
@@ -35,6 +48,7 @@ use error::Failure;
 pub(crate) use instance::PUSH_CACHE_MILLIS;
 
 use crate::list_cache::CachedList;
+use crate::persist::{Change, PersistError, Ticket};
 use crate::state::App;
 
 /// Per-connection buffers reused across requests, so the hot paths do not
@@ -59,6 +73,100 @@ pub(crate) enum Reply {
     Cached(Arc<CachedList>),
     /// A Prometheus text body written into the scratch body.
     Prometheus,
+    /// Finished later: a persistent write waiting for its commit, a login.
+    Later(Deferred),
+}
+
+/// The rest of a request that finishes later. Owns everything it needs.
+pub(crate) type Deferred = Pin<Box<dyn Future<Output = Result<Done, Failure>> + Send>>;
+
+/// A deferred request's successful answer.
+pub(crate) enum Done {
+    /// A fixed text body.
+    Text(&'static str),
+    /// A JSON body.
+    Json(Vec<u8>),
+}
+
+/// What [`answer`] did with a request.
+pub(crate) enum Answered<'a> {
+    /// The response is in the write buffer; whether the connection may stay open.
+    Now(bool),
+    /// The response comes when [`Later::finish`] is awaited.
+    Later(Later<'a>),
+}
+
+/// A request whose response is still to come. Counts as in flight until
+/// it is finished or dropped.
+pub(crate) struct Later<'a> {
+    deferred: Deferred,
+    inflight: Inflight<'a>,
+    route: registry_proto::naming::route::Route,
+    started: Instant,
+    head_only: bool,
+    /// Whether the connection may stay open after this response.
+    pub keep_alive: bool,
+}
+
+impl Later<'_> {
+    /// Waits for the outcome and writes the response into `out`.
+    pub(crate) async fn finish(self, out: &mut Vec<u8>) {
+        let result = self.deferred.await;
+        let app = self.inflight.0;
+        let status = match &result {
+            Ok(Done::Text(t)) => respond(
+                out,
+                200,
+                ContentType::Text,
+                t.as_bytes(),
+                self.head_only,
+                self.keep_alive,
+            ),
+            Ok(Done::Json(body)) => respond(
+                out,
+                200,
+                ContentType::Json,
+                body,
+                self.head_only,
+                self.keep_alive,
+            ),
+            Err(f) => respond(
+                out,
+                f.status,
+                ContentType::Text,
+                f.text.as_bytes(),
+                self.head_only,
+                self.keep_alive,
+            ),
+        };
+        app.metrics
+            .request(Some(self.route), status, self.started.elapsed());
+    }
+}
+
+/// One request counted in `app.inflight` until dropped.
+struct Inflight<'a>(&'a App);
+
+impl Drop for Inflight<'_> {
+    fn drop(&mut self) {
+        self.0.inflight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn respond(
+    out: &mut Vec<u8>,
+    status: u16,
+    ct: ContentType,
+    body: &[u8],
+    head_only: bool,
+    keep_alive: bool,
+) -> u16 {
+    if head_only {
+        write_response_head(out, status, ct, body.len(), keep_alive);
+    } else {
+        write_response(out, status, ct, body, keep_alive);
+    }
+    status
 }
 
 /// What a handler sees.
@@ -69,37 +177,47 @@ pub(crate) struct Exchange<'a> {
     pub params: Params<'a>,
 }
 
-/// Answers one request into `out`. Returns whether the connection may
-/// stay open.
-pub(crate) fn answer(
-    app: &App,
+/// Answers one request into `out`, or hands back a [`Later`] for the
+/// caller to finish in order.
+pub(crate) fn answer<'a>(
+    app: &'a App,
     request: &Request<'_>,
     peer: SocketAddr,
     scratch: &mut Scratch,
     out: &mut Vec<u8>,
     shutting_down: bool,
-) -> bool {
-    let started = std::time::Instant::now();
+) -> Answered<'a> {
+    let started = Instant::now();
     let keep_alive = request.keep_alive && !shutting_down;
+    let head_only = request.method == Method::Head;
     let routed = route(request.method, request.path);
     let result = match routed {
         Err(e) => Err(Failure::new(e.status(), e.to_string())),
         Ok(r) => {
-            let inflight = app.inflight.fetch_add(1, Ordering::Relaxed);
-            let result = if inflight >= app.config.max_inflight {
+            let inflight = Inflight(app);
+            if app.inflight.fetch_add(1, Ordering::Relaxed) >= app.config.max_inflight {
                 app.metrics.requests_shed.inc();
                 Err(Failure::new(
                     503,
                     "server is overloaded, please try again later",
                 ))
             } else {
-                dispatch(app, r, request, peer, scratch)
-            };
-            app.inflight.fetch_sub(1, Ordering::Relaxed);
-            result
+                match dispatch(app, r, request, peer, scratch) {
+                    Ok(Reply::Later(deferred)) => {
+                        return Answered::Later(Later {
+                            deferred,
+                            inflight,
+                            route: r,
+                            started,
+                            head_only,
+                            keep_alive,
+                        })
+                    }
+                    other => other,
+                }
+            }
         }
     };
-    let head_only = request.method == Method::Head;
     let status = match result {
         Ok(reply) => {
             let (ct, body): (ContentType, &[u8]) = match &reply {
@@ -107,31 +225,22 @@ pub(crate) fn answer(
                 Reply::Json => (ContentType::Json, &scratch.body),
                 Reply::Cached(c) => (ContentType::Json, &c.body),
                 Reply::Prometheus => (ContentType::Prometheus, &scratch.body),
+                // Returned above.
+                Reply::Later(_) => (ContentType::Text, b""),
             };
-            if head_only {
-                write_response_head(out, 200, ct, body.len(), keep_alive);
-            } else {
-                write_response(out, 200, ct, body, keep_alive);
-            }
-            200
+            respond(out, 200, ct, body, head_only, keep_alive)
         }
-        Err(f) => {
-            if head_only {
-                write_response_head(out, f.status, ContentType::Text, f.text.len(), keep_alive);
-            } else {
-                write_response(
-                    out,
-                    f.status,
-                    ContentType::Text,
-                    f.text.as_bytes(),
-                    keep_alive,
-                );
-            }
-            f.status
-        }
+        Err(f) => respond(
+            out,
+            f.status,
+            ContentType::Text,
+            f.text.as_bytes(),
+            head_only,
+            keep_alive,
+        ),
     };
     app.metrics.request(routed.ok(), status, started.elapsed());
-    keep_alive
+    Answered::Now(keep_alive)
 }
 
 fn dispatch(
@@ -142,6 +251,14 @@ fn dispatch(
     scratch: &mut Scratch,
 ) -> Result<Reply, Failure> {
     let params = Params::from_request(request)?;
+    if let Some(auth) = &app.auth {
+        // Nothing but a valid token opens the API: never a header, never a
+        // source address (see `crate::auth`).
+        if !matches!(route, Route::AuthLogin | Route::PrometheusMetrics) {
+            auth.check(params.get("accessToken"))
+                .map_err(|d| Failure::new(403, d.to_string()))?;
+        }
+    }
     let ex = Exchange {
         app,
         peer,
@@ -164,10 +281,103 @@ fn dispatch(
         Route::ServiceList => service::list(&ex, scratch),
         Route::OperatorMetrics => operator::metrics(&ex, scratch),
         Route::OperatorSwitches => operator::switches(&ex, scratch),
-        Route::AuthLogin => Err(Failure::new(
+        Route::AuthLogin => login(&ex),
+        Route::PrometheusMetrics => {
+            let reply = operator::prometheus(&ex, scratch)?;
+            if let Some(p) = &app.persist {
+                p.stats.render(&mut scratch.body);
+            }
+            app.health_stats.render(&mut scratch.body);
+            if let Some(a) = &app.auth {
+                a.stats.render(&mut scratch.body);
+            }
+            Ok(reply)
+        }
+    }
+}
+
+/// `POST /nacos/v1/auth/login`: the key derivation runs on a blocking
+/// thread, at most `--auth-max-logins` at once.
+fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let Some(auth) = &ex.app.auth else {
+        return Err(Failure::new(
             403,
             "authentication is not enabled on this server",
-        )),
-        Route::PrometheusMetrics => operator::prometheus(&ex, scratch),
+        ));
+    };
+    let req = LoginRequest::parse(&ex.params)?;
+    let Some(slot) = auth.login_slot() else {
+        return Err(Failure::new(
+            503,
+            "too many logins in progress, please try again later",
+        ));
+    };
+    let (name, password) = (req.username.to_owned(), req.password.to_owned());
+    let auth = auth.clone();
+    Ok(Reply::Later(Box::pin(async move {
+        let ttl = auth.ttl_secs();
+        let verified = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            auth.login(&name, &password)
+        })
+        .await;
+        match verified {
+            Ok(Ok(access_token)) => {
+                let mut body = Vec::with_capacity(160);
+                LoginResponse {
+                    access_token,
+                    token_ttl: ttl,
+                    global_admin: false,
+                }
+                .encode(&mut body);
+                Ok(Done::Json(body))
+            }
+            Ok(Err(denied)) => Err(Failure::new(403, denied.to_string())),
+            Err(_) => Err(Failure::new(500, "Server failed,login aborted")),
+        }
+    })))
+}
+
+/// Reserves a place in the next commits for a persistent write; `None`
+/// when persistence is off (the write is then in memory only).
+///
+/// # Errors
+/// 503 when too many writes wait for a commit.
+pub(crate) fn reserve(app: &App) -> Result<Option<Ticket<'_>>, Failure> {
+    match &app.persist {
+        None => Ok(None),
+        Some(p) => p.reserve().map(Some).map_err(persist_failure),
+    }
+}
+
+/// `ok` now without persistence; with it, `ok` once `change` is durable.
+pub(crate) fn durable(ticket: Option<Ticket<'_>>, change: impl FnOnce() -> Change) -> Reply {
+    durable_with(ticket, change, Done::Text("ok"), Reply::Text("ok"))
+}
+
+/// [`durable`] with other success bodies: `done` when deferred, `now` when not.
+pub(crate) fn durable_with(
+    ticket: Option<Ticket<'_>>,
+    change: impl FnOnce() -> Change,
+    done: Done,
+    now: Reply,
+) -> Reply {
+    let Some(ticket) = ticket else { return now };
+    let committed = ticket.submit(change());
+    Reply::Later(Box::pin(async move {
+        match committed.await {
+            Ok(Ok(())) => Ok(done),
+            Ok(Err(e)) => Err(persist_failure(e)),
+            Err(_) => Err(persist_failure(PersistError::Stopped)),
+        }
+    }))
+}
+
+/// Statuses for persistence errors. (Belongs with the other mappings in
+/// `error`; kept here while that file has another owner.)
+fn persist_failure(e: PersistError) -> Failure {
+    match e {
+        PersistError::Busy | PersistError::Stopped => Failure::new(503, e.to_string()),
+        PersistError::Storage(_) => Failure::new(500, format!("Server failed,{e}")),
     }
 }

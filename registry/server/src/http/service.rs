@@ -1,16 +1,27 @@
 //! `/nacos/v1/ns/service` and `/service/list`.
+//!
+//! Service create, update and delete are persistent writes (Nacos keeps
+//! service metadata durable): answered once committed, see [`super::durable`].
 
 use std::sync::Arc;
 
-use registry_core::{ServiceRef, ServiceSpec};
+use registry_core::{ServiceKey as CoreKey, ServiceRef, ServiceSpec};
 use registry_proto::naming::service::{
     encode_service_list, ClusterView, Selector, ServiceDetailView, ServiceKey, ServiceListRequest,
     ServiceRequest, ALL_GROUPS,
 };
 
 use super::error::{registry, Failure, Op};
-use super::{Exchange, Reply, Scratch};
+use super::{durable, reserve, Exchange, Reply, Scratch};
 use crate::convert::{self, MetadataJson};
+use crate::persist::Change;
+
+fn service_change(namespace: &str, grouped: &str, settings: bool) -> Change {
+    Change::Service {
+        service: CoreKey::new(namespace, grouped),
+        settings,
+    }
+}
 
 fn selector_text(selector: &Selector) -> Option<Arc<str>> {
     match selector {
@@ -28,6 +39,7 @@ pub(crate) fn create(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         metadata: convert::metadata(&req.metadata)?,
         selector: selector_text(&req.selector),
     };
+    let ticket = reserve(ex.app)?;
     let written = ex
         .app
         .store
@@ -38,7 +50,8 @@ pub(crate) fn create(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         )
         .map_err(|e| registry(e, Op::ServiceCreate { service: &name }))?;
     ex.app.publish(written.event);
-    Ok(Reply::Text("ok"))
+    let namespace = req.key.namespace_id;
+    Ok(durable(ticket, || service_change(namespace, &name, true)))
 }
 
 /// `PUT /service`: replace threshold and metadata (and the selector, when given).
@@ -49,6 +62,7 @@ pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         .params
         .optional("selector")
         .and(selector_text(&req.selector));
+    let ticket = reserve(ex.app)?;
     let written = ex
         .app
         .store
@@ -61,20 +75,23 @@ pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         )
         .map_err(|e| registry(e, Op::ServiceUpdate { service: &name }))?;
     ex.app.publish(written.event);
-    Ok(Reply::Text("ok"))
+    let namespace = req.key.namespace_id;
+    Ok(durable(ticket, || service_change(namespace, &name, true)))
 }
 
 /// `DELETE /service`: remove a service and its instances (Nacos 1.4.8).
 pub(crate) fn delete(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let key = ServiceKey::parse(&ex.params, &ex.app.parse_limits)?;
     let name = key.service.grouped();
+    let ticket = reserve(ex.app)?;
     let written = ex
         .app
         .store
         .delete_service(ServiceRef::new(key.namespace_id, &name))
         .map_err(|e| registry(e, Op::ServiceDelete { service: &name }))?;
     ex.app.publish(written.event);
-    Ok(Reply::Text("ok"))
+    let namespace = key.namespace_id;
+    Ok(durable(ticket, || service_change(namespace, &name, false)))
 }
 
 /// `GET /service`: service detail.

@@ -1,0 +1,393 @@
+//! Server-side health checks of persistent instances, as Nacos runs them:
+//! persistent instances send no beats, so the server probes them itself.
+//!
+//! One task wakes every `--health-check-interval-ms`, collects the
+//! persistent instances of the services in [`Targets`], and probes them with
+//! at most `--health-check-concurrency` checks in flight, each bounded by
+//! `--health-check-timeout-ms`. An instance flips (through
+//! [`Store::set_health`], published to the notifier like any change) after
+//! `--health-check-threshold` consecutive results that disagree with its
+//! current health, as Nacos's `checkTimes` does.
+//!
+//! # Checkers
+//! Chosen per cluster from the service's metadata, else `--health-checker`:
+//! - `preserved.health.checker.<cluster>`: for that cluster;
+//! - `preserved.health.checker`: for every cluster of the service.
+//!
+//! Values: `TCP` (a connect to the instance's ip:port; Nacos's default),
+//! `HTTP` or `HTTP:/path` (a GET of the path, default `/`, expecting a 2xx
+//! status line) and `NONE` (never checked). Set them with the service API,
+//! e.g. `PUT /nacos/v1/ns/service?serviceName=s&protectThreshold=0&metadata=preserved.health.checker.c1=HTTP:/health`.
+//! A value that does not parse falls back to `--health-checker`.
+//!
+//! [`Store::set_health`]: registry_core::Store::set_health
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use registry_core::{InstanceAddr, ServiceKey, ServiceRef, Store};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinSet;
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Counter;
+use crate::state::App;
+
+/// Metadata key naming the checker of all of a service's clusters; append
+/// `.<cluster>` for one cluster.
+pub const CHECKER_KEY: &str = "preserved.health.checker";
+
+/// How an instance is probed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Checker {
+    /// Connect to ip:port.
+    Tcp,
+    /// `GET path`, healthy on a 2xx status.
+    Http {
+        /// Request path, starting with `/`.
+        path: Arc<str>,
+    },
+    /// Not checked: health stays as registered or patched.
+    None,
+}
+
+impl Checker {
+    /// Parses `TCP`, `HTTP`, `HTTP:/path` or `NONE` (type case-insensitive).
+    ///
+    /// # Errors
+    /// A message naming what was expected.
+    pub fn parse(text: &str) -> Result<Checker, String> {
+        let text = text.trim();
+        let (kind, path) = match text.split_once(':') {
+            Some((k, p)) => (k, Some(p)),
+            None => (text, None),
+        };
+        match (kind.to_ascii_uppercase().as_str(), path) {
+            ("TCP", None) => Ok(Checker::Tcp),
+            ("NONE", None) => Ok(Checker::None),
+            ("HTTP", None) => Ok(Checker::Http { path: "/".into() }),
+            ("HTTP", Some(p)) if p.starts_with('/') && p.bytes().all(|b| b.is_ascii_graphic()) => {
+                Ok(Checker::Http { path: p.into() })
+            }
+            _ => Err(format!(
+                "expected TCP, NONE, HTTP or HTTP:/path, got {text:?}"
+            )),
+        }
+    }
+}
+
+/// Services that hold (or held) persistent instances: the ones the checker
+/// visits. Written by persistent writes and the restore (one short lock
+/// each, off the ephemeral paths); pruned by the checker.
+#[derive(Default)]
+pub struct Targets(Mutex<HashSet<ServiceKey>>);
+
+impl Targets {
+    /// Adds a service with a persistent instance.
+    pub fn insert(&self, service: ServiceRef<'_>) {
+        let key = ServiceKey::new(service.namespace, service.name);
+        self.0.lock().insert(key);
+    }
+
+    fn list(&self) -> Vec<ServiceKey> {
+        self.0.lock().iter().cloned().collect()
+    }
+
+    /// Drops `service` unless it holds persistent instances. The store is
+    /// read under the lock: a writer inserts after applying, so either its
+    /// instance is visible here or its insert comes after this removal.
+    fn prune(&self, store: &Store, service: &ServiceKey) {
+        let mut set = self.0.lock();
+        let holds = store
+            .read(service.as_ref(), |s| {
+                s.instances().iter().any(|i| !i.ephemeral)
+            })
+            .unwrap_or(false);
+        if !holds {
+            set.remove(service);
+        }
+    }
+}
+
+/// Counters for `/metrics`.
+#[derive(Default)]
+pub struct HealthStats {
+    /// Probes that found the instance up.
+    pub up: Counter,
+    /// Probes that failed or timed out.
+    pub down: Counter,
+    /// Instances turned healthy.
+    pub revived: Counter,
+    /// Instances turned unhealthy.
+    pub failed: Counter,
+}
+
+impl HealthStats {
+    /// Appends the Prometheus text.
+    pub fn render(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        let _ = write!(
+            out,
+            "# HELP registry_health_checks_total Health probes of persistent instances, by result.\n\
+             # TYPE registry_health_checks_total counter\n\
+             registry_health_checks_total{{result=\"up\"}} {}\n\
+             registry_health_checks_total{{result=\"down\"}} {}\n\
+             # HELP registry_health_transitions_total Persistent instances whose health flipped.\n\
+             # TYPE registry_health_transitions_total counter\n\
+             registry_health_transitions_total{{to=\"healthy\"}} {}\n\
+             registry_health_transitions_total{{to=\"unhealthy\"}} {}\n",
+            self.up.get(),
+            self.down.get(),
+            self.revived.get(),
+            self.failed.get(),
+        );
+    }
+}
+
+/// One instance to probe.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Target {
+    service: ServiceKey,
+    cluster: Arc<str>,
+    ip: IpAddr,
+    port: u16,
+}
+
+/// Runs until `cancel` fires. Does nothing with an interval of 0.
+pub async fn run(app: Arc<App>, cancel: CancellationToken) {
+    let every = app.config.health_check_interval_ms;
+    if every == 0 {
+        return;
+    }
+    // Validated at start; a bad value cannot reach here.
+    let default = Checker::parse(&app.config.health_checker).unwrap_or(Checker::Tcp);
+    let mut tick = tokio::time::interval(Duration::from_millis(every));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    // Consecutive disagreeing results per instance; holds only instances
+    // seen in the last round.
+    let mut streaks: HashMap<Target, u32> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = round(&app, &default, &mut streaks) => {}
+        }
+    }
+}
+
+/// One pass over every persistent instance.
+async fn round(app: &Arc<App>, default: &Checker, streaks: &mut HashMap<Target, u32>) {
+    let mut due: Vec<(Target, Checker, bool)> = Vec::new();
+    for service in app.health_targets.list() {
+        let before = due.len();
+        app.store.read(service.as_ref(), |s| {
+            for i in s.instances().iter().filter(|i| !i.ephemeral) {
+                let checker = checker_for(s.metadata(), &i.cluster, default);
+                if checker == Checker::None {
+                    continue;
+                }
+                let target = Target {
+                    service: service.clone(),
+                    cluster: i.cluster.clone(),
+                    ip: i.ip,
+                    port: i.port,
+                };
+                due.push((target, checker, i.healthy));
+            }
+        });
+        if due.len() == before {
+            app.health_targets.prune(&app.store, &service);
+        }
+    }
+    let timeout = Duration::from_millis(app.config.health_check_timeout_ms);
+    let limit = app.config.health_check_concurrency;
+    let mut seen: HashMap<Target, u32> = HashMap::with_capacity(due.len());
+    let mut running: JoinSet<(Target, bool, bool)> = JoinSet::new();
+    let mut pending = due.into_iter();
+    loop {
+        while running.len() < limit {
+            let Some((target, checker, healthy)) = pending.next() else {
+                break;
+            };
+            running.spawn(async move {
+                let up = probe(&checker, SocketAddr::new(target.ip, target.port), timeout).await;
+                (target, healthy, up)
+            });
+        }
+        let Some(done) = running.join_next().await else {
+            break;
+        };
+        let Ok((target, healthy, up)) = done else {
+            continue;
+        };
+        let stats = &app.health_stats;
+        if up {
+            stats.up.inc()
+        } else {
+            stats.down.inc()
+        }
+        if up == healthy {
+            continue;
+        }
+        let streak = streaks.get(&target).copied().unwrap_or(0) + 1;
+        if streak < app.config.health_check_threshold {
+            seen.insert(target, streak);
+            continue;
+        }
+        flip(app, &target, up);
+    }
+    *streaks = seen;
+}
+
+fn flip(app: &App, target: &Target, up: bool) {
+    let addr = InstanceAddr {
+        cluster: &target.cluster,
+        ip: target.ip,
+        port: target.port,
+    };
+    // An error means it was deregistered while being probed: nothing to mark.
+    if let Ok(written) =
+        app.store
+            .set_health(target.service.as_ref(), addr, false, up, app.clock.now())
+    {
+        if written.event.is_some() {
+            if up {
+                app.health_stats.revived.inc();
+            } else {
+                app.health_stats.failed.inc();
+            }
+            tracing::info!(
+                service = target.service.grouped_name(),
+                namespace = target.service.namespace(),
+                cluster = &*target.cluster,
+                instance = %SocketAddr::new(target.ip, target.port),
+                healthy = up,
+                "health check changed a persistent instance"
+            );
+        }
+        app.publish(written.event);
+    }
+}
+
+/// The checker of `cluster` from the service's metadata, else `default`.
+fn checker_for(metadata: &registry_core::Metadata, cluster: &str, default: &Checker) -> Checker {
+    let mut key = String::with_capacity(CHECKER_KEY.len() + 1 + cluster.len());
+    key.push_str(CHECKER_KEY);
+    key.push('.');
+    key.push_str(cluster);
+    metadata
+        .get(&key)
+        .or_else(|| metadata.get(CHECKER_KEY))
+        .and_then(|v| Checker::parse(v).ok())
+        .unwrap_or_else(|| default.clone())
+}
+
+/// Whether `addr` passes `checker` within `timeout`.
+pub async fn probe(checker: &Checker, addr: SocketAddr, timeout: Duration) -> bool {
+    let check = async {
+        match checker {
+            Checker::None => true,
+            Checker::Tcp => TcpStream::connect(addr).await.is_ok(),
+            Checker::Http { path } => http_ok(addr, path).await,
+        }
+    };
+    tokio::time::timeout(timeout, check).await.unwrap_or(false)
+}
+
+/// `GET path` and a 2xx status line. Reads at most the first 1 KiB.
+async fn http_ok(addr: SocketAddr, path: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect(addr).await else {
+        return false;
+    };
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: registry-health-check\r\nConnection: close\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut head = [0u8; 1024];
+    let mut len = 0;
+    while len < head.len() {
+        match stream.read(&mut head[len..]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => len += n,
+        }
+        if head[..len].contains(&b'\n') {
+            break;
+        }
+    }
+    status_is_success(&head[..len])
+}
+
+/// `HTTP/1.x 2xx ...` at the start of `head`.
+fn status_is_success(head: &[u8]) -> bool {
+    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let mut parts = line.split(|b| *b == b' ');
+    let version = parts.next().unwrap_or_default();
+    let status = parts.next().unwrap_or_default();
+    version.starts_with(b"HTTP/1.")
+        && status.len() == 3
+        && status[0] == b'2'
+        && status.iter().all(u8::is_ascii_digit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_checkers() {
+        assert_eq!(Checker::parse("tcp"), Ok(Checker::Tcp));
+        assert_eq!(Checker::parse(" NONE "), Ok(Checker::None));
+        assert_eq!(
+            Checker::parse("HTTP"),
+            Ok(Checker::Http { path: "/".into() })
+        );
+        assert_eq!(
+            Checker::parse("http:/health?x=1"),
+            Ok(Checker::Http {
+                path: "/health?x=1".into()
+            })
+        );
+        assert!(Checker::parse("HTTP:health").is_err());
+        assert!(Checker::parse("HTTP:/a b").is_err());
+        assert!(Checker::parse("MYSQL").is_err());
+        assert!(Checker::parse("TCP:/x").is_err());
+    }
+
+    #[test]
+    fn per_cluster_checker_wins() {
+        let m = registry_core::Metadata::from_pairs([
+            ("preserved.health.checker", "NONE"),
+            ("preserved.health.checker.c1", "HTTP:/up"),
+            ("preserved.health.checker.c2", "bogus"),
+        ])
+        .unwrap();
+        assert_eq!(
+            checker_for(&m, "c1", &Checker::Tcp),
+            Checker::Http { path: "/up".into() }
+        );
+        assert_eq!(checker_for(&m, "DEFAULT", &Checker::Tcp), Checker::None);
+        assert_eq!(checker_for(&m, "c2", &Checker::Tcp), Checker::Tcp);
+        let empty = registry_core::Metadata::empty();
+        assert_eq!(checker_for(&empty, "c1", &Checker::Tcp), Checker::Tcp);
+    }
+
+    #[test]
+    fn status_lines() {
+        assert!(status_is_success(b"HTTP/1.1 200 OK\r\n"));
+        assert!(status_is_success(b"HTTP/1.0 204 No Content\r\n"));
+        assert!(!status_is_success(b"HTTP/1.1 500 Oops\r\n"));
+        assert!(!status_is_success(b"HTTP/1.1 2000 x\r\n"));
+        assert!(!status_is_success(b"SSH-2.0-OpenSSH\r\n"));
+        assert!(!status_is_success(b""));
+    }
+}

@@ -1,0 +1,649 @@
+//! Persistent instances (`ephemeral=false`) and explicitly created services,
+//! made durable in an embedded database (`redb`) under `--data-dir` by one
+//! group-commit writer, and loaded back on start.
+//!
+//! # Write path
+//! A handler of a persistent write (register, update, patch or deregister of
+//! a persistent instance; service create, update or delete):
+//! 1. reserves a slot in the writer's bounded queue: none left is a 503
+//!    and nothing is applied ([`Persist::reserve`]);
+//! 2. applies the change to the in-memory store like any other write;
+//! 3. queues the *key* it changed with a oneshot ([`Ticket::submit`]) and
+//!    answers `ok` only once that oneshot says the commit is durable.
+//!
+//! The writer, a thread of its own because commits block on `fsync`, takes
+//! everything queued (at most `--max-commit-batch`) into ONE write
+//! transaction. For each key it reads the store's current state and writes
+//! it, or deletes it when gone; then it commits with
+//! [`Durability::Immediate`] and completes every oneshot of the batch.
+//! While one commit syncs, the next batch queues up: that is the group
+//! commit.
+//!
+//! # Why apply first and persist state, not requests
+//! The store is the one place that validates and orders writes (unknown
+//! instance, limits, the last of two racing writers wins). Writing a key's
+//! state as read at commit time, after every queued change to it was
+//! applied, makes the database converge to the store whatever order racing
+//! handlers queued in, and a write refused by the store is never on disk.
+//! The cost: a reader can see a persistent write a few milliseconds before
+//! it is durable, and a crash in that window loses it. It was never
+//! acknowledged, so no acknowledged write can be lost: its key was read and
+//! committed after it was applied.
+//!
+//! A failed commit (disk full, I/O error) answers every write of its batch
+//! 500; their changes stay in memory, unacknowledged, and are written again
+//! only when a later commit touches the same keys.
+//!
+//! Health set by the server's own checks is not written (the checks find it
+//! again after a restart); the stored health is the one the instance had
+//! when its key was last written.
+//!
+//! # On disk
+//! One file, `registry.redb`, with tables `meta` (schema version, the auth
+//! token key), `services` ((namespace, grouped name) → JSON settings) and
+//! `instances` ((namespace, grouped name, cluster, ip, port) → JSON fields).
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use parking_lot::Mutex;
+use redb::{Database, Durability, ReadableTable, TableDefinition};
+use registry_core::{
+    InstanceAddr, InstanceSpec, Metadata, ServiceKey, ServiceRef, ServiceSpec, Store,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::convert::MetadataJson;
+use crate::metrics::Counter;
+use crate::state::App;
+
+/// The database file inside the data directory.
+pub const DB_FILE: &str = "registry.redb";
+/// Format of the records below; a database with another version is refused.
+const SCHEMA_VERSION: &[u8] = b"1";
+const META: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("meta");
+const SERVICES: TableDefinition<'_, (&str, &str), &[u8]> = TableDefinition::new("services");
+/// (namespace, grouped service name, cluster, ip, port).
+const INSTANCES: TableDefinition<'_, (&str, &str, &str, &str, u16), &[u8]> =
+    TableDefinition::new("instances");
+
+/// Why a persistent write was not acknowledged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PersistError {
+    /// Too many writes are waiting for a commit: retry later (503).
+    #[error("too many writes waiting to be persisted, please try again later")]
+    Busy,
+    /// The commit failed (disk full, I/O error); the log has the cause.
+    #[error("could not persist the change: {0}")]
+    Storage(Arc<str>),
+    /// The writer has stopped: the server is shutting down.
+    #[error("the server is shutting down")]
+    Stopped,
+}
+
+/// What a persistent write changed: the writer persists its current state.
+#[derive(Clone, Debug)]
+pub(crate) enum Change {
+    /// One persistent instance.
+    Instance {
+        service: ServiceKey,
+        cluster: Arc<str>,
+        ip: IpAddr,
+        port: u16,
+    },
+    /// A service's settings and, reconciled in full, its persistent
+    /// instances. `settings` is true after a create or update (the service
+    /// is explicit) and false after a delete.
+    Service { service: ServiceKey, settings: bool },
+}
+
+enum Msg {
+    Write(Change, oneshot::Sender<Result<(), PersistError>>),
+    Stop,
+}
+
+/// Counters for `/metrics`; `Relaxed` atomics, each independent.
+#[derive(Default)]
+pub struct PersistStats {
+    /// Transactions committed.
+    pub commits: Counter,
+    /// Writes acknowledged durable.
+    pub writes: Counter,
+    /// Commits that failed.
+    pub failures: Counter,
+    /// Writes refused because the queue was full.
+    pub shed: Counter,
+    /// Largest batch committed at once.
+    pub max_batch: AtomicU64,
+    /// Total time spent committing, in µs.
+    pub commit_us: Counter,
+    /// Longest commit, in µs.
+    pub max_commit_us: AtomicU64,
+}
+
+impl PersistStats {
+    /// Appends the Prometheus text.
+    pub fn render(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        let _ = write!(
+            out,
+            "# HELP registry_persist_commits_total Write transactions committed (each one fsync).\n\
+             # TYPE registry_persist_commits_total counter\n\
+             registry_persist_commits_total {}\n\
+             # HELP registry_persist_writes_total Persistent writes acknowledged durable.\n\
+             # TYPE registry_persist_writes_total counter\n\
+             registry_persist_writes_total {}\n\
+             # HELP registry_persist_failures_total Commits that failed.\n\
+             # TYPE registry_persist_failures_total counter\n\
+             registry_persist_failures_total {}\n\
+             # HELP registry_persist_shed_total Persistent writes answered 503: queue full.\n\
+             # TYPE registry_persist_shed_total counter\n\
+             registry_persist_shed_total {}\n\
+             # HELP registry_persist_batch_max Largest number of writes in one commit.\n\
+             # TYPE registry_persist_batch_max gauge\n\
+             registry_persist_batch_max {}\n\
+             # HELP registry_persist_commit_seconds_total Time spent committing.\n\
+             # TYPE registry_persist_commit_seconds_total counter\n\
+             registry_persist_commit_seconds_total {}\n\
+             # HELP registry_persist_commit_seconds_max Longest commit.\n\
+             # TYPE registry_persist_commit_seconds_max gauge\n\
+             registry_persist_commit_seconds_max {}\n",
+            self.commits.get(),
+            self.writes.get(),
+            self.failures.get(),
+            self.shed.get(),
+            self.max_batch.load(Ordering::Relaxed),
+            self.commit_us.get() as f64 / 1e6,
+            self.max_commit_us.load(Ordering::Relaxed) as f64 / 1e6,
+        );
+    }
+}
+
+/// The durable store of persistent state, shared by handlers (who queue
+/// writes) and the writer thread (who owns the database once started).
+pub struct Persist {
+    dir: PathBuf,
+    queue: mpsc::Sender<Msg>,
+    /// The database and the queue's receiving end until the writer starts.
+    parts: Mutex<Option<(Database, mpsc::Receiver<Msg>)>>,
+    max_batch: usize,
+    /// Counters.
+    pub stats: PersistStats,
+}
+
+/// A reserved slot in the writer's queue: the write may go ahead.
+pub(crate) struct Ticket<'a> {
+    permit: mpsc::Permit<'a, Msg>,
+}
+
+impl Ticket<'_> {
+    /// Queues `change` for the next commit; the receiver resolves once it
+    /// is durable.
+    pub(crate) fn submit(self, change: Change) -> oneshot::Receiver<Result<(), PersistError>> {
+        let (done, durable) = oneshot::channel();
+        self.permit.send(Msg::Write(change, done));
+        durable
+    }
+}
+
+/// What a start found on disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Explicit services created.
+    pub services: usize,
+    /// Persistent instances registered.
+    pub instances: usize,
+    /// Records the store refused (limits lowered since they were written).
+    pub skipped: usize,
+    /// Time to read and apply them.
+    pub elapsed: Duration,
+}
+
+/// The running writer thread.
+pub struct Writer {
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Persist {
+    /// Opens (creating if needed) the database in `dir`.
+    ///
+    /// # Errors
+    /// When the directory or database cannot be opened (another registry
+    /// holds it, it is corrupt, or it has another schema version).
+    pub fn open(
+        dir: &Path,
+        cache_bytes: usize,
+        max_pending: usize,
+        max_batch: usize,
+    ) -> anyhow::Result<Persist> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating data directory {}", dir.display()))?;
+        let path = dir.join(DB_FILE);
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        let txn = db.begin_write()?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let version = meta.get("schema")?.map(|v| v.value().to_vec());
+            match version {
+                None => {
+                    meta.insert("schema", SCHEMA_VERSION)?;
+                }
+                Some(v) if v == SCHEMA_VERSION => {}
+                Some(v) => anyhow::bail!(
+                    "{} has schema version {:?}; this registry reads version {:?}",
+                    path.display(),
+                    String::from_utf8_lossy(&v),
+                    String::from_utf8_lossy(SCHEMA_VERSION)
+                ),
+            }
+            txn.open_table(SERVICES)?;
+            txn.open_table(INSTANCES)?;
+        }
+        txn.commit()?;
+        let (queue, receiver) = mpsc::channel(max_pending);
+        Ok(Persist {
+            dir: dir.to_path_buf(),
+            queue,
+            parts: Mutex::new(Some((db, receiver))),
+            max_batch,
+            stats: PersistStats::default(),
+        })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The key access tokens are signed with: made at random on first use
+    /// and kept in the database, so tokens outlive a restart as Nacos's do.
+    ///
+    /// # Errors
+    /// When the database cannot be read or written, or the writer started.
+    pub fn auth_key(&self) -> anyhow::Result<[u8; 32]> {
+        let parts = self.parts.lock();
+        let (db, _) = parts.as_ref().context("the writer owns the database")?;
+        let txn = db.begin_write()?;
+        let key = {
+            let mut meta = txn.open_table(META)?;
+            let stored = meta.get("auth_key")?.map(|v| v.value().to_vec());
+            match stored.as_deref().map(<[u8; 32]>::try_from) {
+                Some(Ok(key)) => key,
+                _ => {
+                    let key = crate::auth::random_key()?;
+                    meta.insert("auth_key", &key[..])?;
+                    key
+                }
+            }
+        };
+        txn.commit()?;
+        Ok(key)
+    }
+
+    /// Reserves a place for one write in the next commits.
+    ///
+    /// # Errors
+    /// [`PersistError::Busy`] when `--max-pending-writes` are waiting,
+    /// [`PersistError::Stopped`] after shutdown.
+    pub(crate) fn reserve(&self) -> Result<Ticket<'_>, PersistError> {
+        match self.queue.try_reserve() {
+            Ok(permit) => Ok(Ticket { permit }),
+            Err(mpsc::error::TrySendError::Full(())) => {
+                self.stats.shed.inc();
+                Err(PersistError::Busy)
+            }
+            Err(mpsc::error::TrySendError::Closed(())) => Err(PersistError::Stopped),
+        }
+    }
+
+    /// Loads every explicit service and persistent instance into `app`'s
+    /// store. Runs before the server answers anything.
+    ///
+    /// # Errors
+    /// When the database cannot be read or holds a record that does not
+    /// decode: starting without it would silently drop acknowledged state.
+    pub fn restore(&self, app: &App) -> anyhow::Result<Restored> {
+        let started = Instant::now();
+        let parts = self.parts.lock();
+        let (db, _) = parts.as_ref().context("the writer owns the database")?;
+        let txn = db.begin_read()?;
+        let now = app.clock.now();
+        let mut restored = Restored::default();
+        for entry in txn.open_table(SERVICES)?.iter()? {
+            let (key, value) = entry?;
+            let (namespace, name) = key.value();
+            let record: ServiceIn = serde_json::from_slice(value.value())
+                .with_context(|| format!("decoding service {namespace}##{name}"))?;
+            let spec = ServiceSpec {
+                protect_threshold: record.protect_threshold,
+                metadata: Metadata::from_pairs(&record.metadata)
+                    .with_context(|| format!("metadata of service {namespace}##{name}"))?,
+                selector: record.selector.map(Arc::from),
+            };
+            let service = ServiceRef::new(namespace, name);
+            match app.store.create_service(service, &spec, now) {
+                Ok(_) => restored.services += 1,
+                Err(e) => {
+                    tracing::warn!(namespace, service = name, error = %e, "stored service refused");
+                    restored.skipped += 1;
+                }
+            }
+        }
+        for entry in txn.open_table(INSTANCES)?.iter()? {
+            let (key, value) = entry?;
+            let (namespace, name, cluster, ip, port) = key.value();
+            let what = || format!("instance {ip}:{port} of {namespace}##{name} ({cluster})");
+            let record: InstanceIn = serde_json::from_slice(value.value())
+                .with_context(|| format!("decoding {}", what()))?;
+            let ip: IpAddr = ip
+                .parse()
+                .with_context(|| format!("address of {}", what()))?;
+            let spec = InstanceSpec {
+                weight: record.weight,
+                healthy: record.healthy,
+                enabled: record.enabled,
+                ephemeral: false,
+                metadata: Metadata::from_pairs(&record.metadata)
+                    .with_context(|| format!("metadata of {}", what()))?,
+                ..InstanceSpec::new(cluster, ip, port)
+            };
+            let service = ServiceRef::new(namespace, name);
+            match app.store.register(service, &spec, now) {
+                Ok(_) => {
+                    restored.instances += 1;
+                    app.health_targets.insert(service);
+                }
+                Err(e) => {
+                    tracing::warn!(instance = %what(), error = %e, "stored instance refused");
+                    restored.skipped += 1;
+                }
+            }
+        }
+        restored.elapsed = started.elapsed();
+        Ok(restored)
+    }
+
+    /// Starts the writer thread. `None` without persistence, or when it
+    /// already runs.
+    ///
+    /// # Errors
+    /// When the thread cannot be started.
+    pub fn start(app: Arc<App>) -> anyhow::Result<Option<Writer>> {
+        let Some(persist) = app.persist.as_ref() else {
+            return Ok(None);
+        };
+        let Some((db, receiver)) = persist.parts.lock().take() else {
+            return Ok(None);
+        };
+        let thread = std::thread::Builder::new()
+            .name("registry-persist".into())
+            .spawn(move || write_loop(&app, db, receiver))
+            .context("starting the persistence writer")?;
+        Ok(Some(Writer { thread }))
+    }
+
+    /// Asks the writer to commit what is queued and stop.
+    pub async fn stop(&self) {
+        let _ = self.queue.send(Msg::Stop).await;
+    }
+}
+
+impl Writer {
+    /// Waits for the writer's last commit; the database closes with it.
+    pub async fn join(self) {
+        let _ = tokio::task::spawn_blocking(move || self.thread.join()).await;
+    }
+}
+
+fn write_loop(app: &App, db: Database, mut receiver: mpsc::Receiver<Msg>) {
+    let Some(persist) = app.persist.as_ref() else {
+        return;
+    };
+    let stats = &persist.stats;
+    let mut batch: Vec<(Change, oneshot::Sender<Result<(), PersistError>>)> =
+        Vec::with_capacity(persist.max_batch.min(1024));
+    let mut stopping = false;
+    loop {
+        if !stopping {
+            match receiver.blocking_recv() {
+                None => return,
+                Some(Msg::Stop) => stopping = true,
+                Some(Msg::Write(change, done)) => batch.push((change, done)),
+            }
+        }
+        // Everything already queued joins this commit.
+        while batch.len() < persist.max_batch {
+            match receiver.try_recv() {
+                Ok(Msg::Write(change, done)) => batch.push((change, done)),
+                Ok(Msg::Stop) => stopping = true,
+                Err(_) => break,
+            }
+        }
+        if batch.is_empty() {
+            if stopping {
+                tracing::info!(
+                    commits = stats.commits.get(),
+                    writes = stats.writes.get(),
+                    "persistence writer stopped"
+                );
+                return;
+            }
+            continue;
+        }
+        let started = Instant::now();
+        let result = commit(&app.store, &db, &batch);
+        let us = started.elapsed().as_micros() as u64;
+        match &result {
+            Ok(()) => {
+                stats.commits.inc();
+                stats.writes.add(batch.len() as u64);
+            }
+            Err(_) => stats.failures.inc(),
+        }
+        stats.commit_us.add(us);
+        stats.max_commit_us.fetch_max(us, Ordering::Relaxed);
+        stats
+            .max_batch
+            .fetch_max(batch.len() as u64, Ordering::Relaxed);
+        for (_, done) in batch.drain(..) {
+            // A handler that went away (connection closed) no longer waits.
+            let _ = done.send(result.clone());
+        }
+    }
+}
+
+/// Writes the current state of every key in `batch` in one transaction.
+fn commit(
+    store: &Store,
+    db: &Database,
+    batch: &[(Change, oneshot::Sender<Result<(), PersistError>>)],
+) -> Result<(), PersistError> {
+    let run = || -> Result<(), DbError> {
+        let mut txn = db.begin_write()?;
+        txn.set_durability(Durability::Immediate);
+        {
+            let mut services = txn.open_table(SERVICES)?;
+            let mut instances = txn.open_table(INSTANCES)?;
+            let mut buf = Vec::with_capacity(256);
+            for (change, _) in batch {
+                match change {
+                    Change::Instance {
+                        service,
+                        cluster,
+                        ip,
+                        port,
+                    } => {
+                        let addr = InstanceAddr {
+                            cluster,
+                            ip: *ip,
+                            port: *port,
+                        };
+                        buf.clear();
+                        let found = store
+                            .read(service.as_ref(), |s| {
+                                s.find(addr, false).map(|i| encode_instance(i, &mut buf))
+                            })
+                            .flatten()
+                            .is_some();
+                        let ip = ip.to_string();
+                        let key = (
+                            service.namespace(),
+                            service.grouped_name(),
+                            &**cluster,
+                            ip.as_str(),
+                            *port,
+                        );
+                        if found {
+                            instances.insert(key, buf.as_slice())?;
+                        } else {
+                            instances.remove(key)?;
+                        }
+                    }
+                    Change::Service { service, settings } => {
+                        sync_service(store, &mut services, &mut instances, service, *settings)?;
+                    }
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    };
+    run().map_err(|DbError(e)| {
+        tracing::error!(error = %e, writes = batch.len(), "commit failed");
+        PersistError::Storage(Arc::from(e.to_string()))
+    })
+}
+
+/// Any database error, boxed: `redb::Error` is large and errors are rare.
+struct DbError(Box<redb::Error>);
+
+impl<E: Into<redb::Error>> From<E> for DbError {
+    fn from(e: E) -> DbError {
+        DbError(Box::new(e.into()))
+    }
+}
+
+type InstanceTable<'t> =
+    redb::Table<'t, (&'static str, &'static str, &'static str, &'static str, u16), &'static [u8]>;
+type ServiceTable<'t> = redb::Table<'t, (&'static str, &'static str), &'static [u8]>;
+
+/// Makes the stored settings and persistent instances of `service` equal
+/// to the store's. O(instances of the service): service writes are rare.
+fn sync_service(
+    store: &Store,
+    services: &mut ServiceTable<'_>,
+    instances: &mut InstanceTable<'_>,
+    service: &ServiceKey,
+    settings: bool,
+) -> Result<(), DbError> {
+    let (namespace, name) = (service.namespace(), service.grouped_name());
+    let snapshot = store.snapshot(service.as_ref());
+    let mut buf = Vec::with_capacity(256);
+    match &snapshot {
+        Some(s) if settings => {
+            encode_service(s, &mut buf);
+            services.insert((namespace, name), buf.as_slice())?;
+        }
+        _ => {
+            services.remove((namespace, name))?;
+        }
+    }
+    // Every key of this service lies in [(ns, name, ..), (ns, name + "\0", ..)).
+    let after = format!("{name}\0");
+    let range = (namespace, name, "", "", 0u16)..(namespace, after.as_str(), "", "", 0u16);
+    let live: HashSet<(String, String, u16)> = snapshot
+        .as_ref()
+        .map(|s| {
+            s.instances()
+                .iter()
+                .filter(|i| !i.ephemeral)
+                .map(|i| (i.cluster.to_string(), i.ip.to_string(), i.port))
+                .collect()
+        })
+        .unwrap_or_default();
+    instances.retain_in(range, |(_, _, cluster, ip, port), _| {
+        live.contains(&(cluster.to_owned(), ip.to_owned(), port))
+    })?;
+    if let Some(s) = &snapshot {
+        for i in s.instances().iter().filter(|i| !i.ephemeral) {
+            buf.clear();
+            encode_instance(i, &mut buf);
+            let ip = i.ip.to_string();
+            instances.insert(
+                (namespace, name, &*i.cluster, ip.as_str(), i.port),
+                buf.as_slice(),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InstanceOut<'a> {
+    weight: f64,
+    healthy: bool,
+    enabled: bool,
+    metadata: MetadataJson<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct InstanceIn {
+    weight: f64,
+    healthy: bool,
+    enabled: bool,
+    #[serde(default)]
+    metadata: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ServiceOut<'a> {
+    protect_threshold: f32,
+    metadata: MetadataJson<'a>,
+    selector: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ServiceIn {
+    protect_threshold: f32,
+    #[serde(default)]
+    metadata: BTreeMap<String, String>,
+    #[serde(default)]
+    selector: Option<String>,
+}
+
+fn encode_instance(i: &registry_core::Instance, out: &mut Vec<u8>) {
+    // Finite numbers, booleans and strings: serialising cannot fail.
+    let _ = serde_json::to_writer(
+        out,
+        &InstanceOut {
+            weight: i.weight,
+            healthy: i.healthy,
+            enabled: i.enabled,
+            metadata: MetadataJson(&i.metadata),
+        },
+    );
+}
+
+fn encode_service(s: &registry_core::ServiceSnapshot, out: &mut Vec<u8>) {
+    let _ = serde_json::to_writer(
+        out,
+        &ServiceOut {
+            protect_threshold: s.protect_threshold(),
+            metadata: MetadataJson(s.metadata()),
+            selector: s.selector(),
+        },
+    );
+}
