@@ -82,7 +82,7 @@ fn readers_never_see_torn_or_stale_snapshots() {
         let (store, names, acked, stop) =
             (store.clone(), names.clone(), acked.clone(), stop.clone());
         readers.push(thread::spawn(move || {
-            let mut seen = vec![0u64; SERVICES];
+            let mut seen = [0u64; SERVICES];
             let mut loads = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 for svc in 0..SERVICES {

@@ -31,8 +31,7 @@ impl serde::Serialize for MetadataJson<'_> {
 /// # Errors
 /// [`ProtoError::MetadataFormat`] for keys the core refuses (empty, NUL).
 pub fn metadata(wire: &WireMetadata) -> Result<Metadata, ProtoError> {
-    Metadata::from_pairs(wire.iter())
-        .map_err(|_| ProtoError::MetadataFormat(format!("{wire:?}").into()))
+    Metadata::from_pairs(wire.iter()).map_err(|_| ProtoError::MetadataFormat(wire.to_json().into()))
 }
 
 /// Parses an IP the proto layer already validated the Nacos way; anything

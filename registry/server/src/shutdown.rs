@@ -1,11 +1,13 @@
 //! Graceful shutdown: one token, an ordered sequence, a bounded grace period.
 //!
-//! The order, enforced by `run`:
-//! 1. stop accepting HTTP connections and let open ones finish the request
-//!    they are on (they close after their current batch);
-//! 2. stop the lease sweeper;
-//! 3. the notifier sends its last due pushes, then closes the UDP socket;
-//! 4. return.
+//! The order, enforced by `run_app`:
+//! 1. stop accepting HTTP connections and let open ones finish the batch
+//!    they are on, including persistent writes waiting for their commit;
+//! 2. stop the health checker;
+//! 3. stop the lease sweeper;
+//! 4. the notifier sends its last due pushes, then closes the UDP socket;
+//! 5. the durable writer commits what is queued and closes the database;
+//! 6. return.
 //!
 //! The whole sequence runs under the configured grace period; whatever is
 //! still running when it ends is abandoned.

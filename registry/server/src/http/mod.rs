@@ -39,8 +39,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use registry_proto::auth::{LoginRequest, LoginResponse};
-use registry_proto::http1::{write_response, write_response_head, ContentType, Method, Request};
-use registry_proto::naming::route::{route, Route};
+use registry_proto::http1::{
+    write_response, write_response_head, Connection, ContentType, Method, Request,
+};
+use registry_proto::naming::route::{route, Route, RouteError};
 use registry_proto::params::Params;
 
 pub use conn::serve;
@@ -104,6 +106,7 @@ pub(crate) struct Later<'a> {
     route: registry_proto::naming::route::Route,
     started: Instant,
     head_only: bool,
+    connection: Connection,
     /// Whether the connection may stay open after this response.
     pub keep_alive: bool,
 }
@@ -120,7 +123,7 @@ impl Later<'_> {
                 ContentType::Text,
                 t.as_bytes(),
                 self.head_only,
-                self.keep_alive,
+                self.connection,
             ),
             Ok(Done::Json(body)) => respond(
                 out,
@@ -128,7 +131,7 @@ impl Later<'_> {
                 ContentType::Json,
                 body,
                 self.head_only,
-                self.keep_alive,
+                self.connection,
             ),
             Err(f) => respond(
                 out,
@@ -136,7 +139,7 @@ impl Later<'_> {
                 ContentType::Text,
                 f.text.as_bytes(),
                 self.head_only,
-                self.keep_alive,
+                self.connection,
             ),
         };
         app.metrics
@@ -159,14 +162,24 @@ fn respond(
     ct: ContentType,
     body: &[u8],
     head_only: bool,
-    keep_alive: bool,
+    connection: Connection,
 ) -> u16 {
     if head_only {
-        write_response_head(out, status, ct, body.len(), keep_alive);
+        write_response_head(out, status, ct, body.len(), connection);
     } else {
-        write_response(out, status, ct, body, keep_alive);
+        write_response(out, status, ct, body, connection);
     }
     status
+}
+
+/// Adds `Allow` to the 405 response just written at `start..`: RFC 9110
+/// requires it, and it tells a client which methods the path serves.
+fn add_allow_header(out: &mut Vec<u8>, start: usize, allow: &str) {
+    if let Some(end) = out[start..].windows(4).position(|w| w == b"\r\n\r\n") {
+        let at = start + end + 2;
+        let header = format!("Allow: {allow}\r\n");
+        out.splice(at..at, header.into_bytes());
+    }
 }
 
 /// What a handler sees.
@@ -188,10 +201,23 @@ pub(crate) fn answer<'a>(
     shutting_down: bool,
 ) -> Answered<'a> {
     let started = Instant::now();
-    let keep_alive = request.keep_alive && !shutting_down;
+    // HTTP/1.0 clients that asked for keep-alive must be told so, or they close.
+    let connection = if shutting_down {
+        Connection::Close
+    } else {
+        request.connection()
+    };
+    let keep_alive = connection != Connection::Close;
     let head_only = request.method == Method::Head;
     let routed = route(request.method, request.path);
     let result = match routed {
+        // Name the method as sent, not our enum's catch-all.
+        Err(
+            e @ (RouteError::NoSuchApi { path, .. } | RouteError::MethodNotAllowed { path, .. }),
+        ) => Err(Failure::new(
+            e.status(),
+            format!("no such api:{}:{path}", request.method_token),
+        )),
         Err(e) => Err(Failure::new(e.status(), e.to_string())),
         Ok(r) => {
             let inflight = Inflight(app);
@@ -210,6 +236,7 @@ pub(crate) fn answer<'a>(
                             route: r,
                             started,
                             head_only,
+                            connection,
                             keep_alive,
                         })
                     }
@@ -228,16 +255,23 @@ pub(crate) fn answer<'a>(
                 // Returned above.
                 Reply::Later(_) => (ContentType::Text, b""),
             };
-            respond(out, 200, ct, body, head_only, keep_alive)
+            respond(out, 200, ct, body, head_only, connection)
         }
-        Err(f) => respond(
-            out,
-            f.status,
-            ContentType::Text,
-            f.text.as_bytes(),
-            head_only,
-            keep_alive,
-        ),
+        Err(f) => {
+            let start = out.len();
+            let status = respond(
+                out,
+                f.status,
+                ContentType::Text,
+                f.text.as_bytes(),
+                head_only,
+                connection,
+            );
+            if let Err(RouteError::MethodNotAllowed { allow, .. }) = routed {
+                add_allow_header(out, start, allow);
+            }
+            status
+        }
     };
     app.metrics.request(routed.ok(), status, started.elapsed());
     Answered::Now(keep_alive)

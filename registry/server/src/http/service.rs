@@ -54,14 +54,13 @@ pub(crate) fn create(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     Ok(durable(ticket, || service_change(namespace, &name, true)))
 }
 
-/// `PUT /service`: replace threshold and metadata (and the selector, when given).
+/// `PUT /service`: replace threshold, metadata and selector, as Nacos 1.4 does.
 pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let req = ServiceRequest::parse_update(&ex.params, &ex.app.parse_limits)?;
     let name = req.key.service.grouped();
-    let selector = ex
-        .params
-        .optional("selector")
-        .and(selector_text(&req.selector));
+    // Nacos 1.4 always replaces the selector: absent or `none` clears it.
+    let selector =
+        Some(selector_text(&req.selector).unwrap_or_else(|| Arc::from(r#"{"type":"none"}"#)));
     let ticket = reserve(ex.app)?;
     let written = ex
         .app
@@ -137,8 +136,16 @@ pub(crate) fn list(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
         req.page_no as usize,
         req.page_size as usize,
     );
-    // Nacos strips the group from the names on the page.
-    let names = page.services.iter().map(|k| k.service_name());
+    // Nacos removes `group@@` from the names of a one-group page; for `*`
+    // the replace matches nothing and names stay grouped (1.4.x
+    // ServiceController.list), which also keeps them distinct.
+    let names = page.services.iter().map(|k| {
+        if group.is_some() {
+            k.service_name()
+        } else {
+            k.grouped_name()
+        }
+    });
     encode_service_list(&mut scratch.body, page.count, names);
     Ok(Reply::Json)
 }
