@@ -44,6 +44,8 @@
 //! - [`policy`]: the comparison [`Policy`] (thresholds, noise floors, alpha) from TOML.
 //! - [`significance`]: Welch's t-test for repeated runs.
 //! - [`compare`](mod@compare): [`compare()`](compare::compare), pure, from reports and a policy to a [`Comparison`].
+//! - [`gates`]: instruction counts of the hot paths ([`gates::GateReport`]) and
+//!   their tight, deterministic comparison ([`gates::compare_gates`]).
 //! - [`table`]: text and Markdown tables and unit formatting.
 //! - [`show`]: the report as text or Markdown sections.
 //! - [`spectrum`]: percentile spectra of histograms.
@@ -56,6 +58,7 @@
 pub mod chart;
 pub mod compare;
 pub mod environment;
+pub mod gates;
 pub mod latency;
 pub mod merge;
 pub mod page;

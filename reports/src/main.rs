@@ -1,6 +1,6 @@
 //! `report`: show, render, merge and compare loadgen reports.
 //!
-//! Exit codes: 0 success; 1 `compare` found a regression; 2 anything else went
+//! Exit codes: 0 success; 1 `compare` or `gates` found a regression; 2 anything else went
 //! wrong (bad arguments, unreadable or incompatible reports), so CI can tell a
 //! slower commit from a broken pipeline.
 
@@ -9,9 +9,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use reports::gates::{self, GatePolicy, GateReport};
 use reports::{Format, Policy, Report};
 
-/// Read, render, merge and compare loadgen reports.
+/// Read, render, merge and compare loadgen reports; compare instruction-count gates.
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
@@ -73,10 +74,33 @@ enum Command {
     },
     /// Print the default compare policy as TOML, a starting point for --policy.
     Policy,
+    /// Compare instruction counts of the hot paths (scripts/gates.sh files); exit 1 when one grew beyond its threshold.
+    Gates {
+        /// The base gates file.
+        base: PathBuf,
+        /// The head gates file.
+        head: PathBuf,
+        /// TOML gate policy (default: 2 % above 1 Ir/op for every hot path).
+        #[arg(long, env = "REPORT_GATES_POLICY")]
+        policy: Option<PathBuf>,
+        /// Compare even if rustc or valgrind differ.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Print instructions per operation across gates files (for example reports/history/gates-*.json).
+    GatesTrend {
+        /// Gates files, oldest first.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 fn load(path: &Path) -> Result<Report> {
     Report::load(path).with_context(|| format!("reading report {}", path.display()))
+}
+
+fn load_gates(path: &Path) -> Result<GateReport> {
+    GateReport::load(path).with_context(|| format!("reading gates file {}", path.display()))
 }
 
 fn load_all(first: &Path, more: &[PathBuf]) -> Result<Vec<Report>> {
@@ -131,6 +155,32 @@ fn run(cli: Cli) -> Result<bool> {
             return Ok(comparison.has_regression());
         }
         Command::Policy => print!("{}", Policy::default()),
+        Command::Gates {
+            base,
+            head,
+            policy,
+            force,
+        } => {
+            let mut policy = match policy {
+                Some(path) => GatePolicy::load(&path)
+                    .with_context(|| format!("reading gate policy {}", path.display()))?,
+                None => GatePolicy::default(),
+            };
+            policy.force = force;
+            let base = load_gates(&base)?;
+            let head = load_gates(&head)?;
+            let comparison =
+                gates::compare_gates(&base, &head, &policy).context("comparing gates")?;
+            print!("{}", comparison.to_markdown());
+            return Ok(comparison.has_regression());
+        }
+        Command::GatesTrend { files } => {
+            let reports = files
+                .iter()
+                .map(|f| load_gates(f))
+                .collect::<Result<Vec<_>>>()?;
+            print!("{}", gates::trend_markdown(&reports));
+        }
     }
     Ok(false)
 }

@@ -223,6 +223,7 @@ where
         .args(args)
         .env_remove("REPORT_POLICY")
         .env_remove("REPORT_FORMAT")
+        .env_remove("REPORT_GATES_POLICY")
         .output()
         .expect("report binary runs")
 }

@@ -7,6 +7,7 @@
 mod cli;
 mod common;
 mod compare;
+mod gates;
 mod html_chromium;
 mod merge;
 mod schema;

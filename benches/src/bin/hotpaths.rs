@@ -1,0 +1,400 @@
+//! `hotpaths OP N`: runs `N` iterations of one hot path over a small fixed
+//! fixture, so that `scripts/gates.sh` can count its instructions under
+//! callgrind and gate commits on instructions per operation.
+//!
+//! Instruction counts, unlike times, do not move with the load of a shared
+//! 2-core machine, so a tight threshold (2 %) can block a merge. The program
+//! builds the same fixture whatever `N` is (1000 instances over 500 services
+//! plus a few dedicated services), checks once that each path does what it is
+//! meant to (a beat renews, a register publishes, a push is gzipped or not),
+//! then runs the loop. The gate runs it with `N` and `2N` and takes
+//! `(Ir(2N) - Ir(N)) / N`: set-up, the check and process start-up cancel out.
+//!
+//! `hotpaths --list` prints every operation with the `N` the gate uses, one
+//! per line, so the script needs no list of its own. Everything is
+//! deterministic: fixed names, addresses, clocks and hash seeds.
+
+use std::hint::black_box;
+use std::process::ExitCode;
+
+use benches::profile::{self, NAMESPACE};
+use registry_core::{BeatOutcome, InstanceSpec, Metadata, Millis, ServiceRef, Store, StoreConfig};
+use registry_proto::http1::{parse_request, Limits};
+use registry_proto::naming::beat::BeatRequest;
+use registry_proto::naming::route::route;
+use registry_proto::naming::{ParseLimits, ServiceName};
+use registry_proto::params::Params;
+use registry_proto::udp::push::{encode_push, Encoding, GZIP_THRESHOLD};
+use registry_server::convert::{encode_list, ListView};
+
+// The server's allocator: allocation is a large share of these paths, and
+// the gate should count what the server runs.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Fleet of the fixture: small enough to build in a blink under valgrind,
+/// large enough that the store's maps and lease slab are not trivial.
+const SERVICES: usize = 500;
+const INSTANCES: usize = 1_000;
+
+/// A hot path and the iterations `N` the gate runs it for: the `2N` run takes
+/// 1-2 s under callgrind, so measuring every path on both sides takes ~30 s.
+struct Op {
+    name: &'static str,
+    what: &'static str,
+    gate_iterations: u64,
+    run: fn(&Fixture, u64) -> u64,
+}
+
+const OPS: &[Op] = &[
+    Op {
+        name: "beat",
+        what: "Store::beat of a healthy instance, fleet order",
+        gate_iterations: 20_000,
+        run: beat,
+    },
+    Op {
+        name: "register",
+        what: "Store::register changing an existing instance's weight",
+        gate_iterations: 5_000,
+        run: register,
+    },
+    Op {
+        name: "list-encode",
+        what: "snapshot + encode_list of a 10-instance service",
+        gate_iterations: 500,
+        run: list_encode,
+    },
+    Op {
+        name: "push-encode",
+        what: "encode_push of a ~1.5 KB list (gzip)",
+        gate_iterations: 100,
+        run: push_encode_gzip,
+    },
+    Op {
+        name: "push-encode-small",
+        what: "encode_push of a list under the gzip threshold (plain)",
+        gate_iterations: 2_000,
+        run: push_encode_plain,
+    },
+    Op {
+        name: "http-beat-parse",
+        what: "parse_request + route + Params + BeatRequest::parse of a light beat",
+        gate_iterations: 4_000,
+        run: http_beat_parse,
+    },
+];
+
+const GROUP: &str = "DEFAULT_GROUP";
+const LIST_SERVICE: &str = "com.example.hot.list";
+const PUSH_SERVICE: &str = "com.example.hot.push";
+const SMALL_SERVICE: &str = "com.example.hot.small";
+/// Instances of the list-encode service.
+const LIST_INSTANCES: usize = 10;
+/// Instances of the push-encode service: its list JSON is about 1.7 KB.
+const PUSH_INSTANCES: usize = 3;
+/// A fixed wall-clock time for `lastRefTime`, so output bytes never vary.
+const REF_TIME: u64 = 1_700_000_000_000;
+
+/// A light beat as the Java 1.4 client sends it: parameters in the query,
+/// an empty form body.
+const LIGHT_BEAT: &[u8] = b"PUT /nacos/v1/ns/instance/beat?app=unknown&serviceName=DEFAULT_GROUP%40%40com.example.order.svc000000&namespaceId=public&port=8080&clusterName=DEFAULT&ip=10.0.0.0 HTTP/1.1\r\n\
+Client-Version: Nacos-Java-Client:v1.4.6\r\n\
+User-Agent: Nacos-Java-Client:v1.4.6\r\n\
+Accept-Encoding: gzip,deflate,sdch\r\n\
+RequestId: 0b5c6f1e-4a42-4f4e-9d6e-3c2f0a1b2c3d\r\n\
+Request-Module: Naming\r\n\
+Content-Type: application/x-www-form-urlencoded;charset=UTF-8\r\n\
+Host: 127.0.0.1:8848\r\n\
+Connection: Keep-Alive\r\n\
+Content-Length: 0\r\n\
+\r\n";
+
+/// What every path reads; built identically whatever `N` is.
+struct Fixture {
+    store: Store,
+    names: Vec<String>,
+    metas: Vec<Metadata>,
+    /// Encoded list of the push service (over the gzip threshold).
+    push_body: Vec<u8>,
+    /// Encoded list of the small service (under the threshold once wrapped).
+    small_body: Vec<u8>,
+}
+
+fn grouped(name: &str) -> String {
+    format!("{GROUP}@@{name}")
+}
+
+/// Registers `count` instances into `service`, at addresses after the fleet's.
+fn add_service(store: &Store, service: &str, first: usize, count: usize, metas: &[Metadata]) {
+    for j in first..first + count {
+        let spec = InstanceSpec {
+            metadata: metas[j % metas.len()].clone(),
+            ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 8080)
+        };
+        store
+            .register(ServiceRef::new(NAMESPACE, service), &spec, Millis(0))
+            .expect("fixture registration succeeds");
+    }
+}
+
+fn list_view<'a>(name: &'a str) -> ListView<'a> {
+    ListView {
+        service: ServiceName::new(GROUP, name),
+        clusters: "",
+        cluster_list: &[],
+        healthy_only: false,
+        cache_millis: 10_000,
+        last_ref_time: REF_TIME,
+    }
+}
+
+fn encoded_list(store: &Store, name: &str) -> Vec<u8> {
+    let snapshot = store.snapshot(ServiceRef::new(NAMESPACE, &grouped(name)));
+    let mut body = Vec::with_capacity(512);
+    encode_list(snapshot.as_deref(), &list_view(name), &mut body);
+    body
+}
+
+impl Fixture {
+    fn build() -> Fixture {
+        let store = Store::new(StoreConfig::default());
+        let names = profile::populate(&store, SERVICES, INSTANCES, Millis(0));
+        let metas: Vec<Metadata> = (0..15).map(profile::instance_metadata).collect();
+        let base = 100_000;
+        add_service(&store, &grouped(LIST_SERVICE), base, LIST_INSTANCES, &metas);
+        add_service(
+            &store,
+            &grouped(PUSH_SERVICE),
+            base + 100,
+            PUSH_INSTANCES,
+            &metas,
+        );
+        add_service(&store, &grouped(SMALL_SERVICE), base + 200, 1, &metas);
+        let push_body = encoded_list(&store, PUSH_SERVICE);
+        let small_body = encoded_list(&store, SMALL_SERVICE);
+        Fixture {
+            store,
+            names,
+            metas,
+            push_body,
+            small_body,
+        }
+    }
+
+    fn service_of(&self, j: usize) -> ServiceRef<'_> {
+        ServiceRef::new(NAMESPACE, &self.names[profile::service_of(j, SERVICES)])
+    }
+
+    /// Checks that each path takes the branch it is meant to measure, so a
+    /// fixture that silently stopped matching cannot pass the gate by doing less.
+    fn check(&self) -> Result<(), String> {
+        match self
+            .store
+            .beat(self.service_of(1), profile::addr(1), Millis(1_000))
+        {
+            BeatOutcome::Renewed { .. } => {}
+            other => return Err(format!("beat: expected Renewed, got {other:?}")),
+        }
+        let list = encoded_list(&self.store, LIST_SERVICE);
+        let hosts = count(&list, b"\"ip\":");
+        if hosts != LIST_INSTANCES {
+            return Err(format!(
+                "list-encode: expected {LIST_INSTANCES} hosts, found {hosts}"
+            ));
+        }
+        let mut out = Vec::new();
+        if encode_push(&self.push_body, REF_TIME, &mut out) != Encoding::Gzip {
+            return Err(format!(
+                "push-encode: a {} byte list was not gzipped (threshold {GZIP_THRESHOLD})",
+                self.push_body.len()
+            ));
+        }
+        out.clear();
+        if encode_push(&self.small_body, REF_TIME, &mut out) != Encoding::Plain {
+            return Err(format!(
+                "push-encode-small: a {} byte list was gzipped",
+                self.small_body.len()
+            ));
+        }
+        let (request, _) = parse_request(LIGHT_BEAT, &Limits::default())
+            .map_err(|e| format!("http-beat-parse: {e}"))?
+            .ok_or("http-beat-parse: request incomplete")?;
+        let params = Params::from_request(&request).map_err(|e| format!("params: {e}"))?;
+        let beat = BeatRequest::parse(&params, &ParseLimits::default())
+            .map_err(|e| format!("http-beat-parse: {e}"))?;
+        if !beat.is_light() {
+            return Err("http-beat-parse: not a light beat".into());
+        }
+        Ok(())
+    }
+}
+
+fn count(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack
+        .windows(needle.len())
+        .filter(|w| *w == needle)
+        .count()
+}
+
+// Each loop is its own never-inlined function, so that it shows under its
+// name in callgrind's output when someone looks into a regression
+// (`callgrind_annotate`), and so that the loops cannot be merged with set-up.
+
+#[inline(never)]
+fn beat(f: &Fixture, n: u64) -> u64 {
+    let mut acc = 0u64;
+    for i in 0..n {
+        let j = (i % INSTANCES as u64) as usize;
+        let outcome = f
+            .store
+            .beat(f.service_of(j), profile::addr(j), Millis(1_000));
+        acc += matches!(black_box(outcome), BeatOutcome::Renewed { .. }) as u64;
+    }
+    acc
+}
+
+#[inline(never)]
+fn register(f: &Fixture, n: u64) -> u64 {
+    let mut acc = 0u64;
+    for i in 0..n {
+        let j = (i % INSTANCES as u64) as usize;
+        // Alternate 2.0 / 3.0 by pass, never the fixture's 1.0: every call
+        // changes the instance and takes the copy-and-publish path.
+        let pass = i / INSTANCES as u64;
+        let spec = InstanceSpec {
+            weight: 2.0 + (pass % 2) as f64,
+            metadata: f.metas[j % f.metas.len()].clone(),
+            ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 8080)
+        };
+        let written = f
+            .store
+            .register(f.service_of(j), &spec, Millis(1_000))
+            .expect("fixture instance updates");
+        acc += black_box(written).revision;
+    }
+    acc
+}
+
+#[inline(never)]
+fn list_encode(f: &Fixture, n: u64) -> u64 {
+    let grouped = grouped(LIST_SERVICE);
+    let view = list_view(LIST_SERVICE);
+    let mut acc = 0u64;
+    for _ in 0..n {
+        // What the list handler does on a cache miss: load the snapshot,
+        // encode into a fresh buffer (the cache keeps it).
+        let snapshot = f.store.snapshot(ServiceRef::new(NAMESPACE, &grouped));
+        let mut body = Vec::with_capacity(512);
+        encode_list(snapshot.as_deref(), &view, &mut body);
+        acc += black_box(body).len() as u64;
+    }
+    acc
+}
+
+fn push(body: &[u8], n: u64) -> u64 {
+    let mut acc = 0u64;
+    for i in 0..n {
+        // As the notifier does: a fresh packet per push.
+        let mut packet = Vec::with_capacity(body.len() / 2 + 64);
+        encode_push(black_box(body), REF_TIME + i, &mut packet);
+        acc += black_box(packet).len() as u64;
+    }
+    acc
+}
+
+#[inline(never)]
+fn push_encode_gzip(f: &Fixture, n: u64) -> u64 {
+    push(&f.push_body, n)
+}
+
+#[inline(never)]
+fn push_encode_plain(f: &Fixture, n: u64) -> u64 {
+    push(&f.small_body, n)
+}
+
+#[inline(never)]
+fn http_beat_parse(_: &Fixture, n: u64) -> u64 {
+    let limits = Limits::default();
+    let parse_limits = ParseLimits::default();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        let Ok(Some((request, used))) = parse_request(black_box(LIGHT_BEAT), &limits) else {
+            unreachable!("checked in Fixture::check");
+        };
+        let routed = route(request.method, request.path).is_ok();
+        let params = Params::from_request(&request).expect("checked");
+        let beat = BeatRequest::parse(&params, &parse_limits).expect("checked");
+        acc += used as u64 + u64::from(beat.port) + routed as u64;
+        black_box(&beat);
+    }
+    acc
+}
+
+fn usage() -> ExitCode {
+    eprintln!("usage: hotpaths OP N | hotpaths --list\noperations:");
+    for op in OPS {
+        eprintln!("  {:<18} {}", op.name, op.what);
+    }
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--list") {
+        for op in OPS {
+            println!("{} {}", op.name, op.gate_iterations);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let [name, n] = args.as_slice() else {
+        return usage();
+    };
+    let Some(op) = OPS.iter().find(|op| op.name == name) else {
+        eprintln!("hotpaths: unknown operation `{name}`");
+        return usage();
+    };
+    let Ok(n) = n.parse::<u64>() else {
+        eprintln!("hotpaths: N must be a whole number, got `{n}`");
+        return usage();
+    };
+    let fixture = Fixture::build();
+    if let Err(e) = fixture.check() {
+        eprintln!("hotpaths: fixture check failed: {e}");
+        return ExitCode::from(3);
+    }
+    let acc = (op.run)(&fixture, n);
+    // Printing the accumulator keeps every result observable.
+    println!("{} {} {}", op.name, n, acc);
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_runs_and_the_fixture_checks() {
+        let fixture = Fixture::build();
+        fixture.check().unwrap();
+        for op in OPS {
+            assert!((op.run)(&fixture, 3) > 0, "{}", op.name);
+        }
+    }
+
+    #[test]
+    fn push_bodies_straddle_the_gzip_threshold() {
+        let f = Fixture::build();
+        assert!(f.push_body.len() > GZIP_THRESHOLD, "{}", f.push_body.len());
+        assert!(
+            f.push_body.len() < 2 * GZIP_THRESHOLD,
+            "{}",
+            f.push_body.len()
+        );
+        assert!(
+            f.small_body.len() < GZIP_THRESHOLD,
+            "{}",
+            f.small_body.len()
+        );
+    }
+}

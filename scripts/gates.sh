@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Deterministic microbenchmark gates: instructions per operation (callgrind Ir)
+# of the registry's hot paths, for BASE and for this working tree, compared by
+# `report gates` against reports/gates/policy.toml (2 % by default).
+#
+#   scripts/gates.sh [--record] [--head-dir DIR] [--base-dir DIR] [--out DIR] [BASE_REF]
+#
+#   BASE_REF      commit to compare against (default HEAD~1)
+#   --record      also copy head's counts to reports/history/gates-<date>-<sha>.json
+#   --head-dir    tree measured as head (default: this working tree)
+#   --base-dir    an existing checkout of BASE_REF (default: a worktree under /tmp)
+#   --out         where the JSON files and callgrind outputs go (default target/gates/out)
+#
+# Exit codes: 0 no regression, or no baseline at BASE_REF; 1 a hot path grew
+# beyond its threshold; 2 the gate itself could not run (build, valgrind).
+#
+# Why instruction counts: on a shared 2-core machine wall-clock results move by
+# tens of percent, the instruction count of one binary on one input by a few
+# instructions. Each hot path runs N and 2N times in `hotpaths` (a fixed
+# fixture, benches/src/bin/hotpaths.rs); (Ir(2N) - Ir(N)) / N cancels set-up.
+#
+# Both sides run the same `hotpaths` program, head's (or this checkout's when
+# head has none), copied into base's scratch worktree: a change to a fixture or
+# loop must not read as a change in the code under test, and commits from
+# before the program existed can still be measured. If that program does not
+# build against base (an API it uses changed), base's own copy is used when it
+# has one; if neither builds, there is no baseline and the gate passes.
+#
+# Cost: both sides build into target/gates, which keeps dependencies between
+# runs: ~7 min on 2 cores when cold, then ~1-1.5 min per side (the workspace's
+# own crates are always rebuilt, see clean_workspace_crates).
+# The measurement runs the two sides in parallel, ~30 s.
+set -Eeuo pipefail
+# Any unexpected failure exits 2, so that 1 always means "a hot path regressed".
+trap 'printf "gates: failed at line %s\n" "$LINENO" >&2; exit 2' ERR
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+record=0
+head_dir="$ROOT"
+base_dir=""
+out=""
+base_ref="HEAD~1"
+while (($#)); do
+    case "$1" in
+        --record) record=1 ;;
+        --head-dir) head_dir="$(cd "$2" && pwd)"; shift ;;
+        --base-dir) base_dir="$(cd "$2" && pwd)"; shift ;;
+        --out) out="$2"; shift ;;
+        -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+        -*) echo "gates: unknown option $1" >&2; exit 2 ;;
+        *) base_ref="$1" ;;
+    esac
+    shift
+done
+
+target="${GATES_TARGET_DIR:-$ROOT/target/gates}"
+out="${out:-$target/out}"
+harness_rel="benches/src/bin/hotpaths.rs"
+say() { printf 'gates: %s\n' "$*" >&2; }
+
+command -v valgrind >/dev/null || { say "valgrind not found (apt-get install valgrind)"; exit 2; }
+
+# One run at a time per target folder: a build of one run between another's
+# clean and build would hand that run the wrong code (see clean_workspace_crates).
+# bench-compare.sh takes the same lock and sets GATES_LOCKED for this script.
+mkdir -p "$target"
+if [[ -z "${GATES_LOCKED:-}" ]]; then
+    exec 9>"$target/.lock"
+    flock -n 9 || { say "waiting for another gates or bench-compare run"; flock 9; }
+fi
+
+if ! base_sha="$(git -C "$ROOT" rev-parse --verify --quiet "${base_ref}^{commit}")"; then
+    echo "no baseline for gates at $base_ref (no such commit in this clone)"
+    exit 0
+fi
+# "-dirty" marks a head with changes beyond the files this script and cargo
+# touch in scratch trees (workspace manifest, lock file, harness).
+head_commit="$(git -C "$head_dir" rev-parse HEAD)"
+if [[ "$head_dir" == "$ROOT" ]]; then
+    changes="$(git -C "$ROOT" status --porcelain)"
+else
+    changes="$(git -C "$head_dir" status --porcelain -- . ':(exclude)Cargo.toml' ':(exclude)Cargo.lock' ":(exclude)$harness_rel")"
+fi
+[[ -z "$changes" ]] || head_commit+="-dirty"
+if ((record)) && [[ "$head_commit" == *-dirty ]]; then
+    say "--record keeps main's reference results: commit first, or pass --head-dir of a clean checkout"
+    exit 2
+fi
+# Only this script's own files are cleared: --out may name a folder with others.
+mkdir -p "$out/cg"
+rm -f "$out"/cg/*.out "$out"/cg/*.log "$out"/{base,head}.json "$out"/hotpaths-*
+
+# A scratch worktree of BASE unless the caller gave one; removed on exit.
+cleanup=()
+# shellcheck disable=SC2317 # run by the EXIT trap
+remove_worktrees() {
+    local tree
+    for tree in "${cleanup[@]}"; do
+        git -C "$ROOT" worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"
+    done
+}
+trap remove_worktrees EXIT
+if [[ -z "$base_dir" ]]; then
+    base_dir="$(mktemp -d /tmp/gates-base.XXXXXX)"
+    cleanup+=("$base_dir")
+    git -C "$ROOT" worktree add --detach --quiet "$base_dir" "$base_sha"
+fi
+
+# Commits made before loadgen was committed list it as a workspace member
+# without its folder, and cargo refuses such a workspace. Scratch trees drop
+# members whose folder is missing (never the caller's own working tree).
+drop_missing_members() {
+    local dir="$1" member
+    [[ "$dir" == "$ROOT" ]] && return 0
+    for member in $(sed -n '/^members = \[/,/^\]/p' "$dir/Cargo.toml" | grep -o '"[^"]*"' | tr -d '"'); do
+        if [[ ! -f "$dir/$member/Cargo.toml" ]]; then
+            say "$(basename "$dir"): workspace member $member is not in this commit; dropped"
+            sed -i -e "/^ *\"${member//\//\\/}\",\$/d" -e "/^[a-z0-9_-]* = { path = \"${member//\//\\/}\" }\$/d" "$dir/Cargo.toml"
+        fi
+    done
+}
+
+# The program both sides run: head's own, or this checkout's when head's
+# commit has none (a scratch tree of an older commit).
+harness="$head_dir/$harness_rel"
+if [[ "$head_dir" != "$ROOT" ]] && ! git -C "$head_dir" cat-file -e "HEAD:$harness_rel" 2>/dev/null; then
+    harness="$ROOT/$harness_rel"
+fi
+[[ -f "$harness" ]] || { say "no $harness_rel in $head_dir or $ROOT"; exit 2; }
+cp "$harness" "$out/hotpaths.rs"
+
+# Both sides build into one target folder so dependencies compile once. But
+# cargo gives a workspace crate the same artifact name in every checkout and
+# judges freshness by mtimes, so a tree checked out before the other side's
+# build would silently reuse the other side's code. Each build therefore first
+# cleans the workspace's own crates (dependencies stay), and the binary is
+# copied out at once.
+clean_workspace_crates() {
+    local dir="$1"
+    local -a pkgs
+    mapfile -t pkgs < <(cd "$dir" && cargo metadata --no-deps --format-version 1 |
+        python3 -c 'import json, sys; [print("-p", p["name"], sep="\n") for p in json.load(sys.stdin)["packages"]]')
+    (cd "$dir" && CARGO_TARGET_DIR="$target" cargo clean --release --quiet "${pkgs[@]}")
+}
+
+# build DIR SIDE: builds hotpaths in DIR and copies it to $out/hotpaths-SIDE.
+build() {
+    local dir="$1" side="$2"
+    {
+        clean_workspace_crates "$dir" &&
+            (cd "$dir" && CARGO_TARGET_DIR="$target" cargo build --release -p benches --bin hotpaths)
+    } >"$out/build-$side.log" 2>&1 || return 1
+    cp "$target/release/hotpaths" "$out/hotpaths-$side"
+}
+
+drop_missing_members "$head_dir"
+drop_missing_members "$base_dir"
+if [[ "$harness" != "$head_dir/$harness_rel" ]]; then
+    mkdir -p "$(dirname "$head_dir/$harness_rel")"
+    cp "$out/hotpaths.rs" "$head_dir/$harness_rel"
+fi
+# Built before the base so a broken head fails the gate rather than passing it.
+say "building hotpaths for head ($head_dir)"
+if ! build "$head_dir" head; then
+    tail -n 30 "$out/build-head.log" >&2
+    say "head does not build"
+    exit 2
+fi
+
+if [[ ! -f "$base_dir/benches/Cargo.toml" ]]; then
+    echo "no baseline for gates at $base_ref (${base_sha:0:10}): it has no benches crate"
+    exit 0
+fi
+base_harness="$out/hotpaths.rs"
+base_own="$out/hotpaths-base-own.rs"
+git -C "$base_dir" show "HEAD:$harness_rel" >"$base_own" 2>/dev/null || rm -f "$base_own"
+mkdir -p "$(dirname "$base_dir/$harness_rel")"
+cp "$out/hotpaths.rs" "$base_dir/$harness_rel"
+say "building hotpaths for base $base_ref (${base_sha:0:10})"
+if ! build "$base_dir" base; then
+    if [[ -f "$base_own" ]] && ! cmp -s "$base_own" "$out/hotpaths.rs"; then
+        say "head's hotpaths does not build at base; using base's own"
+        cp "$base_own" "$base_dir/$harness_rel"
+        base_harness="$base_own"
+    fi
+    if [[ "$base_harness" != "$base_own" ]] || ! build "$base_dir" base; then
+        echo "no baseline for gates at $base_ref (${base_sha:0:10}): hotpaths does not build there"
+        echo "(build log: $out/build-base.log)"
+        exit 0
+    fi
+fi
+
+# The report tool of this checkout (head's may predate `report gates`), built
+# the way `cargo test --workspace` builds it, so that after scripts/test.sh in CI
+# this is a no-op instead of minutes of compiling its JSON Schema dependencies.
+say "building report"
+(cd "$ROOT" && cargo build --workspace --profile test --bin report) \
+    >"$out/build-report.log" 2>&1 || { tail -n 30 "$out/build-report.log" >&2; exit 2; }
+report="${CARGO_TARGET_DIR:-$ROOT/target}/debug/report"
+
+# ir BIN OP N SIDE: callgrind's total instruction count of `BIN OP N`.
+ir() {
+    local file="$out/cg/$4-$2-$3.out"
+    valgrind --tool=callgrind --callgrind-out-file="$file" "$1" "$2" "$3" \
+        >/dev/null 2>"$file.log" || { say "valgrind failed: $1 $2 $3 (see $file.log)"; return 1; }
+    awk '/^(summary|totals):/ { print $2; exit }' "$file"
+}
+
+# measure SIDE COMMIT DIR HARNESS: writes $out/SIDE.json.
+measure() {
+    local side="$1" commit="$2" dir="$3" harness_file="$4"
+    local bin="$out/hotpaths-$side" ops="" op n ir_n ir_2n per_op
+    while read -r op n; do
+        ir_n="$(ir "$bin" "$op" "$n" "$side")"
+        ir_2n="$(ir "$bin" "$op" "$((2 * n))" "$side")"
+        per_op="$(awk -v a="$ir_n" -v b="$ir_2n" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / n }')"
+        ops+="${ops:+,}
+    {\"name\": \"$op\", \"iterations\": $n, \"ir_n\": $ir_n, \"ir_2n\": $ir_2n, \"ir_per_op\": $per_op}"
+    done < <("$bin" --list)
+    cat >"$out/$side.json" <<EOF
+{
+  "schema_version": 1,
+  "kind": "instruction-counts",
+  "commit": "$commit",
+  "recorded_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+  "rustc": "$(cd "$dir" && rustc --version)",
+  "valgrind": "$(valgrind --version)",
+  "harness": "$(git hash-object "$harness_file")",
+  "ops": [$ops
+  ]
+}
+EOF
+}
+
+say "measuring under callgrind (both sides in parallel)"
+measure head "$head_commit" "$head_dir" "$out/hotpaths.rs" &
+head_job=$!
+measure base "$base_sha" "$base_dir" "$base_harness" &
+base_job=$!
+status=0
+wait "$head_job" || status=2
+wait "$base_job" || status=2
+((status == 0)) || exit 2
+
+if ((record)); then
+    day="$(git -C "$head_dir" log -1 --format=%cd --date=format:%Y%m%d)"
+    dest="$ROOT/reports/history/gates-$day-${head_commit:0:10}.json"
+    mkdir -p "$(dirname "$dest")"
+    cp "$out/head.json" "$dest"
+    say "recorded $dest"
+fi
+
+# `|| verdict=$?`: exit 1 (a regression) is an answer here, not a failure.
+verdict=0
+"$report" gates "$out/base.json" "$out/head.json" --policy "$ROOT/reports/gates/policy.toml" ||
+    verdict=$?
+if ((verdict == 1)); then
+    echo
+    echo "Inspect a regressed path with: callgrind_annotate $out/cg/head-OP-N.out (and base-OP-N.out)"
+fi
+exit "$verdict"
