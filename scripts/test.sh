@@ -27,3 +27,6 @@ cargo test --workspace --benches
 
 step "fuzzing (bounded)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+
+step "instruction-count gates against the previous commit (blocking)"
+scripts/gates.sh HEAD~1
