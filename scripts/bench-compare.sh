@@ -28,8 +28,9 @@
 #   LOADGEN_RUNS   smoke runs per side (default 3, ~25 s each)
 #   LOADGEN_PROFILE  loadgen profile (default smoke)
 #   BENCH_SKIP_GATES=1  leave the gates out (CI runs scripts/gates.sh itself)
-# Total: ~10 min warm on 2 cores (builds ~1-3 min, gates ~1 min, criterion
-# ~3 min, loadgen ~3 min); a cold target/gates adds ~7 min.
+# Total on a busy 2-core machine with a warm target/gates: ~15 min without
+# loadgen, ~20 min with it (builds 6-10, gates 2-3, criterion 4, loadgen 3);
+# a cold target/gates adds ~7 min. Give CI timeouts room accordingly.
 set -Eeuo pipefail
 trap 'printf "bench-compare: failed at line %s\n" "$LINENO" >&2; exit 2' ERR
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -65,7 +66,7 @@ else
     head_sha="$(resolve "$2")"
 fi
 base_label="$1 (${base_sha:0:10})"
-head_label="$2 (${head_sha:0:10})"
+head_label="$2 (${head_sha:0:10}${head_sha#"${head_sha%-dirty}"})"
 out="$ROOT/target/bench-compare/${base_sha:0:10}-${head_sha:0:10}"
 rm -rf "$out"
 mkdir -p "$out"

@@ -1,5 +1,6 @@
 //! `report gates` and `report gates-trend`: exit codes on real files, and the
-//! committed gate policy and history files, which must keep loading.
+//! committed gate policy and history files (gates and loadgen reports), which
+//! must keep loading.
 
 use std::path::{Path, PathBuf};
 
@@ -97,4 +98,18 @@ fn committed_policy_and_history_load() {
         }
     }
     assert!(history > 0, "reports/history holds no gates-*.json");
+}
+
+#[test]
+fn committed_loadgen_history_loads_as_reports() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(root.join("history")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("loadgen-") && name.ends_with(".json") {
+            let report = reports::Report::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let json = serde_json::to_value(&report).unwrap();
+            reports::validate_against_schema(&json).unwrap_or_else(|e| panic!("{name}: {e:?}"));
+        }
+    }
 }
