@@ -28,6 +28,12 @@ impl Clock {
         Millis(self.base.elapsed().as_millis() as u64)
     }
 
+    /// Monotonic milliseconds since start at `t`, for callers that already
+    /// read the clock.
+    pub fn at(&self, t: Instant) -> Millis {
+        Millis(t.saturating_duration_since(self.base).as_millis() as u64)
+    }
+
     /// The `Instant` at monotonic time `t`.
     pub fn instant_at(&self, t: Millis) -> Instant {
         self.base + std::time::Duration::from_millis(t.0)

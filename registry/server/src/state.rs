@@ -185,6 +185,3 @@ impl App {
         self.overflow_ready.notified().await
     }
 }
-
-/// Shared handle type.
-pub type Shared = Arc<App>;

@@ -69,7 +69,7 @@ fn write(ex: &Exchange<'_>, req: &InstanceRequest<'_>, strict: bool) -> Result<R
     };
     let name = req.key.service.grouped();
     let svc = ServiceRef::new(req.key.namespace_id, &name);
-    let now = ex.app.clock.now();
+    let now = ex.now;
     let result = if strict {
         ex.app.store.update(svc, &spec, now)
     } else {
@@ -111,7 +111,7 @@ pub(crate) fn deregister(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let written = ex
         .app
         .store
-        .deregister(svc, addr, ephemeral, ex.app.clock.now())
+        .deregister(svc, addr, ephemeral, ex.now)
         .map_err(|e| registry(e, Op::Patch))?;
     ex.app.publish(written.event);
     if ephemeral {
@@ -152,7 +152,7 @@ pub(crate) fn patch(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let written = ex
         .app
         .store
-        .patch(svc, addr, req.key.ephemeral, &patch, ex.app.clock.now())
+        .patch(svc, addr, req.key.ephemeral, &patch, ex.now)
         .map_err(|e| registry(e, Op::Patch))?;
     ex.app.publish(written.event);
     if !persistent {
@@ -212,7 +212,7 @@ pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
         port: req.port,
     };
     let app = ex.app;
-    let now = app.clock.now();
+    let now = ex.now;
     let interval = match app.store.beat(svc, addr, now) {
         BeatOutcome::Renewed { interval_ms } => interval_ms,
         BeatOutcome::Revived { interval_ms, event } => {
@@ -266,19 +266,16 @@ fn beat_persistent(
 ) -> Result<Reply, Failure> {
     let app = ex.app;
     let ticket = reserve(app)?;
-    let written = app
-        .store
-        .register(svc, spec, app.clock.now())
-        .map_err(|e| {
-            registry(
-                e,
-                Op::Write {
-                    namespace: svc.namespace,
-                    service: svc.name,
-                    instance: "",
-                },
-            )
-        })?;
+    let written = app.store.register(svc, spec, ex.now).map_err(|e| {
+        registry(
+            e,
+            Op::Write {
+                namespace: svc.namespace,
+                service: svc.name,
+                instance: "",
+            },
+        )
+    })?;
     app.publish(written.event);
     app.health_targets.insert(svc);
     app.metrics.beats.inc();
@@ -344,13 +341,7 @@ fn subscribe(ex: &Exchange<'_>, req: &ListRequest<'_>, grouped: &str) -> bool {
     let target = SocketAddr::new(ex.peer.ip(), req.udp_port);
     let key = ServiceKey::new(req.namespace_id, grouped);
     let mut subs = app.subscribers.lock();
-    let outcome = subs.subscribe(
-        &key,
-        target,
-        req.clusters,
-        req.healthy_only,
-        app.clock.now(),
-    );
+    let outcome = subs.subscribe(&key, target, req.clusters, req.healthy_only, ex.now);
     app.metrics.push.subscribers.set(subs.len() as u64);
     drop(subs);
     if !outcome.is_subscribed() {

@@ -31,12 +31,13 @@ pub(crate) mod instance;
 mod operator;
 mod service;
 
+use registry_core::Millis;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use registry_proto::auth::{LoginRequest, LoginResponse};
 use registry_proto::http1::{
@@ -188,6 +189,9 @@ pub(crate) struct Exchange<'a> {
     pub peer: SocketAddr,
     pub request: &'a Request<'a>,
     pub params: Params<'a>,
+    /// The core's time for this request, from the same clock read that
+    /// starts its latency measurement: one read per request, not two.
+    pub now: Millis,
 }
 
 /// Answers one request into `out`, or hands back a [`Later`] for the
@@ -228,7 +232,7 @@ pub(crate) fn answer<'a>(
                     "server is overloaded, please try again later",
                 ))
             } else {
-                match dispatch(app, r, request, peer, scratch) {
+                match dispatch(app, r, request, peer, scratch, started) {
                     Ok(Reply::Later(deferred)) => {
                         return Answered::Later(Later {
                             deferred,
@@ -283,6 +287,7 @@ fn dispatch(
     request: &Request<'_>,
     peer: SocketAddr,
     scratch: &mut Scratch,
+    started: Instant,
 ) -> Result<Reply, Failure> {
     let params = Params::from_request(request)?;
     if let Some(auth) = &app.auth {
@@ -298,6 +303,7 @@ fn dispatch(
         peer,
         request,
         params,
+        now: app.clock.at(started),
     };
     scratch.body.clear();
     match route {

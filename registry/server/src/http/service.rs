@@ -43,11 +43,7 @@ pub(crate) fn create(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let written = ex
         .app
         .store
-        .create_service(
-            ServiceRef::new(req.key.namespace_id, &name),
-            &spec,
-            ex.app.clock.now(),
-        )
+        .create_service(ServiceRef::new(req.key.namespace_id, &name), &spec, ex.now)
         .map_err(|e| registry(e, Op::ServiceCreate { service: &name }))?;
     ex.app.publish(written.event);
     let namespace = req.key.namespace_id;
@@ -70,7 +66,7 @@ pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
             req.protect_threshold,
             Some(convert::metadata(&req.metadata)?),
             selector,
-            ex.app.clock.now(),
+            ex.now,
         )
         .map_err(|e| registry(e, Op::ServiceUpdate { service: &name }))?;
     ex.app.publish(written.event);
