@@ -197,14 +197,15 @@ impl Latencies {
         self.0.lock().expect("samples").extend(v);
     }
 
-    fn summary(&self) -> (usize, f64, f64) {
+    /// Count, then p50, p99, p99.9 and max in ms.
+    fn summary(&self) -> (usize, [f64; 4]) {
         let mut v = self.0.lock().expect("samples").clone();
         v.sort_unstable();
         if v.is_empty() {
-            return (0, 0.0, 0.0);
+            return (0, [0.0; 4]);
         }
         let at = |q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)] as f64 / 1e6;
-        (v.len(), at(0.5), at(0.99))
+        (v.len(), [at(0.5), at(0.99), at(0.999), at(1.0)])
     }
 }
 
@@ -249,8 +250,10 @@ async fn paced_mix(
 }
 
 fn print_phase(name: &str, l: &Latencies) -> f64 {
-    let (n, p50, p99) = l.summary();
-    println!("{name}: {n} requests, p50 {p50:.3} ms, p99 {p99:.3} ms");
+    let (n, [p50, p99, p999, max]) = l.summary();
+    println!(
+        "{name}: {n} requests, p50 {p50:.3} ms, p99 {p99:.3} ms, p99.9 {p999:.3} ms, max {max:.3} ms"
+    );
     p99
 }
 
@@ -280,17 +283,11 @@ async fn slowloris(args: &Args) {
 
     let stop = Arc::new(AtomicBool::new(false));
     let closed = Arc::new(AtomicU64::new(0));
-    // The attacker on a thread and runtime of its own, so its work never
+    // The attacker on a thread of its own, so its work never
     // delays the normal clients' own loop (which would read as latency).
     let dribbler = {
         let (stop, closed) = (stop.clone(), closed.clone());
-        std::thread::spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime")
-                .block_on(dribble(addr, slow, stop, closed))
-        })
+        std::thread::spawn(move || dribble(addr, slow, stop, closed))
     };
     // Let the slow connections pile up first.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -311,51 +308,54 @@ async fn slowloris(args: &Args) {
 
 /// Keeps `slow` connections open, each sending one byte of a request head
 /// per second; reopens those the server closes. Returns how many are open.
-async fn dribble(
-    addr: SocketAddr,
-    slow: usize,
-    stop: Arc<AtomicBool>,
-    closed: Arc<AtomicU64>,
-) -> usize {
+/// Plain non-blocking sockets on the attacker's own thread: no runtime.
+fn dribble(addr: SocketAddr, slow: usize, stop: Arc<AtomicBool>, closed: Arc<AtomicU64>) -> usize {
+    use std::io::{ErrorKind, Read as _, Write as _};
     let head = format!(
         "GET {NS}/instance/list?serviceName=slow HTTP/1.1\r\nHost: t\r\nX-Slow: {}\r\n\r\n",
         "y".repeat(200)
     );
     let head = head.as_bytes();
-    let mut conns: Vec<Option<(TcpStream, usize)>> = Vec::with_capacity(slow);
-    for _ in 0..slow {
-        conns.push(TcpStream::connect(addr).await.ok().map(|s| (s, 0)));
-    }
+    let connect = || {
+        let s = std::net::TcpStream::connect(addr).ok()?;
+        s.set_nonblocking(true).ok()?;
+        Some((s, 0usize))
+    };
+    let mut conns: Vec<Option<(std::net::TcpStream, usize)>> =
+        (0..slow).map(|_| connect()).collect();
     // Each connection sends once a second, spread evenly over the second
     // (100 slices of 10 ms), as independent clients would.
     let slices = 100;
     let per_slice = slow.div_ceil(slices).max(1);
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
     let mut chunk = [0u8; 512];
     let mut slice = 0;
+    let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        tick.tick().await;
+        next += Duration::from_millis(10);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
         let from = (slice * per_slice).min(conns.len());
         let to = (from + per_slice).min(conns.len());
         slice = (slice + 1) % slices;
         for slot in conns[from..to].iter_mut() {
-            let reopen = match slot {
+            let gone = match slot {
                 Some((s, sent)) => {
                     // Anything to read is the 408 or the close: either way it is going.
-                    let gone = match s.try_read(&mut chunk) {
+                    let read_gone = match s.read(&mut chunk) {
                         Ok(_) => true,
-                        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-                    } || s.try_write(&head[*sent % (head.len() - 4)..][..1]).is_err();
+                        Err(e) => e.kind() != ErrorKind::WouldBlock,
+                    };
+                    let byte = &head[*sent % (head.len() - 4)..][..1];
                     *sent += 1;
-                    gone
+                    read_gone
+                        || matches!(s.write(byte), Err(e) if e.kind() != ErrorKind::WouldBlock)
                 }
-                None => true,
+                None => false,
             };
-            if reopen {
-                if slot.is_some() {
-                    closed.fetch_add(1, Ordering::Relaxed);
-                }
-                *slot = TcpStream::connect(addr).await.ok().map(|s| (s, 0));
+            if gone {
+                closed.fetch_add(1, Ordering::Relaxed);
+            }
+            if gone || slot.is_none() {
+                *slot = connect();
             }
         }
     }
