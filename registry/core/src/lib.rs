@@ -8,7 +8,8 @@
 //! - [`model`]: service keys, instances, identity, defaults, `preserved.*` timeouts.
 //! - [`metadata`]: the compact immutable metadata map.
 //! - [`snapshot`]: immutable revisioned service state and the query views.
-//! - [`store`]: shards, every operation, expiry; who writes what.
+//! - [`store`]: shards, every operation, expiry; who writes what; with the
+//!   cluster's writes (applying a replicated state, lease takeover).
 //! - [`lease`]: the per-shard slab of heartbeat deadlines.
 //! - [`event`]: change events for the notifier.
 //! - [`coalesce`]: merging change events per service within a window.
@@ -42,6 +43,7 @@ pub use model::{
     Instance, InstanceAddr, InstancePatch, InstanceSpec, LeaseTimeouts, Millis, ServiceKey,
     ServiceRef, ServiceSpec, DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE,
 };
-pub use snapshot::{Selection, ServiceSnapshot, View};
-pub use store::{BeatOutcome, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written};
+pub use snapshot::{Origin, Selection, ServiceSnapshot, View};
+pub use store::{
+    Applied, BeatOutcome, Replica, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written};
 pub use subscribers::{Subscribed, SubscriberConfig, SubscriberView, Subscribers, Subscription};

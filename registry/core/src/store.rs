@@ -686,6 +686,15 @@ impl Store {
     /// Cost: one linear scan of each shard's lease slab (no pointers, no
     /// locks), plus work proportional to what is due.
     pub fn expire(&self, now: Millis) -> ExpireReport {
+        self.expire_owned(now, |_| true)
+    }
+
+    /// [`Store::expire`] restricted to the services `owned` accepts (in a
+    /// cluster only a service's responsible node expires it). Due leases of
+    /// other services are pushed one first-check period ahead instead, so
+    /// they cost one look per period, and a node that takes a service over
+    /// renews them with [`Store::refresh_leases`] before it owns it.
+    pub fn expire_owned(&self, now: Millis, owned: impl Fn(&ServiceKey) -> bool) -> ExpireReport {
         let mut report = ExpireReport::default();
         let mut due = Vec::new();
         for shard in self.shards.iter() {
@@ -708,6 +717,10 @@ impl Store {
             for run in work.chunk_by(|a, b| Arc::ptr_eq(&a.0, &b.0)) {
                 slots.clear();
                 slots.extend(run.iter().map(|(_, s)| *s));
+                if !owned(&run[0].0.snapshot.load().key) {
+                    replica::defer_leases(shard, &run[0].0, &slots, now);
+                    continue;
+                }
                 self.expire_service(shard, &mut w, &run[0].0, &slots, now, &mut report);
             }
             if emptied {
@@ -939,6 +952,8 @@ fn derive(old: &ServiceSnapshot, instances: Box<[Instance]>) -> ServiceSnapshot 
         checksum: old.checksum,
         explicit: old.explicit,
         emptied_at: old.emptied_at,
+        // Every local write makes this node the source of the state.
+        origin: crate::snapshot::Origin::LOCAL,
     }
 }
 
@@ -961,6 +976,10 @@ fn check_name(service: ServiceRef<'_>) -> Result<(), RegistryError> {
         Ok(())
     }
 }
+
+#[path = "replica.rs"]
+mod replica;
+pub use replica::{Applied, Replica};
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

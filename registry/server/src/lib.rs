@@ -15,6 +15,8 @@
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
 //! - [`auth`]: optional Nacos-compatible login and access tokens.
+//! - [`cluster`]: membership, relaying and Distro replication with
+//!   `--members`; absent otherwise.
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -27,6 +29,7 @@
 
 pub mod auth;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod convert;
 pub mod embed;
@@ -127,6 +130,8 @@ pub async fn run_app(
     let writer = persist::Persist::start(app.clone())?;
     let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
+    // Nothing without --members; stopped with the sweeper.
+    let cluster_tasks = cluster::start(&app, &stages.sweeper);
     let health_stop = tokio_util::sync::CancellationToken::new();
     let health = tokio::spawn(health::run(app.clone(), health_stop.clone()));
     let connections = tokio_util::task::TaskTracker::new();
@@ -151,6 +156,9 @@ pub async fn run_app(
         // 3. Stop the sweeper.
         stages.sweeper.cancel();
         let _ = sweeper.await;
+        for task in cluster_tasks {
+            let _ = task.await;
+        }
         // 4. The notifier flushes what is due and closes the UDP socket.
         stages.notifier.cancel();
         let _ = notifier.await;

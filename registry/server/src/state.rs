@@ -11,6 +11,8 @@
 //! - `health_targets`: written by persistent writes and the restore,
 //!   pruned by the health checker; one mutex, never on ephemeral paths.
 //! - `auth`: read-only after start.
+//! - `cluster`: `None` for a single node; else membership, replication and
+//!   relaying (see [`crate::cluster`]), which also sees every change event.
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicUsize;
@@ -24,6 +26,7 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::auth::Auth;
 use crate::clock::Clock;
+use crate::cluster::{Cluster, ClusterConfig};
 use crate::config::Config;
 use crate::health::{HealthStats, Targets};
 use crate::list_cache::ListCache;
@@ -62,6 +65,8 @@ pub struct App {
     pub health_stats: HealthStats,
     /// Access control; `None` without `--auth-users`.
     pub auth: Option<Arc<Auth>>,
+    /// Cluster membership and Distro; `None` without `--members`.
+    pub cluster: Option<Arc<Cluster>>,
     events: mpsc::Sender<ChangeEvent>,
     receiver: Mutex<Option<mpsc::Receiver<ChangeEvent>>>,
     /// Services whose events did not fit in the queue; never more than one
@@ -80,6 +85,10 @@ impl App {
     /// file cannot be used.
     pub fn new(config: Config) -> anyhow::Result<App> {
         config.validate().map_err(anyhow::Error::msg)?;
+        let cluster = match ClusterConfig::from_config(&config)? {
+            Some(c) => Some(Arc::new(Cluster::new(c)?)),
+            None => None,
+        };
         let persist = match &config.data_dir {
             Some(dir) => Some(Persist::open(
                 dir,
@@ -91,9 +100,14 @@ impl App {
         };
         let auth = match &config.auth_users {
             Some(path) => {
-                let key = match &persist {
-                    Some(p) => p.auth_key()?,
-                    None => crate::auth::random_key()?,
+                // Cluster members must accept each other's tokens: a
+                // relayed request carries the token its client got from
+                // another node. The key then derives from the shared secret.
+                let cluster_secret = cluster.as_ref().and_then(|c| c.config.secret.as_deref());
+                let key = match (&persist, cluster_secret) {
+                    (_, Some(secret)) => crate::auth::key_from_secret(secret),
+                    (Some(p), None) => p.auth_key()?,
+                    (None, None) => crate::auth::random_key()?,
                 };
                 let auth = Auth::load(
                     path,
@@ -105,7 +119,8 @@ impl App {
             }
             None => None,
         };
-        let app = App::build(config, persist, auth);
+        let mut app = App::build(config, persist, auth);
+        app.cluster = cluster;
         match &app.persist {
             Some(p) => {
                 let r = p.restore(&app)?;
@@ -152,6 +167,7 @@ impl App {
             health_targets: Targets::default(),
             health_stats: HealthStats::default(),
             auth,
+            cluster: None,
             events,
             receiver: Mutex::new(Some(receiver)),
             overflow: Mutex::new(HashSet::new()),
@@ -164,6 +180,9 @@ impl App {
     /// the service goes into the overflow set instead.
     pub fn publish(&self, event: Option<ChangeEvent>) {
         let Some(event) = event else { return };
+        if let Some(c) = &self.cluster {
+            c.changed(&event);
+        }
         if let Err(mpsc::error::TrySendError::Full(event)) = self.events.try_send(event) {
             self.overflow.lock().insert(event.service);
             self.overflow_ready.notify_one();

@@ -37,7 +37,15 @@ pub async fn run(app: Arc<App>, cancel: CancellationToken) {
 
 /// One expiry pass at the current time.
 pub fn sweep_once(app: &App) {
-    let report = app.store.expire(app.clock.now());
+    let now = app.clock.now();
+    let report = match &app.cluster {
+        None => app.store.expire(now),
+        // In a cluster only a service's responsible node expires it.
+        Some(c) => {
+            let current = c.may_expire(now);
+            app.store.expire_owned(now, |key| current && c.owns(key))
+        }
+    };
     app.metrics.expired_unhealthy.add(report.unhealthy as u64);
     app.metrics.expired_removed.add(report.removed as u64);
     app.metrics

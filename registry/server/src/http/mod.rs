@@ -63,7 +63,7 @@ pub(crate) struct Scratch {
     /// A cache key being assembled.
     key: String,
     /// A response body being assembled.
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 /// A successful answer.
@@ -89,6 +89,8 @@ pub(crate) enum Done {
     Text(&'static str),
     /// A JSON body.
     Json(Vec<u8>),
+    /// The answer of the peer a request was relayed to, as it came.
+    Relayed(u16, ContentType, Vec<u8>),
 }
 
 /// What [`answer`] did with a request.
@@ -130,6 +132,14 @@ impl Later<'_> {
                 out,
                 200,
                 ContentType::Json,
+                body,
+                self.head_only,
+                self.connection,
+            ),
+            Ok(Done::Relayed(status, ct, body)) => respond(
+                out,
+                *status,
+                *ct,
                 body,
                 self.head_only,
                 self.connection,
@@ -293,7 +303,19 @@ fn dispatch(
     if let Some(auth) = &app.auth {
         // Nothing but a valid token opens the API: never a header, never a
         // source address (see `crate::auth`).
-        if !matches!(route, Route::AuthLogin | Route::PrometheusMetrics) {
+        // Peers prove membership with the cluster secret instead (see
+        // `crate::cluster::api`); readiness is for orchestrators.
+        if !matches!(
+            route,
+            Route::AuthLogin
+                | Route::PrometheusMetrics
+                | Route::Readiness
+                | Route::ClusterReport
+                | Route::DistroReplicate
+                | Route::DistroFetch
+                | Route::DistroChecksum
+                | Route::DistroSnapshot
+        ) {
             auth.check(params.get("accessToken"))
                 .map_err(|d| Failure::new(403, d.to_string()))?;
         }
@@ -306,6 +328,12 @@ fn dispatch(
         now: app.clock.at(started),
     };
     scratch.body.clear();
+    if let Some(cluster) = &app.cluster {
+        match crate::cluster::relay::intercept(app, cluster, route, request, peer, &ex.params)? {
+            crate::cluster::relay::Verdict::Local => {}
+            crate::cluster::relay::Verdict::Answer(reply) => return Ok(reply),
+        }
+    }
     match route {
         Route::InstanceRegister => instance::register(&ex),
         Route::InstanceDeregister => instance::deregister(&ex),
@@ -322,6 +350,13 @@ fn dispatch(
         Route::OperatorMetrics => operator::metrics(&ex, scratch),
         Route::OperatorSwitches => operator::switches(&ex, scratch),
         Route::AuthLogin => login(&ex),
+        Route::ClusterNodes
+        | Route::ClusterReport
+        | Route::DistroReplicate
+        | Route::DistroFetch
+        | Route::DistroChecksum
+        | Route::DistroSnapshot
+        | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
         Route::PrometheusMetrics => {
             let reply = operator::prometheus(&ex, scratch)?;
             if let Some(p) = &app.persist {
@@ -330,6 +365,9 @@ fn dispatch(
             app.health_stats.render(&mut scratch.body);
             if let Some(a) = &app.auth {
                 a.stats.render(&mut scratch.body);
+            }
+            if let Some(c) = &app.cluster {
+                c.render(&mut scratch.body);
             }
             Ok(reply)
         }
