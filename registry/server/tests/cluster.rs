@@ -353,9 +353,10 @@ async fn python_client_with_every_address_survives_a_node_restart() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("python cluster: all checks passed"),
-        "client failed ({}):\n{stdout}\n{}",
+        "client failed ({}):\n{stdout}\n{}\nowner was node {owner}\n{}",
         out.status,
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        c.logs()
     );
     println!("{stdout}");
 }

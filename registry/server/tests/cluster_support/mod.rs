@@ -350,6 +350,15 @@ impl TestCluster {
         .await;
     }
 
+    /// Every node's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut s = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            s += &format!("--- node {i} ({}) ---\n{}", n.addr, n.log_text());
+        }
+        s
+    }
+
     /// What every node lists, for failure messages.
     pub async fn describe(&self, service: &str) -> String {
         let mut s = String::new();

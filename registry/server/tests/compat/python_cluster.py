@@ -26,6 +26,12 @@ def check(cond, what):
 
 
 check(client.add_naming_instance("py-cluster", "127.0.0.1", 9090) is True, "register returns ok")
+# Replication is asynchronous (as in Nacos): the node this client lists from
+# may learn of the registration a window after the node that owns it.
+visible_by = time.time() + 3
+while not any(h["port"] == 9090 for h in client.list_naming_instance("py-cluster")["hosts"]):
+    check(time.time() < visible_by, "the registration became visible within 3 s")
+    time.sleep(0.05)
 
 beats = lists = missing = errors = 0
 deadline = time.time() + seconds
