@@ -45,5 +45,7 @@ pub use model::{
 };
 pub use snapshot::{Origin, Selection, ServiceSnapshot, View};
 pub use store::{
-    Applied, BeatOutcome, Replica, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written};
+    Applied, BeatOutcome, ExpireReport, Replica, ServicePage, Store, StoreConfig, StoreStats,
+    Written,
+};
 pub use subscribers::{Subscribed, SubscriberConfig, SubscriberView, Subscribers, Subscription};

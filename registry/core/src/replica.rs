@@ -277,7 +277,10 @@ mod tests {
     fn applies_then_ignores_duplicates_and_older_revisions() {
         let s = store();
         let a = s.apply_replica(SVC, &replica(7, 5, &[2, 1]), Millis(0));
-        assert!(matches!(a, Ok(Applied::Written(Written { event: Some(_), .. }))));
+        assert!(matches!(
+            a,
+            Ok(Applied::Written(Written { event: Some(_), .. }))
+        ));
         assert_eq!(ports(&s), vec![1, 2]);
         assert_eq!(s.stats().instances, 2);
         let rev = s.snapshot(SVC).unwrap().revision();
@@ -292,19 +295,27 @@ mod tests {
         assert_eq!(ports(&s), vec![1, 2]);
         assert_eq!(s.snapshot(SVC).unwrap().revision(), rev);
         // A later revision replaces the list; so does another origin.
-        s.apply_replica(SVC, &replica(7, 6, &[3]), Millis(2)).unwrap();
+        s.apply_replica(SVC, &replica(7, 6, &[3]), Millis(2))
+            .unwrap();
         assert_eq!(ports(&s), vec![3]);
         s.apply_replica(SVC, &replica(8, 1, &[4, 3]), Millis(2))
             .unwrap();
         assert_eq!(ports(&s), vec![3, 4]);
         assert_eq!(s.stats().instances, 2);
-        assert_eq!(s.snapshot(SVC).unwrap().origin(), Origin { node: 8, revision: 1 });
+        assert_eq!(
+            s.snapshot(SVC).unwrap().origin(),
+            Origin {
+                node: 8,
+                revision: 1
+            }
+        );
     }
 
     #[test]
     fn same_content_from_a_new_origin_keeps_the_revision() {
         let s = store();
-        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0)).unwrap();
+        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0))
+            .unwrap();
         let rev = s.snapshot(SVC).unwrap().revision();
         assert_eq!(
             s.apply_replica(SVC, &replica(2, 9, &[1]), Millis(0)),
@@ -317,12 +328,14 @@ mod tests {
     #[test]
     fn a_local_write_after_a_replica_is_local_again() {
         let s = store();
-        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0)).unwrap();
+        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0))
+            .unwrap();
         s.register(SVC, &InstanceSpec::new("DEFAULT", ip(), 2), Millis(0))
             .unwrap();
         assert_eq!(s.snapshot(SVC).unwrap().origin(), Origin::LOCAL);
         // A local state never covers anything: the next replica applies.
-        s.apply_replica(SVC, &replica(1, 1, &[5]), Millis(0)).unwrap();
+        s.apply_replica(SVC, &replica(1, 1, &[5]), Millis(0))
+            .unwrap();
         assert_eq!(ports(&s), vec![5]);
     }
 
@@ -346,7 +359,8 @@ mod tests {
     fn only_owned_services_expire_and_others_are_deferred() {
         let s = store();
         let t = s.config().timeouts;
-        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0)).unwrap();
+        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0))
+            .unwrap();
         let other = ServiceRef::new("public", "DEFAULT_GROUP@@other");
         s.register(other, &InstanceSpec::new("DEFAULT", ip(), 1), Millis(0))
             .unwrap();
@@ -376,8 +390,12 @@ mod tests {
     fn for_each_service_visits_every_service() {
         let s = store();
         for n in ["a", "b", "c"] {
-            s.register(ServiceRef::new("ns", n), &InstanceSpec::new("DEFAULT", ip(), 1), Millis(0))
-                .unwrap();
+            s.register(
+                ServiceRef::new("ns", n),
+                &InstanceSpec::new("DEFAULT", ip(), 1),
+                Millis(0),
+            )
+            .unwrap();
         }
         let mut names = Vec::new();
         s.for_each_service(|snap| names.push(snap.key().grouped_name().to_owned()));

@@ -272,12 +272,7 @@ pub fn responsible_index(grouped_name: &str, members: usize) -> usize {
 /// Writes a client request relayed to the responsible node: the same
 /// method, path, query, `User-Agent`, `Content-Type` and body, plus
 /// [`RELAYED_BY`]`=from` in the query.
-pub fn write_relayed(
-    out: &mut Vec<u8>,
-    request: &Relayed<'_>,
-    host: &str,
-    from: &str,
-) {
+pub fn write_relayed(out: &mut Vec<u8>, request: &Relayed<'_>, host: &str, from: &str) {
     out.extend_from_slice(request.method.as_bytes());
     out.push(b' ');
     out.extend_from_slice(request.path.as_bytes());
@@ -438,12 +433,17 @@ mod tests {
 
     #[test]
     fn refusals_say_why() {
-        let bytes = encode(&envelope(Report { node: 1, ready: true }));
+        let bytes = encode(&envelope(Report {
+            node: 1,
+            ready: true,
+        }));
         assert!(matches!(
             decode::<Report>(&bytes, 10),
             Err(DistroError::TooLarge { max: 10, .. })
         ));
-        let old = String::from_utf8(bytes.clone()).unwrap().replace("\"v\":1", "\"v\":0");
+        let old = String::from_utf8(bytes.clone())
+            .unwrap()
+            .replace("\"v\":1", "\"v\":0");
         assert_eq!(
             decode::<Report>(old.as_bytes(), 1 << 20),
             Err(DistroError::Version { got: 0 })

@@ -213,7 +213,11 @@ pub struct Config {
     pub advertise: Option<String>,
 
     /// How often each peer is probed, in ms.
-    #[arg(long, env = "REGISTRY_CLUSTER_PROBE_INTERVAL_MS", default_value_t = 2_000)]
+    #[arg(
+        long,
+        env = "REGISTRY_CLUSTER_PROBE_INTERVAL_MS",
+        default_value_t = 2_000
+    )]
     pub cluster_probe_interval_ms: u64,
 
     /// Failed probes in a row after which a peer is DOWN.
@@ -221,7 +225,11 @@ pub struct Config {
     pub cluster_probe_failures: u32,
 
     /// Time a relayed request may take before the client gets a 503, in ms.
-    #[arg(long, env = "REGISTRY_CLUSTER_RELAY_TIMEOUT_MS", default_value_t = 3_000)]
+    #[arg(
+        long,
+        env = "REGISTRY_CLUSTER_RELAY_TIMEOUT_MS",
+        default_value_t = 3_000
+    )]
     pub cluster_relay_timeout_ms: u64,
 
     /// Window in which changes to one service merge into one replication
@@ -231,7 +239,11 @@ pub struct Config {
 
     /// How often a node sends the checksums of the services it is
     /// responsible for, in ms.
-    #[arg(long, env = "REGISTRY_DISTRO_VERIFY_INTERVAL_MS", default_value_t = 5_000)]
+    #[arg(
+        long,
+        env = "REGISTRY_DISTRO_VERIFY_INTERVAL_MS",
+        default_value_t = 5_000
+    )]
     pub distro_verify_interval_ms: u64,
 
     /// File holding the secret peers present to each other (at least 16

@@ -34,11 +34,10 @@ fn keep_beating(
         loop {
             let addr = addrs[turn % addrs.len()];
             turn += 1;
-            let target =
-                format!("/nacos/v1/ns/instance/beat?serviceName={service}&ip=127.0.0.1&port={port}");
-            if let Ok(Ok(mut c)) =
-                tokio::time::timeout(SECOND, binary::Conn::open(addr)).await
-            {
+            let target = format!(
+                "/nacos/v1/ns/instance/beat?serviceName={service}&ip=127.0.0.1&port={port}"
+            );
+            if let Ok(Ok(mut c)) = tokio::time::timeout(SECOND, binary::Conn::open(addr)).await {
                 let _ = tokio::time::timeout(SECOND, c.call(Method::Put, &target)).await;
             }
             tokio::select! {
@@ -92,7 +91,12 @@ async fn three_nodes_relay_replicate_and_push() {
     let stop = keep_beating(&c, &[1], &svc, 7001);
     tokio::time::sleep(Duration::from_millis(4_500)).await;
     for n in &c.nodes {
-        assert_eq!(n.hosts(&svc).await, Some(vec![(7001, true)]), "{}", c.describe(&svc).await);
+        assert_eq!(
+            n.hosts(&svc).await,
+            Some(vec![(7001, true)]),
+            "{}",
+            c.describe(&svc).await
+        );
     }
     assert!(b.metric("registry_cluster_relayed_total").await >= 5.0);
     drop(stop);
@@ -133,9 +137,14 @@ async fn owner_killed_survivors_take_over_and_restart_catches_up() {
     let (a, b) = (&c.nodes[0], &c.nodes[1]);
     let down = until(SECOND * 5, "A and B see C DOWN", || async {
         let dead = c.nodes[2].addr.to_string();
-        [a, b].iter().all(|_| true)
-            && a.members().await.iter().any(|(m, s)| *m == dead && s == "DOWN")
-            && b.members().await.iter().any(|(m, s)| *m == dead && s == "DOWN")
+        a.members()
+            .await
+            .iter()
+            .any(|(m, s)| *m == dead && s == "DOWN")
+            && b.members()
+                .await
+                .iter()
+                .any(|(m, s)| *m == dead && s == "DOWN")
     })
     .await;
     println!("failure detected {down:?} after kill -9");
@@ -156,8 +165,13 @@ async fn owner_killed_survivors_take_over_and_restart_catches_up() {
         if ha == Some(vec![(8001, true)]) && hb == Some(vec![(8001, true)]) {
             break;
         }
-        assert!(started.elapsed() < SECOND * 10, "{}", c.describe(&svc).await);
-        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(50), udp.recv(&mut buf)).await {
+        assert!(
+            started.elapsed() < SECOND * 10,
+            "{}",
+            c.describe(&svc).await
+        );
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(50), udp.recv(&mut buf)).await
+        {
             if let Ok(p) = decode_push(&buf[..n]) {
                 pushes.push(p.data);
             }
@@ -167,7 +181,10 @@ async fn owner_killed_survivors_take_over_and_restart_catches_up() {
     // The subscriber on a survivor was pushed the list without 8002.
     let drained = tokio::time::timeout(SECOND * 3, async {
         loop {
-            if pushes.iter().any(|d| d.contains("8001") && !d.contains("8002")) {
+            if pushes
+                .iter()
+                .any(|d| d.contains("8001") && !d.contains("8002"))
+            {
                 return;
             }
             let n = udp.recv(&mut buf).await.unwrap();
@@ -181,18 +198,31 @@ async fn owner_killed_survivors_take_over_and_restart_catches_up() {
     // The instance kept beating through survivors outlives several timeouts.
     tokio::time::sleep(SECOND * 4).await;
     for n in [a, b] {
-        assert_eq!(n.hosts(&svc).await, Some(vec![(8001, true)]), "{}", c.describe(&svc).await);
+        assert_eq!(
+            n.hosts(&svc).await,
+            Some(vec![(8001, true)]),
+            "{}",
+            c.describe(&svc).await
+        );
     }
 
     // Restarted, C loads a snapshot before it serves, then lists the same.
     c.nodes[2].restart().await;
-    until(SECOND * 10, "C ready again", || async { c.nodes[2].ready().await }).await;
+    until(SECOND * 10, "C ready again", || async {
+        c.nodes[2].ready().await
+    })
+    .await;
     assert_eq!(
         c.nodes[2].hosts(&svc).await,
         Some(vec![(8001, true)]),
         "first answer after restart"
     );
-    assert!(c.nodes[2].metric("registry_cluster_snapshots_loaded_total").await >= 1.0);
+    assert!(
+        c.nodes[2]
+            .metric("registry_cluster_snapshots_loaded_total")
+            .await
+            >= 1.0
+    );
     c.until_all_up(SECOND * 10).await;
     tokio::time::sleep(SECOND * 2).await;
     c.until_everywhere(&svc, &[(8001, true)], SECOND * 5).await;
@@ -206,12 +236,22 @@ async fn frozen_node_converges_through_checksums() {
     let other = c.service_owned_by(0, "frozen-a");
     assert_eq!(c.nodes[0].register(&owned_by_c, 9001).await.0, 200);
     let _beat1 = keep_beating(&c, &[0, 1], &owned_by_c, 9001);
-    c.until_everywhere(&owned_by_c, &[(9001, true)], SECOND * 3).await;
+    c.until_everywhere(&owned_by_c, &[(9001, true)], SECOND * 3)
+        .await;
 
     c.nodes[2].signal("STOP");
     let dead = c.nodes[2].addr.to_string();
-    until(SECOND * 5, "A sees C DOWN", || async {
-        c.nodes[0].members().await.iter().any(|(m, s)| *m == dead && s == "DOWN")
+    until(SECOND * 5, "A and B see C DOWN", || async {
+        c.nodes[0]
+            .members()
+            .await
+            .iter()
+            .any(|(m, s)| *m == dead && s == "DOWN")
+            && c.nodes[1]
+                .members()
+                .await
+                .iter()
+                .any(|(m, s)| *m == dead && s == "DOWN")
     })
     .await;
     // Changes while C is frozen: a new beating instance, a deregistration,
@@ -240,7 +280,8 @@ async fn frozen_node_converges_through_checksums() {
     println!("converged {took:?} after SIGCONT");
     c.until_all_up(SECOND * 10).await;
     tokio::time::sleep(SECOND * 2).await;
-    c.until_everywhere(&owned_by_c, &[(9002, true)], SECOND * 3).await;
+    c.until_everywhere(&owned_by_c, &[(9002, true)], SECOND * 3)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,7 +290,16 @@ async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
     let secret_file = dir.path().join("secret");
     std::fs::write(&secret_file, "a-cluster-secret-of-some-length\n").unwrap();
     let secret_arg = secret_file.to_str().unwrap();
-    let c = TestCluster::start(2, &["--cluster-secret-file", secret_arg, "--max-body-bytes", "65536"]).await;
+    let c = TestCluster::start(
+        2,
+        &[
+            "--cluster-secret-file",
+            secret_arg,
+            "--max-body-bytes",
+            "65536",
+        ],
+    )
+    .await;
     let target = &c.nodes[0];
     let sender = c.nodes[1].addr.to_string();
     let datum = |v: u32, from: &str, secret: &str| {
@@ -277,15 +327,71 @@ async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
         }
     };
     let cases: Vec<(&str, String, &'static str, u16, &str)> = vec![
-        ("non-member source", datum(1, &sender, secret), "127.0.0.2", 403, "only accepted from cluster members"),
-        ("wrong secret", datum(1, &sender, "guess-guess-guess"), "127.0.0.1", 403, "cluster secret"),
-        ("no secret", datum(1, &sender, "").replace(r#""secret":"","#, ""), "127.0.0.1", 403, "cluster secret"),
-        ("non-member sender", datum(1, "127.0.0.1:1", secret), "127.0.0.1", 403, "not another member"),
-        ("itself as sender", datum(1, &target.addr.to_string(), secret), "127.0.0.1", 403, "not another member"),
-        ("old version", datum(0, &sender, secret), "127.0.0.1", 400, "unsupported peer protocol version 0"),
-        ("malformed", "{\"v\":1,\"from\":".to_owned(), "127.0.0.1", 400, "malformed peer message"),
-        ("wrong shape", format!(r#"{{"v":1,"from":"{sender}","node":5,"secret":"{secret}","body":{{"items":7}}}}"#), "127.0.0.1", 400, "malformed peer message"),
-        ("oversized", format!("{}{}", datum(1, &sender, secret), " ".repeat(70_000)), "127.0.0.1", 413, ""),
+        (
+            "non-member source",
+            datum(1, &sender, secret),
+            "127.0.0.2",
+            403,
+            "only accepted from cluster members",
+        ),
+        (
+            "wrong secret",
+            datum(1, &sender, "guess-guess-guess"),
+            "127.0.0.1",
+            403,
+            "cluster secret",
+        ),
+        (
+            "no secret",
+            datum(1, &sender, "").replace(r#""secret":"","#, ""),
+            "127.0.0.1",
+            403,
+            "cluster secret",
+        ),
+        (
+            "non-member sender",
+            datum(1, "127.0.0.1:1", secret),
+            "127.0.0.1",
+            403,
+            "not another member",
+        ),
+        (
+            "itself as sender",
+            datum(1, &target.addr.to_string(), secret),
+            "127.0.0.1",
+            403,
+            "not another member",
+        ),
+        (
+            "old version",
+            datum(0, &sender, secret),
+            "127.0.0.1",
+            400,
+            "unsupported peer protocol version 0",
+        ),
+        (
+            "malformed",
+            "{\"v\":1,\"from\":".to_owned(),
+            "127.0.0.1",
+            400,
+            "malformed peer message",
+        ),
+        (
+            "wrong shape",
+            format!(
+                r#"{{"v":1,"from":"{sender}","node":5,"secret":"{secret}","body":{{"items":7}}}}"#
+            ),
+            "127.0.0.1",
+            400,
+            "malformed peer message",
+        ),
+        (
+            "oversized",
+            format!("{}{}", datum(1, &sender, secret), " ".repeat(70_000)),
+            "127.0.0.1",
+            413,
+            "",
+        ),
     ];
     for (what, body, source, status, text) in cases {
         let (got, answer) = put(body, source).await;
@@ -303,7 +409,11 @@ async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
         )
         .await
         .unwrap();
-    assert_eq!((status, text.contains("cluster members")), (403, true), "{text}");
+    assert_eq!(
+        (status, text.contains("cluster members")),
+        (403, true),
+        "{text}"
+    );
     // Nothing applied anywhere.
     for n in &c.nodes {
         assert_eq!(n.ports("evil").await, Some(vec![]));
@@ -329,7 +439,8 @@ async fn python_client_with_every_address_survives_a_node_restart() {
         python.display()
     );
     let mut c = TestCluster::start(3, &[]).await;
-    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/compat/python_cluster.py");
+    let script =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/compat/python_cluster.py");
     let client = tokio::process::Command::new(python)
         .arg(script)
         .arg(&c.members)
@@ -344,7 +455,10 @@ async fn python_client_with_every_address_survives_a_node_restart() {
     c.nodes[owner].kill9().await;
     tokio::time::sleep(SECOND * 3).await;
     c.nodes[owner].restart().await;
-    until(SECOND * 10, "the restarted node is ready", || async { c.nodes[owner].ready().await }).await;
+    until(SECOND * 10, "the restarted node is ready", || async {
+        c.nodes[owner].ready().await
+    })
+    .await;
     let out = tokio::time::timeout(SECOND * 60, client)
         .await
         .expect("client finished")
@@ -359,4 +473,158 @@ async fn python_client_with_every_address_survives_a_node_restart() {
         c.logs()
     );
     println!("{stdout}");
+}
+
+/// xorshift64*: a small reproducible generator (the seed is printed).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Writes through random nodes, retried on the 503s of takeover windows.
+async fn write_somewhere(c: &TestCluster, rng: &mut Rng, method: Method, target: &str) {
+    for _ in 0..40 {
+        let node = &c.nodes[rng.below(c.nodes.len() as u64) as usize];
+        if let Some((200, _)) = node.try_call(method, target).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no node accepted {target}\n{}", c.logs());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_operations_and_restarts_converge_to_the_model() {
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex};
+
+    let seed = std::env::var("CLUSTER_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("CLUSTER_SEED={seed}");
+    let mut rng = Rng(seed);
+    let mut c = TestCluster::start(3, &[]).await;
+    let services = ["rnd-a", "rnd-b", "rnd-c", "rnd-d"];
+    // Instances that beat, as a client does: every 200 ms through a random
+    // node, registering again when told 20404 (Nacos's client does this).
+    let beating: Arc<Mutex<BTreeSet<(usize, u16)>>> = Arc::default();
+    let addrs: Vec<_> = c.nodes.iter().map(|n| n.addr).collect();
+    let beater = {
+        let beating = beating.clone();
+        tokio::spawn(async move {
+            let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
+            loop {
+                let now: Vec<(usize, u16)> = beating.lock().unwrap().iter().copied().collect();
+                for (s, port) in now {
+                    let addr = addrs[rng.below(addrs.len() as u64) as usize];
+                    let svc = services[s];
+                    let beat = format!(
+                        "/nacos/v1/ns/instance/beat?serviceName={svc}&ip=127.0.0.1&port={port}"
+                    );
+                    let Ok(Ok(mut conn)) =
+                        tokio::time::timeout(SECOND, binary::Conn::open(addr)).await
+                    else {
+                        continue;
+                    };
+                    if let Ok(Ok((200, body))) =
+                        tokio::time::timeout(SECOND, conn.call(Method::Put, &beat)).await
+                    {
+                        if body.contains("20404") && beating.lock().unwrap().contains(&(s, port)) {
+                            let reg = format!(
+                                "/nacos/v1/ns/instance?serviceName={svc}&ip=127.0.0.1&port={port}"
+                            );
+                            let _ =
+                                tokio::time::timeout(SECOND, conn.call(Method::Post, &reg)).await;
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+
+    let mut restarts = 0;
+    for _ in 0..40 {
+        let s = rng.below(services.len() as u64) as usize;
+        let port = 1 + rng.below(5) as u16;
+        let svc = services[s];
+        let target = format!("/nacos/v1/ns/instance?serviceName={svc}&ip=127.0.0.1&port={port}");
+        match rng.below(10) {
+            0..=3 => {
+                write_somewhere(&c, &mut rng, Method::Post, &target).await;
+                beating.lock().unwrap().insert((s, port));
+            }
+            4 => {
+                // Registered, then silent: must expire.
+                beating.lock().unwrap().remove(&(s, port));
+                write_somewhere(&c, &mut rng, Method::Post, &target).await;
+            }
+            5..=6 => {
+                beating.lock().unwrap().remove(&(s, port));
+                write_somewhere(&c, &mut rng, Method::Delete, &target).await;
+            }
+            7 => {
+                beating.lock().unwrap().remove(&(s, port));
+            }
+            8 if restarts < 2 => {
+                restarts += 1;
+                let n = rng.below(3) as usize;
+                c.nodes[n].restart().await;
+                until(SECOND * 10, "restarted node ready", || async {
+                    c.nodes[n].ready().await
+                })
+                .await;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(rng.below(150))).await,
+        }
+    }
+    // Quiescence: beats go on, silent instances pass their delete timeout,
+    // checksums run a few rounds.
+    c.until_all_up(SECOND * 10).await;
+    tokio::time::sleep(SECOND * 5).await;
+    let model = beating.lock().unwrap().clone();
+    for (s, svc) in services.iter().enumerate() {
+        let expected: Vec<(u16, bool)> = model
+            .iter()
+            .filter(|(ms, _)| *ms == s)
+            .map(|(_, p)| (*p, true))
+            .collect();
+        let limit = SECOND * 10;
+        let what = format!("every node lists {svc} as {expected:?} (seed {seed})");
+        let mut last = String::new();
+        let ok = tokio::time::timeout(limit, async {
+            loop {
+                let mut all = true;
+                for n in &c.nodes {
+                    all &= n.hosts(svc).await.as_deref() == Some(&expected[..]);
+                }
+                if all {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        if ok.is_err() {
+            last = c.describe(svc).await;
+        }
+        assert!(ok.is_ok(), "not within {limit:?}: {what}\n{last}");
+    }
+    beater.abort();
 }

@@ -70,7 +70,10 @@ pub(crate) fn handle(
             let m: Envelope<Checksums> = admit(ex, cluster)?;
             if m.body.parts == 0 || m.body.part >= m.body.parts {
                 cluster.stats.refused.inc();
-                return Err(Failure::new(400, "malformed peer message: part out of range"));
+                return Err(Failure::new(
+                    400,
+                    "malformed peer message: part out of range",
+                ));
             }
             on_checksums(app, cluster, &m.from, &m.body);
             Ok(Reply::Text("ok"))
@@ -84,7 +87,10 @@ pub(crate) fn handle(
             let m: Envelope<SnapshotPart> = admit(ex, cluster)?;
             if m.body.parts == 0 || m.body.part >= m.body.parts {
                 cluster.stats.refused.inc();
-                return Err(Failure::new(400, "malformed peer message: part out of range"));
+                return Err(Failure::new(
+                    400,
+                    "malformed peer message: part out of range",
+                ));
             }
             scratch.body = distro::encode_answer(&answer_snapshot(app, cluster, m.body));
             Ok(Reply::Json)
@@ -130,7 +136,10 @@ fn single_node(ex: &Exchange<'_>, route: Route, scratch: &mut Scratch) -> Result
 }
 
 /// Checks a peer request's origin, secret and message; counts refusals.
-fn admit<T: DeserializeOwned>(ex: &Exchange<'_>, cluster: &Cluster) -> Result<Envelope<T>, Failure> {
+fn admit<T: DeserializeOwned>(
+    ex: &Exchange<'_>,
+    cluster: &Cluster,
+) -> Result<Envelope<T>, Failure> {
     let refuse = |status: u16, text: String| {
         cluster.stats.refused.inc();
         tracing::debug!(peer = %ex.peer, status, %text, "peer request refused");
@@ -139,15 +148,17 @@ fn admit<T: DeserializeOwned>(ex: &Exchange<'_>, cluster: &Cluster) -> Result<En
     if !cluster.is_member_ip(ex.peer.ip()) {
         return Err(refuse(
             403,
-            format!("peer requests are only accepted from cluster members, not {}", ex.peer.ip()),
+            format!(
+                "peer requests are only accepted from cluster members, not {}",
+                ex.peer.ip()
+            ),
         ));
     }
     let m: Envelope<T> = distro::decode(&ex.request.body, cluster.config.max_message)
         .map_err(|e: DistroError| refuse(400, e.to_string()))?;
     let sender_ok = m.from != cluster.config.me
         && cluster.peer(&m.from).is_some()
-        && m
-            .from
+        && m.from
             .parse::<std::net::SocketAddr>()
             .is_ok_and(|a| a.ip() == ex.peer.ip());
     if !sender_ok {

@@ -364,7 +364,10 @@ pub(crate) async fn probe_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: Can
         let started = app.clock.now();
         let gap = started.0.saturating_sub(cluster.last_round.get());
         if gap > interval.as_millis() as u64 * 3 + 1_000 && cluster.is_ready() {
-            tracing::warn!(gap_ms = gap, "probe rounds stalled; reloading the cluster snapshot");
+            tracing::warn!(
+                gap_ms = gap,
+                "probe rounds stalled; reloading the cluster snapshot"
+            );
             cluster.set_ready(&app, false);
         }
         probe_round(&cluster).await;

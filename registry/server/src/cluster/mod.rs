@@ -260,9 +260,17 @@ pub fn start(app: &Arc<App>, cancel: &CancellationToken) -> Vec<tokio::task::Joi
     let (repair_tx, repair_rx) = mpsc::channel(64);
     cluster.set_repairs(repair_tx);
     vec![
-        tokio::spawn(members::probe_loop(app.clone(), cluster.clone(), cancel.clone())),
+        tokio::spawn(members::probe_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
         tokio::spawn(replicate::run(app.clone(), cluster.clone(), cancel.clone())),
-        tokio::spawn(verify::checksum_loop(app.clone(), cluster.clone(), cancel.clone())),
+        tokio::spawn(verify::checksum_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
         tokio::spawn(verify::repair_loop(
             app.clone(),
             cluster.clone(),
@@ -302,22 +310,77 @@ impl Cluster {
         let s = &self.stats;
         let mut text = String::with_capacity(4096);
         let counters: [(&str, &str, u64); 13] = [
-            ("registry_cluster_relayed_total", "Client requests relayed to the responsible node.", s.relayed.get()),
-            ("registry_cluster_relay_failed_total", "Relays that found the responsible node unreachable (answered 503).", s.relay_failed.get()),
-            ("registry_cluster_datums_sent_total", "Service states sent to peers, one per service per peer.", s.datums_sent.get()),
-            ("registry_cluster_send_failed_total", "Peer messages that failed or were refused.", s.send_failed.get()),
-            ("registry_cluster_oversize_total", "Service states too large for one peer message.", s.oversize.get()),
-            ("registry_cluster_datums_applied_total", "Service states from peers applied here.", s.datums_applied.get()),
-            ("registry_cluster_datums_stale_total", "Service states from peers already held.", s.datums_stale.get()),
-            ("registry_cluster_datums_invalid_total", "Service states from peers refused as invalid.", s.datums_invalid.get()),
-            ("registry_cluster_checksum_repairs_total", "Services fetched or dropped because checksums differed.", s.repairs.get()),
-            ("registry_cluster_peer_refused_total", "Peer requests refused (non-member, secret, version, malformed).", s.refused.get()),
-            ("registry_cluster_view_changes_total", "Changes of the responsible-node view.", s.view_changes.get()),
-            ("registry_cluster_takeover_leases_total", "Leases renewed when taking services over.", s.takeover_leases.get()),
-            ("registry_cluster_snapshots_loaded_total", "Full snapshots loaded from a peer.", s.snapshots_loaded.get()),
+            (
+                "registry_cluster_relayed_total",
+                "Client requests relayed to the responsible node.",
+                s.relayed.get(),
+            ),
+            (
+                "registry_cluster_relay_failed_total",
+                "Relays that found the responsible node unreachable (answered 503).",
+                s.relay_failed.get(),
+            ),
+            (
+                "registry_cluster_datums_sent_total",
+                "Service states sent to peers, one per service per peer.",
+                s.datums_sent.get(),
+            ),
+            (
+                "registry_cluster_send_failed_total",
+                "Peer messages that failed or were refused.",
+                s.send_failed.get(),
+            ),
+            (
+                "registry_cluster_oversize_total",
+                "Service states too large for one peer message.",
+                s.oversize.get(),
+            ),
+            (
+                "registry_cluster_datums_applied_total",
+                "Service states from peers applied here.",
+                s.datums_applied.get(),
+            ),
+            (
+                "registry_cluster_datums_stale_total",
+                "Service states from peers already held.",
+                s.datums_stale.get(),
+            ),
+            (
+                "registry_cluster_datums_invalid_total",
+                "Service states from peers refused as invalid.",
+                s.datums_invalid.get(),
+            ),
+            (
+                "registry_cluster_checksum_repairs_total",
+                "Services fetched or dropped because checksums differed.",
+                s.repairs.get(),
+            ),
+            (
+                "registry_cluster_peer_refused_total",
+                "Peer requests refused (non-member, secret, version, malformed).",
+                s.refused.get(),
+            ),
+            (
+                "registry_cluster_view_changes_total",
+                "Changes of the responsible-node view.",
+                s.view_changes.get(),
+            ),
+            (
+                "registry_cluster_takeover_leases_total",
+                "Leases renewed when taking services over.",
+                s.takeover_leases.get(),
+            ),
+            (
+                "registry_cluster_snapshots_loaded_total",
+                "Full snapshots loaded from a peer.",
+                s.snapshots_loaded.get(),
+            ),
         ];
         for (name, help, v) in counters {
-            let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+            let _ = writeln!(
+                text,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
         }
         let _ = writeln!(
             text,
@@ -343,13 +406,19 @@ impl Cluster {
             "# HELP registry_cluster_replication_lag_seconds Owner's change to its application here.\n\
              # TYPE registry_cluster_replication_lag_seconds histogram"
         );
-        s.lag_ms.render(&mut text, "registry_cluster_replication_lag_seconds", "", 1e3);
+        s.lag_ms.render(
+            &mut text,
+            "registry_cluster_replication_lag_seconds",
+            "",
+            1e3,
+        );
         let _ = writeln!(
             text,
             "# HELP registry_cluster_relay_seconds Round trip of a relayed request.\n\
              # TYPE registry_cluster_relay_seconds histogram"
         );
-        s.relay_latency.render(&mut text, "registry_cluster_relay_seconds", "", 1e6);
+        s.relay_latency
+            .render(&mut text, "registry_cluster_relay_seconds", "", 1e6);
         out.extend_from_slice(text.as_bytes());
     }
 }

@@ -127,7 +127,10 @@ pub(crate) fn intercept(
             return Err(Failure::new(503, format!("{target} is not a member")));
         };
         let answer = peer.relay_link().call(bytes).await;
-        cluster.stats.relay_latency.record_duration(started.elapsed());
+        cluster
+            .stats
+            .relay_latency
+            .record_duration(started.elapsed());
         match answer {
             Ok(a) => {
                 cluster.stats.relayed.inc();

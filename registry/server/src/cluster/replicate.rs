@@ -145,7 +145,9 @@ pub(super) fn datum_of(store: &Store, key: &ServiceKey, revision: u64, changed_m
 /// A snapshot as the wire carries it.
 pub(super) fn state_of(snap: &ServiceSnapshot) -> ServiceState {
     let pairs = |m: &Metadata| -> Vec<(String, String)> {
-        m.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+        m.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
     };
     ServiceState {
         protect_threshold: snap.protect_threshold(),
@@ -200,7 +202,10 @@ pub(crate) fn apply_datums(
         let service = ServiceRef::new(&d.ns, &d.service);
         let outcome = match &d.state {
             Some(state) => match replica_of(state, origin) {
-                Ok(replica) => app.store.apply_replica(service, &replica, now).map_err(|_| ()),
+                Ok(replica) => app
+                    .store
+                    .apply_replica(service, &replica, now)
+                    .map_err(|_| ()),
                 Err(()) => Err(()),
             },
             None => Ok(remove(app, service, origin)),

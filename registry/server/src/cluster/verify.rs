@@ -81,7 +81,9 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
             }
         });
         let budget = cluster.config.max_message / 2;
-        let parts = (owned.len() * CHECKSUM_ENTRY_BYTES).div_ceil(budget.max(1)).max(1) as u32;
+        let parts = (owned.len() * CHECKSUM_ENTRY_BYTES)
+            .div_ceil(budget.max(1))
+            .max(1) as u32;
         let mut lists: Vec<Checksums> = (0..parts)
             .map(|part| Checksums {
                 part,
@@ -105,7 +107,10 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
             tokio::spawn(async move {
                 let peer = &cluster.peers()[i];
                 for body in bodies.iter() {
-                    if send(peer, Method::Put, distro::CHECKSUM_PATH, body).await.is_err() {
+                    if send(peer, Method::Put, distro::CHECKSUM_PATH, body)
+                        .await
+                        .is_err()
+                    {
                         cluster.stats.send_failed.inc();
                         return;
                     }

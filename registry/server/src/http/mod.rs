@@ -136,14 +136,9 @@ impl Later<'_> {
                 self.head_only,
                 self.connection,
             ),
-            Ok(Done::Relayed(status, ct, body)) => respond(
-                out,
-                *status,
-                *ct,
-                body,
-                self.head_only,
-                self.connection,
-            ),
+            Ok(Done::Relayed(status, ct, body)) => {
+                respond(out, *status, *ct, body, self.head_only, self.connection)
+            }
             Err(f) => respond(
                 out,
                 f.status,

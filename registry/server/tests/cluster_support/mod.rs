@@ -84,7 +84,12 @@ impl Node {
             .open(&self.log)
             .expect("open log");
         let mut child = Command::new(env!("CARGO_BIN_EXE_registry"))
-            .args(["--listen", &self.addr.to_string(), "--udp-listen", "127.0.0.1:0"])
+            .args([
+                "--listen",
+                &self.addr.to_string(),
+                "--udp-listen",
+                "127.0.0.1:0",
+            ])
             .args(["--members", &self.members])
             .args(FAST)
             .args(&self.extra)
@@ -103,7 +108,8 @@ impl Node {
             .expect("registry started within 30 s")
             .expect("read stdout");
         assert!(
-            line.as_deref().is_some_and(|l| l.starts_with("registry listening on")),
+            line.as_deref()
+                .is_some_and(|l| l.starts_with("registry listening on")),
             "unexpected start: {line:?}\n{}",
             self.log_text()
         );
@@ -202,7 +208,12 @@ impl Node {
         let mut hosts: Vec<(u16, bool)> = v["hosts"]
             .as_array()?
             .iter()
-            .map(|h| (h["port"].as_u64().unwrap_or(0) as u16, h["healthy"].as_bool().unwrap_or(false)))
+            .map(|h| {
+                (
+                    h["port"].as_u64().unwrap_or(0) as u16,
+                    h["healthy"].as_bool().unwrap_or(false),
+                )
+            })
             .collect();
         hosts.sort();
         Some(hosts)
@@ -210,20 +221,29 @@ impl Node {
 
     /// Ports of `service`'s instances (any health).
     pub async fn ports(&self, service: &str) -> Option<Vec<u16>> {
-        Some(self.hosts(service).await?.into_iter().map(|(p, _)| p).collect())
+        Some(
+            self.hosts(service)
+                .await?
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect(),
+        )
     }
 
     /// Whether the node says it is ready.
     pub async fn ready(&self) -> bool {
         matches!(
-            self.try_call(Method::Get, "/nacos/v1/console/health/readiness").await,
+            self.try_call(Method::Get, "/nacos/v1/console/health/readiness")
+                .await,
             Some((200, _))
         )
     }
 
     /// Member states as the node lists them: `address -> state`.
     pub async fn members(&self) -> Vec<(String, String)> {
-        let Some((200, body)) = self.try_call(Method::Get, "/nacos/v1/core/cluster/nodes").await
+        let Some((200, body)) = self
+            .try_call(Method::Get, "/nacos/v1/core/cluster/nodes")
+            .await
         else {
             return Vec::new();
         };
@@ -319,7 +339,10 @@ impl TestCluster {
     pub fn owner_among(&self, service: &str, up: &[usize]) -> usize {
         let mut addrs: Vec<String> = up.iter().map(|i| self.nodes[*i].addr.to_string()).collect();
         addrs.sort();
-        let i = registry_proto::distro::responsible_index(&format!("DEFAULT_GROUP@@{service}"), addrs.len());
+        let i = registry_proto::distro::responsible_index(
+            &format!("DEFAULT_GROUP@@{service}"),
+            addrs.len(),
+        );
         self.nodes
             .iter()
             .position(|n| n.addr.to_string() == addrs[i])
