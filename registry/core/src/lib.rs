@@ -11,6 +11,8 @@
 //! - [`store`]: shards, every operation, expiry; who writes what; with the
 //!   cluster's writes (applying a replicated state, lease takeover).
 //! - [`lease`]: the per-shard slab of heartbeat deadlines.
+//! - `service_index`: service names sorted per namespace and group, so a
+//!   page of `/service/list` costs the page, not the registry.
 //! - [`event`]: change events for the notifier.
 //! - [`coalesce`]: merging change events per service within a window.
 //! - [`subscribers`]: push subscriptions, their leases and limits.
@@ -31,6 +33,7 @@ mod intern;
 pub mod lease;
 pub mod metadata;
 pub mod model;
+mod service_index;
 pub mod snapshot;
 pub mod store;
 pub mod subscribers;
@@ -45,7 +48,7 @@ pub use model::{
 };
 pub use snapshot::{Origin, Selection, ServiceSnapshot, View};
 pub use store::{
-    Applied, BeatOutcome, ExpireReport, Replica, ServicePage, Store, StoreConfig, StoreStats,
-    Written,
+    Applied, BeatOutcome, ExpirePass, ExpireReport, Replica, ServicePage, Store, StoreConfig,
+    StoreStats, Written, EXPIRE_STEP_BUDGET,
 };
 pub use subscribers::{Subscribed, SubscriberConfig, SubscriberView, Subscribers, Subscription};

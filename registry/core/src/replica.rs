@@ -161,7 +161,7 @@ impl Store {
         let empty_before = old.instances.is_empty() && !old.explicit;
         let written = self.commit(&mut w, &cell, next, now);
         if empty_now && !empty_before {
-            w.emptied.push(cell.clone());
+            w.emptied.push_back(cell.clone());
             shard.has_emptied.store(true, Ordering::Relaxed);
         }
         Ok(Applied::Written(written))
