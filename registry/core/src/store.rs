@@ -311,6 +311,31 @@ impl Store {
         }
     }
 
+    /// Visits every service, in no particular order, without a lock: for
+    /// scans that filter by more than [`Store::list_services`] can (the
+    /// console's search, its per-namespace counts). A service created or
+    /// removed during the visit may or may not be seen.
+    pub fn for_each_service(&self, mut f: impl FnMut(&ServiceKey, &ServiceCell)) {
+        for shard in self.shards.iter() {
+            let map = shard.services.pin();
+            for (k, cell) in map.iter() {
+                f(k, cell);
+            }
+        }
+    }
+
+    /// When `instance` of `service` last renewed its lease, as encoded in
+    /// its lease slot; `None` for a persistent instance. A display value:
+    /// if the instance was removed since the caller loaded it, the slot may
+    /// already belong to another instance.
+    pub fn last_beat(&self, service: ServiceRef<'_>, instance: &Instance) -> Option<Millis> {
+        if !instance.lease.is_some() {
+            return None;
+        }
+        let deadline = self.shard(service).leases.deadline(instance.lease);
+        (deadline != lease::FREE).then(|| lease::last_beat(deadline, &instance.timeouts))
+    }
+
     // ----- the beat ------------------------------------------------------
 
     /// Renews an ephemeral instance's lease in place. Only an unhealthy →

@@ -15,6 +15,7 @@
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
 //! - [`auth`]: optional Nacos-compatible login and access tokens.
+//! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -28,6 +29,7 @@
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod convert;
 pub mod embed;
 pub mod health;
