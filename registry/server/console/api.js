@@ -32,10 +32,13 @@ function query(params) {
   return q.toString();
 }
 
-async function answer(response) {
+// The body of a response, or an ApiError. A 403 means the token is
+// missing or expired (except on the login itself, where it means a wrong
+// password): the shell then asks for a login.
+async function answer(response, isLogin = false) {
   const text = await response.text();
   if (!response.ok) {
-    if (response.status === 403) window.dispatchEvent(new CustomEvent('registry:denied'));
+    if (response.status === 403 && !isLogin) window.dispatchEvent(new CustomEvent('registry:denied'));
     throw new ApiError(response.status, text);
   }
   const type = response.headers.get('content-type') || '';
@@ -57,7 +60,7 @@ export async function change(method, path, params) {
 // Logs in; the password goes in the form body, never the URL.
 export async function login(username, password) {
   const body = new URLSearchParams({ username, password });
-  const r = await answer(await fetch('/nacos/v1/auth/login', { method: 'POST', body }));
+  const r = await answer(await fetch('/nacos/v1/auth/login', { method: 'POST', body }), true);
   setToken(r.accessToken);
   return r;
 }

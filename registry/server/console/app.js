@@ -52,7 +52,10 @@ async function probeCluster() {
 
 async function boot() {
   const logout = document.getElementById('logout');
-  logout.addEventListener('click', () => { setToken(null); location.hash = '#/login'; route(); });
+  logout.addEventListener('click', () => {
+    setToken(null);
+    if (location.hash === '#/login') route(); else location.hash = '#/login';
+  });
   window.addEventListener('hashchange', route);
   window.addEventListener('registry:denied', () => {
     if (shell.authEnabled) {

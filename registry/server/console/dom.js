@@ -36,14 +36,17 @@ export function append(node, children) {
 }
 
 // A table with a header row and one row per item; `row(item)` returns the
-// `<tr>` (so it can carry data attributes the tests and actions use).
+// `<tr>` (so it can carry data attributes the tests and actions use). A
+// heading written `#Name` heads a numeric (right-aligned) column.
 export function table(headings, items, row, empty = 'Nothing here.') {
   const body = el('tbody', {}, items.map(row));
   if (items.length === 0) {
     body.append(el('tr', {}, el('td', { colSpan: headings.length, class: 'muted' }, empty)));
   }
   return el('table', {},
-    el('thead', {}, el('tr', {}, headings.map((h) => el('th', { scope: 'col' }, h)))),
+    el('thead', {}, el('tr', {}, headings.map((h) => (h.startsWith('#')
+      ? el('th', { scope: 'col', class: 'num' }, h.slice(1))
+      : el('th', { scope: 'col' }, h))))),
     body);
 }
 

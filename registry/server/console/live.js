@@ -69,7 +69,7 @@ function section(state, before, after, seconds, history) {
     el('h2', {}, 'Requests/s over the last two minutes'),
     el('canvas', { id: 'live-chart', width: 900, height: 120 }),
     el('h2', {}, 'By operation'),
-    table(['Operation', 'Requests/s', 'Total'], ops, (o) => el('tr', { class: 'op-row', dataset: { route: o.route } },
+    table(['Operation', '#Requests/s', '#Total'], ops, (o) => el('tr', { class: 'op-row', dataset: { route: o.route } },
       el('td', { class: 'mono' }, o.route),
       el('td', { class: 'num' }, rate(o.perSecond)),
       el('td', { class: 'num' }, o.total.toLocaleString())), 'No requests yet.'),

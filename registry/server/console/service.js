@@ -138,7 +138,7 @@ export async function render(root, params) {
       el('span', { class: 'muted small' }, ` in ${svc.namespaceId}, revision ${svc.revision}`)),
     settingsCard(svc, reload),
     el('h2', {}, 'Clusters'),
-    table(['Cluster', 'Instances', 'Healthy'], detail.clusters, (c) => el('tr', {},
+    table(['Cluster', '#Instances', '#Healthy'], detail.clusters, (c) => el('tr', {},
       el('td', {}, c.name), el('td', { class: 'num' }, c.instanceCount), el('td', { class: 'num' }, c.healthyCount))),
     el('h2', {}, `Instances (${instances.count})`),
     table(['Cluster', 'Address', 'Health', 'Traffic', 'Weight', 'Kind', 'Metadata', 'Last beat', 'Actions'],
@@ -146,7 +146,7 @@ export async function render(root, params) {
     instances.count > instances.list.length
       ? el('p', { class: 'muted' }, `Showing the first ${instances.list.length} of ${instances.count}.`) : null,
     el('h2', {}, `Subscribers (${subs.count})`),
-    table(['Address', 'Protocol', 'Client version', 'Clusters', 'Healthy only', 'Lease left'], subs.subscribers,
+    table(['Address', 'Protocol', 'Client version', 'Clusters', 'Healthy only', '#Lease left'], subs.subscribers,
       (s) => el('tr', { class: 'subscriber-row', dataset: { addr: s.addrStr } },
         el('td', { class: 'mono' }, s.addrStr),
         el('td', {}, s.protocol),

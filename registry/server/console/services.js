@@ -105,7 +105,7 @@ export async function render(root, params) {
   });
   const elapsed = performance.now() - started;
   const rows = table(
-    ['Service', 'Group', 'Clusters', 'Instances', 'Healthy', 'Disabled', 'Subscribers'],
+    ['Service', 'Group', '#Clusters', '#Instances', '#Healthy', '#Disabled', '#Subscribers'],
     r.serviceList,
     (s) => el('tr', { class: 'service-row', dataset: { service: s.name, group: s.groupName } },
       el('td', {}, viewLink('service', { namespaceId: p.namespaceId, serviceName: s.name, groupName: s.groupName }, s.name)),
