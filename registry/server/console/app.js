@@ -28,6 +28,7 @@ async function route() {
   for (const a of document.querySelectorAll('#nav a')) {
     a.classList.toggle('active', a.dataset.view === name);
   }
+  document.getElementById('logout').hidden = !(shell.authEnabled && token());
   const root = document.getElementById('view');
   root.replaceChildren(el('p', { class: 'muted' }, 'Loading…'));
   document.getElementById('notice').replaceChildren();
@@ -69,7 +70,6 @@ async function boot() {
     shell.authEnabled = state.auth_enabled;
     document.getElementById('server-info').textContent =
       `v${state.version} · ${state.standalone_mode}${state.auth_enabled ? ' · auth on' : ''}`;
-    logout.hidden = !state.auth_enabled;
   } catch (e) {
     notify(`Server state unavailable: ${e.message}`, 'error');
   }

@@ -122,7 +122,8 @@ export async function render(root, params) {
     searchForm(p),
     rows,
     pager(p, r.count),
-    el('p', { class: 'muted small' }, `Answered in ${elapsed.toFixed(0)} ms.`),
+    el('p', { class: 'muted small' }, `Answered in ${elapsed.toFixed(0)} ms; the list of services is`
+      + ` ${(r.indexAgeMs / 1000).toFixed(0)} s old (it follows the registry within seconds), the counts are live.`),
     ipForm(p.namespaceId),
   );
 }

@@ -131,6 +131,11 @@ pub async fn run_app(
     let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
     let health_stop = tokio_util::sync::CancellationToken::new();
     let health = tokio::spawn(health::run(app.clone(), health_stop.clone()));
+    // Ends with the HTTP stage; holds the app weakly, so nothing waits for it.
+    tokio::spawn(console::index::refresh(
+        Arc::downgrade(&app),
+        stages.http.clone(),
+    ));
     let connections = tokio_util::task::TaskTracker::new();
     let acceptor = tokio::spawn(http::serve(
         app.clone(),

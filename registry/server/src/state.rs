@@ -11,6 +11,8 @@
 //! - `health_targets`: written by persistent writes and the restore,
 //!   pruned by the health checker; one mutex, never on ephemeral paths.
 //! - `auth`: read-only after start.
+//! - `console`: the console's name index, written by console page views
+//!   and its refresher (see `crate::console::index`).
 
 use std::collections::HashSet;
 use std::sync::atomic::AtomicUsize;
@@ -62,6 +64,8 @@ pub struct App {
     pub health_stats: HealthStats,
     /// Access control; `None` without `--auth-users`.
     pub auth: Option<Arc<Auth>>,
+    /// The web console's state between requests.
+    pub console: crate::console::index::Console,
     events: mpsc::Sender<ChangeEvent>,
     receiver: Mutex<Option<mpsc::Receiver<ChangeEvent>>>,
     /// Services whose events did not fit in the queue; never more than one
@@ -152,6 +156,7 @@ impl App {
             health_targets: Targets::default(),
             health_stats: HealthStats::default(),
             auth,
+            console: Default::default(),
             events,
             receiver: Mutex::new(Some(receiver)),
             overflow: Mutex::new(HashSet::new()),

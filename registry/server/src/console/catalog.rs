@@ -4,15 +4,13 @@
 //! `service` + `clusters`, `count` + `list`, `count` + `subscribers`), with
 //! the fields Nacos does not have added (subscriber counts, last beat).
 
-use std::cmp::Ordering;
-
 use registry_core::{Instance, ServiceKey, ServiceRef, ServiceSnapshot, Subscription};
 use registry_proto::naming::service::ServiceKey as WireKey;
 use registry_proto::params::Params;
 use serde::Serialize;
 
 use super::bounded;
-use super::page::PageOf;
+use super::index::Query;
 use crate::clock::Clock;
 use crate::convert::MetadataJson;
 use crate::http::error::Failure;
@@ -24,52 +22,6 @@ const MAX_SERVICES_PAGE: usize = 500;
 const MAX_ROWS_PAGE: usize = 1000;
 /// Deepest page: bounds the heap a page scan keeps (`pageNo * pageSize`).
 const MAX_PAGE_NO: usize = 100_000;
-
-/// A service on a page, ordered by grouped name (the namespace is fixed
-/// by the filter).
-struct ByName(ServiceKey);
-
-impl PartialEq for ByName {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.grouped_name() == other.0.grouped_name()
-    }
-}
-
-impl Eq for ByName {}
-
-impl Ord for ByName {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.0.grouped_name().cmp(other.0.grouped_name())
-    }
-}
-
-impl PartialOrd for ByName {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// A borrowed grouped name, compared with kept entries before cloning a key.
-struct Name<'a>(&'a str);
-
-impl PartialEq<ByName> for Name<'_> {
-    fn eq(&self, other: &ByName) -> bool {
-        self.0 == other.0.grouped_name()
-    }
-}
-
-impl PartialOrd<ByName> for Name<'_> {
-    fn partial_cmp(&self, other: &ByName) -> Option<Ordering> {
-        Some(self.0.cmp(other.0.grouped_name()))
-    }
-}
-
-/// Whether `haystack` contains `needle`, ignoring ASCII case (names are
-/// ASCII: `[0-9a-zA-Z@.:_-]`); an empty needle matches everything.
-fn contains_ignore_case(haystack: &str, needle: &str) -> bool {
-    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
-    n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
-}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -91,6 +43,9 @@ struct ServiceRow<'a> {
 struct ServicesPage<'a> {
     count: usize,
     service_list: Vec<ServiceRow<'a>>,
+    /// How old the list of services is (see `console::index`); the counts
+    /// in it are live.
+    index_age_ms: u64,
 }
 
 /// Counts of one snapshot's instances.
@@ -120,7 +75,9 @@ fn counts(s: &ServiceSnapshot) -> Counts {
 
 /// `GET /nacos/v1/ns/catalog/services`: a page of a namespace's services
 /// whose name and group contain the search texts (ignoring case), sorted by
-/// grouped name, with instance and subscriber counts for the page.
+/// grouped name, with live instance and subscriber counts for the page.
+/// Served from the console's name index: O(page) without a search, one
+/// pass over a contiguous buffer with one.
 pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Result<(), Failure> {
     let namespace = params.optional_or("namespaceId", registry_core::DEFAULT_NAMESPACE);
     let name = params.optional_or("serviceNameParam", "").trim();
@@ -128,27 +85,25 @@ pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Re
     let page_no = bounded(params, "pageNo", 1, MAX_PAGE_NO)?;
     let page_size = bounded(params, "pageSize", 10, MAX_SERVICES_PAGE)?;
 
-    let mut page = PageOf::new(page_no, page_size);
-    app.store.for_each_service(|key, _| {
-        if key.namespace() != namespace
-            || !contains_ignore_case(key.service_name(), name)
-            || !contains_ignore_case(key.group(), group)
-        {
-            return;
-        }
-        if page.wants(&Name(key.grouped_name())) {
-            page.offer(ByName(key.clone()));
-        } else {
-            page.count_only();
-        }
+    let now = app.clock.now();
+    let index = app.console.index(&app.store, now);
+    let (count, names) = index.search(&Query {
+        namespace,
+        name,
+        group,
+        page_no,
+        page_size,
     });
-    let (count, keys) = page.finish();
+    let keys: Vec<ServiceKey> = names
+        .iter()
+        .map(|n| ServiceKey::new(namespace, n))
+        .collect();
 
     let snapshots: Vec<_> = keys
         .iter()
-        .map(|k| app.store.snapshot(k.0.as_ref()))
+        .map(|k| app.store.snapshot(k.as_ref()))
         .collect();
-    let subscribers = subscriber_counts(app, keys.iter().map(|k| &k.0));
+    let subscribers = subscriber_counts(app, &keys);
     let service_list = keys
         .iter()
         .zip(&snapshots)
@@ -156,8 +111,8 @@ pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Re
         .map(|((k, snap), subscriber_count)| {
             let c = snap.as_deref().map(counts).unwrap_or_default();
             ServiceRow {
-                name: k.0.service_name(),
-                group_name: k.0.group(),
+                name: k.service_name(),
+                group_name: k.group(),
                 cluster_count: c.clusters,
                 ip_count: c.instances,
                 healthy_instance_count: c.healthy,
@@ -172,21 +127,23 @@ pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Re
         &ServicesPage {
             count,
             service_list,
+            index_age_ms: now.0.saturating_sub(index.built_at.0),
         },
     )
 }
 
 /// Live subscriptions of each service, under one hold of the table's lock.
-fn subscriber_counts<'a>(app: &App, keys: impl Iterator<Item = &'a ServiceKey>) -> Vec<usize> {
+fn subscriber_counts(app: &App, keys: &[ServiceKey]) -> Vec<usize> {
     let now = app.clock.now();
     let table = app.subscribers.lock();
     let mut buf: Vec<Subscription> = Vec::new();
-    keys.map(|k| {
-        buf.clear();
-        table.targets(k, now, &mut buf);
-        buf.len()
-    })
-    .collect()
+    keys.iter()
+        .map(|k| {
+            buf.clear();
+            table.targets(k, now, &mut buf);
+            buf.len()
+        })
+        .collect()
 }
 
 /// The service a request names (`namespaceId`, `serviceName`, `groupName`,
@@ -394,17 +351,4 @@ pub(super) fn subscribers(
 pub(super) fn encode(body: &mut Vec<u8>, value: &impl Serialize) -> Result<(), Failure> {
     serde_json::to_writer(&mut *body, value)
         .map_err(|e| Failure::new(500, format!("Server failed,{e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn search_ignores_case_and_empty_matches_all() {
-        assert!(contains_ignore_case("order-service", "ORDER"));
-        assert!(contains_ignore_case("order-service", ""));
-        assert!(!contains_ignore_case("order", "orders"));
-        assert!(contains_ignore_case("a.b:c", "b:c"));
-    }
 }

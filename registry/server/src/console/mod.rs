@@ -9,10 +9,11 @@
 //! where they exist (`/v1/ns/catalog/*`, `/v1/ns/service/subscribers`,
 //! `/v1/console/namespaces`, `/v1/console/server/state`).
 //!
-//! Cost: a page of services costs one lock-free pass over the service keys
-//! (the search has to look at every name) plus snapshot loads for the page
-//! only; instances, subscribers and details cost O(page). Nothing here takes
-//! a shard's writer lock, so the console cannot stall registrations or beats.
+//! Cost: a page of services is served from a sorted index of the service
+//! names ([`index`]), O(page) plus one pass over a contiguous buffer for a
+//! search; its counts come from the page's snapshots. Instances,
+//! subscribers and details cost O(page). Nothing here takes a shard's
+//! writer lock, so the console cannot stall registrations or beats.
 //!
 //! Served before the naming routes (see `crate::http::answer`): outside the
 //! in-flight bound and the per-route metrics, which describe client traffic.
@@ -25,12 +26,12 @@
 //! - `catalog`: services, one service, its instances and its subscribers.
 //! - `hosts`: namespaces and the instances of one IP across services.
 //! - `state`: what the console's header and live view show about the server.
-//! - [`page`]: choosing one sorted page out of an unsorted scan.
+//! - [`index`]: the sorted name index and its refresher.
 
 pub mod assets;
 mod catalog;
 mod hosts;
-pub mod page;
+pub mod index;
 mod state;
 
 use std::net::SocketAddr;
@@ -47,6 +48,13 @@ use assets::Asset;
 enum Endpoint {
     /// A static file.
     Asset(&'static Asset),
+    /// A JSON endpoint.
+    Data(Data),
+}
+
+/// The console's JSON endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Data {
     /// `GET /nacos/v1/console/server/state`
     ServerState,
     /// `GET /nacos/v1/console/namespaces`
@@ -70,23 +78,24 @@ impl Endpoint {
             Some(p) if p.len() > "/nacos".len() => p,
             _ => path,
         };
-        Some(match path {
-            "/nacos/v1/console/server/state" => Endpoint::ServerState,
-            "/nacos/v1/console/namespaces" => Endpoint::Namespaces,
-            "/nacos/v1/console/instances" => Endpoint::InstancesOfIp,
-            "/nacos/v1/ns/catalog/services" => Endpoint::Services,
-            "/nacos/v1/ns/catalog/service" => Endpoint::Service,
-            "/nacos/v1/ns/catalog/instances" => Endpoint::Instances,
-            "/nacos/v1/ns/service/subscribers" => Endpoint::Subscribers,
-            _ => Endpoint::Asset(assets::find(path)?),
-        })
+        Some(Endpoint::Data(match path {
+            "/nacos/v1/console/server/state" => Data::ServerState,
+            "/nacos/v1/console/namespaces" => Data::Namespaces,
+            "/nacos/v1/console/instances" => Data::InstancesOfIp,
+            "/nacos/v1/ns/catalog/services" => Data::Services,
+            "/nacos/v1/ns/catalog/service" => Data::Service,
+            "/nacos/v1/ns/catalog/instances" => Data::Instances,
+            "/nacos/v1/ns/service/subscribers" => Data::Subscribers,
+            _ => return assets::find(path).map(Endpoint::Asset),
+        }))
     }
+}
 
-    /// Whether a request needs an access token when auth is on. The pages
-    /// themselves hold no data, and `server/state` tells them whether to
-    /// ask for a login.
+impl Data {
+    /// Whether a request needs an access token when auth is on:
+    /// `server/state` tells the page whether to ask for a login.
     fn needs_token(self) -> bool {
-        !matches!(self, Endpoint::Asset(_) | Endpoint::ServerState)
+        self != Data::ServerState
     }
 }
 
@@ -116,36 +125,34 @@ pub(crate) fn answer(
             body.headers.push("Allow: GET, HEAD");
             Ok(body)
         }
-        Some(endpoint) => dispatch(app, endpoint, request, peer),
+        Some(Endpoint::Asset(asset)) => Ok(Response::asset(asset)),
+        Some(Endpoint::Data(data)) => read(app, data, request, peer),
     };
     let response = reply.unwrap_or_else(|f| Response::text(f.status, f.text.into_owned()));
     response.write(out, head_only, connection);
 }
 
-fn dispatch(
+/// Answers a JSON endpoint.
+fn read(
     app: &App,
-    endpoint: Endpoint,
+    data: Data,
     request: &Request<'_>,
     peer: SocketAddr,
 ) -> Result<Response, Failure> {
-    if let Endpoint::Asset(asset) = endpoint {
-        return Ok(Response::asset(asset));
-    }
     let params = Params::from_request(request)?;
-    if let (Some(auth), true) = (&app.auth, endpoint.needs_token()) {
+    if let (Some(auth), true) = (&app.auth, data.needs_token()) {
         auth.check(params.get("accessToken"))
             .map_err(|d| Failure::new(403, d.to_string()))?;
     }
     let mut body = Vec::with_capacity(1024);
-    match endpoint {
-        Endpoint::Asset(_) => unreachable!("answered above"),
-        Endpoint::ServerState => state::server_state(app, &mut body)?,
-        Endpoint::Namespaces => hosts::namespaces(app, &mut body)?,
-        Endpoint::InstancesOfIp => hosts::instances_of_ip(app, &params, &mut body)?,
-        Endpoint::Services => catalog::services(app, &params, &mut body)?,
-        Endpoint::Service => catalog::service(app, &params, &mut body)?,
-        Endpoint::Instances => catalog::instances(app, &params, &mut body)?,
-        Endpoint::Subscribers => catalog::subscribers(app, &params, &mut body)?,
+    match data {
+        Data::ServerState => state::server_state(app, &mut body)?,
+        Data::Namespaces => hosts::namespaces(app, &mut body)?,
+        Data::InstancesOfIp => hosts::instances_of_ip(app, &params, &mut body)?,
+        Data::Services => catalog::services(app, &params, &mut body)?,
+        Data::Service => catalog::service(app, &params, &mut body)?,
+        Data::Instances => catalog::instances(app, &params, &mut body)?,
+        Data::Subscribers => catalog::subscribers(app, &params, &mut body)?,
     }
     tracing::debug!(%peer, path = request.path, "console read");
     Ok(Response::json(body))

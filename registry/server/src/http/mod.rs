@@ -213,6 +213,8 @@ pub(crate) fn answer<'a>(
     };
     let keep_alive = connection != Connection::Close;
     let head_only = request.method == Method::Head;
+    // The console (its pages and read-only endpoints) has its own routes,
+    // auth rule and headers, outside the naming API's bounds and metrics.
     if crate::console::claims(request.path) {
         crate::console::answer(app, request, peer, out, connection);
         return Answered::Now(keep_alive);

@@ -73,6 +73,16 @@ class Api:
             "metadata": json.dumps(meta),
         })
 
+    def members(self):
+        """The cluster's members, or None where the server does not answer
+        the members endpoint (a single node without clustering)."""
+        try:
+            with urllib.request.urlopen(f"{self.base}/nacos/v1/core/cluster/nodes", timeout=10) as r:
+                body = json.loads(r.read().decode())
+        except urllib.error.HTTPError:
+            return None
+        return body["data"] if isinstance(body, dict) else body
+
     def hosts(self, service, group="DEFAULT_GROUP", healthy_only=False):
         r = self.json("/nacos/v1/ns/instance/list", {
             "serviceName": service, "groupName": group, "healthyOnly": str(healthy_only).lower(),
@@ -189,7 +199,9 @@ def check_open(console, api):
         pages = -(-services // 10)
         assert f"Page 1 of {pages} · {services} services" in console.find("#page-info").text, \
             console.find("#page-info").text
-        assert not console.find("#nav-cluster").is_displayed(), "cluster page offered on a single node"
+        members = api.members()
+        assert console.find("#nav-cluster").is_displayed() == (members is not None), \
+            f"cluster page offered: {console.find('#nav-cluster').is_displayed()}, members: {members}"
         console.shot("services")
 
         step("search")
@@ -277,6 +289,13 @@ def check_open(console, api):
         public = row(console, 'tr[data-namespace="public"]')
         assert public is not None and public.text.endswith(str(services)), public and public.text
         console.shot("namespaces")
+
+        if members is not None:
+            step("cluster")
+            console.go("#/cluster", "cluster")
+            addresses = [r.get_attribute("data-address") for r in console.find_all(".member-row")]
+            assert addresses == [m["address"] for m in members], (addresses, members)
+            console.shot("cluster")
 
         step("live")
         console.go("#/live", "live")
