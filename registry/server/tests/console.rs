@@ -110,7 +110,10 @@ async fn console_in_a_real_browser() {
         .collect();
     assert_eq!(
         enabled,
-        vec![("10.0.0.1".to_string(), false), ("10.0.0.4".to_string(), true)]
+        vec![
+            ("10.0.0.1".to_string(), false),
+            ("10.0.0.4".to_string(), true)
+        ]
     );
     server.stop().await;
 }
@@ -167,7 +170,9 @@ async fn pages_and_assets_are_served_with_their_headers() {
         (r.status, r.body.as_str()),
         (404, "Not Found: /nacos/console/missing.js")
     );
-    let r = server.call(Method::Post, "/nacos/v1/ns/catalog/services").await;
+    let r = server
+        .call(Method::Post, "/nacos/v1/ns/catalog/services")
+        .await;
     assert_eq!(
         (r.status, r.body.as_str()),
         (405, "no such api:POST:/nacos/v1/ns/catalog/services")
@@ -318,7 +323,10 @@ async fn with_auth_the_data_needs_a_token_and_the_pages_do_not() {
     let users = dir.path().join("users");
     std::fs::write(
         &users,
-        format!("op:{}\n", hash_password("pw", MIN_ITERATIONS).expect("hash")),
+        format!(
+            "op:{}\n",
+            hash_password("pw", MIN_ITERATIONS).expect("hash")
+        ),
     )
     .expect("users");
     let server = TestServer::with(Config {
@@ -338,10 +346,18 @@ async fn with_auth_the_data_needs_a_token_and_the_pages_do_not() {
         "/nacos/v1/ns/service/subscribers?serviceName=a",
         "/nacos/v1/ns/catalog/services?accessToken=forged",
     ] {
-        assert_eq!(server.call(Method::Get, target).await.status, 403, "{target}");
+        assert_eq!(
+            server.call(Method::Get, target).await.status,
+            403,
+            "{target}"
+        );
     }
     let login = server
-        .call_form(Method::Post, "/nacos/v1/auth/login", "username=op&password=pw")
+        .call_form(
+            Method::Post,
+            "/nacos/v1/auth/login",
+            "username=op&password=pw",
+        )
         .await
         .json();
     let token = login["accessToken"].as_str().expect("token");

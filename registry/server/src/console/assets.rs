@@ -83,7 +83,9 @@ mod tests {
             let text = std::str::from_utf8(a.body).unwrap();
             for line in text.lines().filter(|l| l.starts_with("import ")) {
                 let from = line.rsplit("from").next().unwrap();
-                let name = from.trim().trim_matches(|c| c == '\'' || c == '"' || c == ';');
+                let name = from
+                    .trim()
+                    .trim_matches(|c| c == '\'' || c == '"' || c == ';');
                 let name = name.trim_start_matches("./");
                 assert!(
                     find(&format!("{PREFIX}{name}")).is_some(),

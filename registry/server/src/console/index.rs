@@ -43,13 +43,22 @@ pub struct ServiceIndex {
     pub built_at: Millis,
     /// The store's service count when it was built.
     services: usize,
-    /// Every grouped name, concatenated.
+    /// Every grouped name, concatenated in index order, so a search reads
+    /// memory front to back instead of jumping around it.
     names: String,
     /// Per namespace (sorted): its name and its range in `entries`.
     namespaces: Vec<(String, Range<usize>)>,
-    /// `names[start..end]` of each service, sorted by name within each
-    /// namespace's range.
-    entries: Vec<(u32, u32)>,
+    /// Each service, sorted by name within each namespace's range.
+    entries: Vec<Entry>,
+}
+
+/// Where one grouped name lies in `names`: `start..end`, its service name
+/// (after `@@`) from `name`.
+#[derive(Clone, Copy)]
+struct Entry {
+    start: u32,
+    name: u32,
+    end: u32,
 }
 
 /// What a search asks for.
@@ -108,18 +117,34 @@ impl ServiceIndex {
                 _ => namespaces.push((ns.clone(), i..i + 1)),
             }
         }
-        let entries = raw.into_iter().map(|(_, s, e)| (s, e)).collect();
+        let mut sorted = String::with_capacity(names.len());
+        let entries = raw
+            .iter()
+            .map(|r| {
+                let grouped = text(r);
+                let start = sorted.len();
+                sorted.push_str(grouped);
+                // The store's keys are always grouped; an ungrouped one
+                // would be all name, no group.
+                let name = separator(grouped).map_or(start, |i| start + i + GROUP_SEPARATOR.len());
+                Entry {
+                    start: start as u32,
+                    name: name as u32,
+                    end: sorted.len() as u32,
+                }
+            })
+            .collect();
         ServiceIndex {
             built_at: now,
             services,
-            names,
+            names: sorted,
             namespaces,
             entries,
         }
     }
 
-    fn name(&self, entry: (u32, u32)) -> &str {
-        &self.names[entry.0 as usize..entry.1 as usize]
+    fn grouped(&self, e: Entry) -> &str {
+        &self.names[e.start as usize..e.end as usize]
     }
 
     /// Namespaces and their service counts, sorted by namespace.
@@ -137,14 +162,19 @@ impl ServiceIndex {
         let skip = (q.page_no.max(1) - 1).saturating_mul(q.page_size);
         if q.name.is_empty() && q.group.is_empty() {
             let page = entries.iter().skip(skip).take(q.page_size);
-            return (entries.len(), page.map(|e| self.name(*e)).collect());
+            return (entries.len(), page.map(|e| self.grouped(*e)).collect());
         }
         let (mut count, mut page) = (0, Vec::with_capacity(q.page_size.min(entries.len())));
-        for grouped in entries.iter().map(|e| self.name(*e)) {
-            let (group, name) = split(grouped);
-            if contains_ignore_case(name, q.name) && contains_ignore_case(group, q.group) {
+        let names = self.names.as_bytes();
+        for e in entries {
+            let (start, name, end) = (e.start as usize, e.name as usize, e.end as usize);
+            // Both parts are ASCII (the naming API allows `[0-9a-zA-Z@.:_-]`).
+            let group = &names[start..name.saturating_sub(GROUP_SEPARATOR.len()).max(start)];
+            if contains_ignore_case(&names[name..end], q.name)
+                && contains_ignore_case(group, q.group)
+            {
                 if count >= skip && page.len() < q.page_size {
-                    page.push(grouped);
+                    page.push(self.grouped(*e));
                 }
                 count += 1;
             }
@@ -153,21 +183,20 @@ impl ServiceIndex {
     }
 }
 
-/// Splits `group@@name` with a byte search (the store's keys are always
-/// grouped; `str::find` would build a searcher per key).
-fn split(grouped: &str) -> (&str, &str) {
-    let b = grouped.as_bytes();
-    match b.windows(2).position(|w| w == GROUP_SEPARATOR.as_bytes()) {
-        Some(i) => (&grouped[..i], &grouped[i + 2..]),
-        None => (registry_core::DEFAULT_GROUP, grouped),
-    }
+/// Where `@@` is in a grouped name: a byte search, as `str::find` would
+/// build a searcher per key.
+fn separator(grouped: &str) -> Option<usize> {
+    grouped
+        .as_bytes()
+        .windows(GROUP_SEPARATOR.len())
+        .position(|w| w == GROUP_SEPARATOR.as_bytes())
 }
 
 /// Whether `haystack` contains `needle`, ignoring ASCII case (names are
 /// ASCII: `[0-9a-zA-Z@.:_-]`); an empty needle matches everything.
-pub fn contains_ignore_case(haystack: &str, needle: &str) -> bool {
-    let (h, n) = (haystack.as_bytes(), needle.as_bytes());
-    n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+fn contains_ignore_case(haystack: &[u8], needle: &str) -> bool {
+    let n = needle.as_bytes();
+    n.is_empty() || haystack.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
 }
 
 /// The console's state kept between requests: the current index and when
@@ -252,7 +281,8 @@ mod tests {
         });
         for (ns, name) in names {
             let spec = InstanceSpec::new("DEFAULT", "10.0.0.1".parse().unwrap(), 80);
-            s.register(ServiceRef::new(ns, name), &spec, Millis(0)).unwrap();
+            s.register(ServiceRef::new(ns, name), &spec, Millis(0))
+                .unwrap();
         }
         s
     }
@@ -285,7 +315,10 @@ mod tests {
             i.search(&q("public", "", "", 1)),
             (4, vec!["DEFAULT_GROUP@@Abc", "G@@a"])
         );
-        assert_eq!(i.search(&q("public", "", "", 2)), (4, vec!["G@@b", "H@@ab"]));
+        assert_eq!(
+            i.search(&q("public", "", "", 2)),
+            (4, vec!["G@@b", "H@@ab"])
+        );
         assert_eq!(i.search(&q("public", "", "", 3)), (4, vec![]));
         assert_eq!(
             i.search(&q("public", "A", "", 1)),

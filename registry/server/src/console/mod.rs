@@ -115,10 +115,7 @@ pub(crate) fn answer(
 ) {
     let head_only = request.method == Method::Head;
     let reply = match Endpoint::of(request.path) {
-        None => Err(Failure::new(
-            404,
-            format!("Not Found: {}", request.path),
-        )),
+        None => Err(Failure::new(404, format!("Not Found: {}", request.path))),
         Some(_) if !matches!(request.method, Method::Get | Method::Head) => {
             let text = format!("no such api:{}:{}", request.method_token, request.path);
             let mut body = Response::text(405, text);
@@ -243,7 +240,11 @@ impl Response {
 /// A positive integer parameter with a default and an upper bound, with a
 /// plain-text 400 naming the parameter when it is not one.
 fn bounded(params: &Params<'_>, name: &str, default: usize, max: usize) -> Result<usize, Failure> {
-    match params.optional(name).map(str::trim).filter(|v| !v.is_empty()) {
+    match params
+        .optional(name)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    {
         None => Ok(default),
         Some(v) => match v.parse::<usize>() {
             Ok(n) if (1..=max).contains(&n) => Ok(n),
