@@ -77,16 +77,43 @@ fn main() {
     let deep_page = (services / 10 / 2).max(1);
     let endpoints: Vec<(&str, String)> = vec![
         ("page /nacos/", "/nacos/".to_string()),
-        ("services page 1", "/nacos/v1/ns/catalog/services?pageNo=1&pageSize=10".to_string()),
-        ("services page 1, 100 rows", "/nacos/v1/ns/catalog/services?pageNo=1&pageSize=100".to_string()),
-        ("services deep page", format!("/nacos/v1/ns/catalog/services?pageNo={deep_page}&pageSize=10")),
-        ("services search name", format!("/nacos/v1/ns/catalog/services?serviceNameParam={last_name}")),
-        ("services search group", "/nacos/v1/ns/catalog/services?groupNameParam=DEFAULT".to_string()),
-        ("service detail", format!("/nacos/v1/ns/catalog/service?serviceName={last_name}")),
-        ("service instances", format!("/nacos/v1/ns/catalog/instances?serviceName={last_name}")),
-        ("service subscribers", format!("/nacos/v1/ns/service/subscribers?serviceName={last_name}")),
+        (
+            "services page 1",
+            "/nacos/v1/ns/catalog/services?pageNo=1&pageSize=10".to_string(),
+        ),
+        (
+            "services page 1, 100 rows",
+            "/nacos/v1/ns/catalog/services?pageNo=1&pageSize=100".to_string(),
+        ),
+        (
+            "services deep page",
+            format!("/nacos/v1/ns/catalog/services?pageNo={deep_page}&pageSize=10"),
+        ),
+        (
+            "services search name",
+            format!("/nacos/v1/ns/catalog/services?serviceNameParam={last_name}"),
+        ),
+        (
+            "services search group",
+            "/nacos/v1/ns/catalog/services?groupNameParam=DEFAULT".to_string(),
+        ),
+        (
+            "service detail",
+            format!("/nacos/v1/ns/catalog/service?serviceName={last_name}"),
+        ),
+        (
+            "service instances",
+            format!("/nacos/v1/ns/catalog/instances?serviceName={last_name}"),
+        ),
+        (
+            "service subscribers",
+            format!("/nacos/v1/ns/service/subscribers?serviceName={last_name}"),
+        ),
         ("namespaces", "/nacos/v1/console/namespaces".to_string()),
-        ("instances of an IP", format!("/nacos/v1/console/instances?ip={probe_ip}")),
+        (
+            "instances of an IP",
+            format!("/nacos/v1/console/instances?ip={probe_ip}"),
+        ),
         ("server state", "/nacos/v1/console/server/state".to_string()),
         ("metrics (live view)", "/metrics".to_string()),
     ];
