@@ -122,8 +122,9 @@ export async function render(root, params) {
     searchForm(p),
     rows,
     pager(p, r.count),
-    el('p', { class: 'muted small' }, `Answered in ${elapsed.toFixed(0)} ms; the list of services is`
-      + ` ${(r.indexAgeMs / 1000).toFixed(0)} s old (it follows the registry within seconds), the counts are live.`),
+    el('p', { class: 'muted small' }, `Answered in ${elapsed.toFixed(0)} ms.`, r.indexAgeMs >= 1000
+      ? ` Search results list the services as of ${Math.round(r.indexAgeMs / 1000)} s ago; their counts are live.`
+      : null),
     ipForm(p.namespaceId),
   );
 }

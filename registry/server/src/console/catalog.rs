@@ -43,8 +43,9 @@ struct ServiceRow<'a> {
 struct ServicesPage<'a> {
     count: usize,
     service_list: Vec<ServiceRow<'a>>,
-    /// How old the list of services is (see `console::index`); the counts
-    /// in it are live.
+    /// How old the list of matches is: 0 without a search (the store's
+    /// own index), the console index's age with one (see
+    /// `console::index`). The counts are always live.
     index_age_ms: u64,
 }
 
@@ -76,8 +77,8 @@ fn counts(s: &ServiceSnapshot) -> Counts {
 /// `GET /nacos/v1/ns/catalog/services`: a page of a namespace's services
 /// whose name and group contain the search texts (ignoring case), sorted by
 /// grouped name, with live instance and subscriber counts for the page.
-/// Served from the console's name index: O(page) without a search, one
-/// pass over a contiguous buffer with one.
+/// Without a search, a page of the store's own sorted index (O(page),
+/// exact); with one, one pass over the console's name index.
 pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Result<(), Failure> {
     let namespace = params.optional_or("namespaceId", registry_core::DEFAULT_NAMESPACE);
     let name = params.optional_or("serviceNameParam", "").trim();
@@ -86,18 +87,25 @@ pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Re
     let page_size = bounded(params, "pageSize", 10, MAX_SERVICES_PAGE)?;
 
     let now = app.clock.now();
-    let index = app.console.index(&app.store, now);
-    let (count, names) = index.search(&Query {
-        namespace,
-        name,
-        group,
-        page_no,
-        page_size,
-    });
-    let keys: Vec<ServiceKey> = names
-        .iter()
-        .map(|n| ServiceKey::new(namespace, n))
-        .collect();
+    let (count, keys, index_age_ms) = if name.is_empty() && group.is_empty() {
+        // The store's own sorted index: exact and O(page).
+        let page = app.store.list_services(namespace, None, page_no, page_size);
+        (page.count, page.services, 0)
+    } else {
+        let index = app.console.index(&app.store, now);
+        let (count, names) = index.search(&Query {
+            namespace,
+            name,
+            group,
+            page_no,
+            page_size,
+        });
+        let keys = names
+            .iter()
+            .map(|n| ServiceKey::new(namespace, n))
+            .collect();
+        (count, keys, now.0.saturating_sub(index.built_at.0))
+    };
 
     let snapshots: Vec<_> = keys
         .iter()
@@ -127,7 +135,7 @@ pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Re
         &ServicesPage {
             count,
             service_list,
-            index_age_ms: now.0.saturating_sub(index.built_at.0),
+            index_age_ms,
         },
     )
 }

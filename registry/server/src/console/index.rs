@@ -1,11 +1,12 @@
-//! The console's sorted index of service names, so a page of services
-//! costs O(page) and a search scans one contiguous buffer.
+//! The console's copy of the service names, for searches by substring and
+//! the per-namespace counts, which the store's own sorted index (exact
+//! pages by group) does not answer.
 //!
-//! The store keeps services in hash order behind per-key allocations: a
-//! scan of 600k keys takes a cache miss per name (about a second on a busy
-//! 2-core machine), too slow for every page view. The index copies every
-//! `namespace` + grouped name once into one string, sorted, and is
-//! replaced as a whole (an immutable `Arc`, swapped under a short lock).
+//! The store keeps each name behind its own allocation: a search over 600k
+//! keys takes a cache miss per name (about a second on a busy 2-core
+//! machine). This index copies every name once into one string, sorted,
+//! so a search reads memory front to back (milliseconds), and is replaced
+//! as a whole (an immutable `Arc`, swapped under a short lock).
 //!
 //! Freshness: counts on a page are always live (read from the page's
 //! snapshots); only *which* services exist may lag. While the console is

@@ -9,9 +9,10 @@
 //! where they exist (`/v1/ns/catalog/*`, `/v1/ns/service/subscribers`,
 //! `/v1/console/namespaces`, `/v1/console/server/state`).
 //!
-//! Cost: a page of services is served from a sorted index of the service
-//! names ([`index`]), O(page) plus one pass over a contiguous buffer for a
-//! search; its counts come from the page's snapshots. Instances,
+//! Cost: a page of services is a page of the store's sorted index, O(page);
+//! a search is one pass over the console's own copy of the names in one
+//! contiguous buffer ([`index`]); the counts come from the page's
+//! snapshots. Instances,
 //! subscribers and details cost O(page). Nothing here takes a shard's
 //! writer lock, so the console cannot stall registrations or beats.
 //!
