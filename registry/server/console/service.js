@@ -132,7 +132,8 @@ export async function render(root, params) {
     get('/nacos/v1/ns/service/subscribers', { ...ident, pageSize: 1000 }),
   ]);
   const svc = detail.service;
-  root.replaceChildren(
+  // `replaceChildren` would show a skipped (null) part as the text "null".
+  root.replaceChildren(...[
     el('p', {}, viewLink('services', { namespaceId: svc.namespaceId }, '‹ All services')),
     el('h1', { id: 'service-title' }, el('span', { class: 'muted' }, `${svc.groupName} / `), svc.name,
       el('span', { class: 'muted small' }, ` in ${svc.namespaceId}, revision ${svc.revision}`)),
@@ -155,5 +156,5 @@ export async function render(root, params) {
         el('td', {}, s.healthyOnly ? 'yes' : 'no'),
         el('td', { class: 'num' }, `${Math.round(s.expiresInMs / 1000)} s`)),
       'No live subscribers.'),
-  );
+  ].filter(Boolean));
 }

@@ -223,6 +223,8 @@ def check_open(console, api):
         console.until("service view", lambda: console.find("#view").get_attribute("data-ready") == "service"
                       and len(console.find_all(".instance-row")) == 3)
         assert len(console.find_all(".subscriber-row")) == 1
+        for junk in ("null", "undefined", "NaN", "[object"):
+            assert junk not in console.find("#view").text, f"{junk!r} on the service page"
         assert "1.4.2" in row(console, '.instance-row[data-addr="10.0.0.1:8080"]').text
         console.shot("service")
 
@@ -303,6 +305,8 @@ def check_open(console, api):
         routes = {r.get_attribute("data-route") for r in console.find_all(".op-row")}
         assert {"instance_register", "instance_list"} <= routes, routes
         assert "MiB" in console.find("#live-rss").text, console.find("#live-rss").text
+        for junk in ("null", "undefined", "NaN", "[object"):
+            assert junk not in console.find("#view").text, f"{junk!r} on the live page"
         console.shot("live")
 
         step("browser-log")
