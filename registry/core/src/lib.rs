@@ -8,7 +8,8 @@
 //! - [`model`]: service keys, instances, identity, defaults, `preserved.*` timeouts.
 //! - [`metadata`]: the compact immutable metadata map.
 //! - [`snapshot`]: immutable revisioned service state and the query views.
-//! - [`store`]: shards, every operation, expiry; who writes what.
+//! - [`store`]: shards, every operation, expiry; who writes what; with the
+//!   cluster's writes (applying a replicated state, lease takeover).
 //! - [`lease`]: the per-shard slab of heartbeat deadlines.
 //! - `service_index`: service names sorted per namespace and group, so a
 //!   page of `/service/list` costs the page, not the registry.
@@ -45,9 +46,9 @@ pub use model::{
     Instance, InstanceAddr, InstancePatch, InstanceSpec, LeaseTimeouts, Millis, ServiceKey,
     ServiceRef, ServiceSpec, DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE,
 };
-pub use snapshot::{Selection, ServiceSnapshot, View};
+pub use snapshot::{Origin, Selection, ServiceSnapshot, View};
 pub use store::{
-    BeatOutcome, ExpirePass, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written,
-    EXPIRE_STEP_BUDGET,
+    Applied, BeatOutcome, ExpirePass, ExpireReport, Replica, ServicePage, Store, StoreConfig,
+    StoreStats, Written, EXPIRE_STEP_BUDGET,
 };
 pub use subscribers::{Subscribed, SubscriberConfig, SubscriberView, Subscribers, Subscription};

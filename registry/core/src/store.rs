@@ -364,15 +364,15 @@ impl Store {
         ServicePage { count, services }
     }
 
-    /// Visits every service, in no particular order, without a lock: for
-    /// scans that filter by more than [`Store::list_services`] can (the
-    /// console's search, its per-namespace counts). A service created or
-    /// removed during the visit may or may not be seen.
-    pub fn for_each_service(&self, mut f: impl FnMut(&ServiceKey, &ServiceCell)) {
+    /// Visits every service's key, in no particular order, without a lock
+    /// and without loading snapshots: for scans of names only (the
+    /// console's search index). A service created or removed during the
+    /// visit may or may not be seen.
+    pub fn for_each_service_key(&self, mut f: impl FnMut(&ServiceKey)) {
         for shard in self.shards.iter() {
             let map = shard.services.pin();
-            for (k, cell) in map.iter() {
-                f(k, cell);
+            for (k, _) in map.iter() {
+                f(k);
             }
         }
     }
@@ -772,6 +772,15 @@ impl Store {
         report
     }
 
+    /// [`Store::expire`] restricted to the services `owned` accepts (see
+    /// [`Store::expire_step_owned`]).
+    pub fn expire_owned(&self, now: Millis, owned: impl Fn(&ServiceKey) -> bool) -> ExpireReport {
+        let mut pass = self.expire_pass(now);
+        let mut report = ExpireReport::default();
+        while self.expire_step_owned(&mut pass, EXPIRE_STEP_BUDGET, &mut report, &owned) {}
+        report
+    }
+
     /// Starts a sweeper pass at `now`; [`Store::expire_step`] advances it.
     pub fn expire_pass(&self, now: Millis) -> ExpirePass {
         ExpirePass {
@@ -804,6 +813,21 @@ impl Store {
         pass: &mut ExpirePass,
         budget: usize,
         report: &mut ExpireReport,
+    ) -> bool {
+        self.expire_step_owned(pass, budget, report, &|_| true)
+    }
+
+    /// [`Store::expire_step`] that expires only the services `owned`
+    /// accepts: in a cluster only a service's responsible node expires it.
+    /// Due leases of other services are pushed one first-check period
+    /// ahead instead (one look per period), and a node that takes a service
+    /// over renews them with [`Store::refresh_leases`] before it owns it.
+    pub fn expire_step_owned(
+        &self,
+        pass: &mut ExpirePass,
+        budget: usize,
+        report: &mut ExpireReport,
+        owned: &dyn Fn(&ServiceKey) -> bool,
     ) -> bool {
         let budget = budget.max(1);
         let Some(shard) = self.shards.get(pass.shard) else {
@@ -866,8 +890,13 @@ impl Store {
                     }
                     slots.sort_unstable();
                     touched += cell.snapshot.load().instances.len().max(1);
-                    if !slots.is_empty() {
+                    if slots.is_empty() {
+                        continue;
+                    }
+                    if owned(&cell.snapshot.load().key) {
                         self.expire_service(shard, &mut w, &cell, &slots, now, report);
+                    } else {
+                        replica::defer_leases(shard, &cell, &slots, now);
                     }
                 }
                 drop(w);
@@ -1138,6 +1167,8 @@ fn derive(old: &ServiceSnapshot, instances: Box<[Instance]>) -> ServiceSnapshot 
         checksum: old.checksum,
         explicit: old.explicit,
         emptied_at: old.emptied_at,
+        // Every local write makes this node the source of the state.
+        origin: crate::snapshot::Origin::LOCAL,
     }
 }
 
@@ -1160,6 +1191,10 @@ fn check_name(service: ServiceRef<'_>) -> Result<(), RegistryError> {
         Ok(())
     }
 }
+
+#[path = "replica.rs"]
+mod replica;
+pub use replica::{Applied, Replica};
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

@@ -220,6 +220,61 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_AUTH_MAX_LOGINS", default_value_t = 2)]
     pub auth_max_logins: usize,
 
+    /// Every member of the cluster by its HTTP address, comma-separated
+    /// (`ip:port,ip:port,...`), this node included. Without it (and
+    /// without `--members-file`) the registry runs as a single node.
+    #[arg(long, env = "REGISTRY_MEMBERS", value_delimiter = ',')]
+    pub members: Vec<String>,
+
+    /// A Nacos `cluster.conf`: one member `ip:port` per line, `#` comments.
+    #[arg(long, env = "REGISTRY_MEMBERS_FILE")]
+    pub members_file: Option<PathBuf>,
+
+    /// This node's address as the member list names it (default: the
+    /// listen address).
+    #[arg(long, env = "REGISTRY_ADVERTISE")]
+    pub advertise: Option<String>,
+
+    /// How often each peer is probed, in ms.
+    #[arg(
+        long,
+        env = "REGISTRY_CLUSTER_PROBE_INTERVAL_MS",
+        default_value_t = 2_000
+    )]
+    pub cluster_probe_interval_ms: u64,
+
+    /// Failed probes in a row after which a peer is DOWN.
+    #[arg(long, env = "REGISTRY_CLUSTER_PROBE_FAILURES", default_value_t = 3)]
+    pub cluster_probe_failures: u32,
+
+    /// Time a relayed request may take before the client gets a 503, in ms.
+    #[arg(
+        long,
+        env = "REGISTRY_CLUSTER_RELAY_TIMEOUT_MS",
+        default_value_t = 3_000
+    )]
+    pub cluster_relay_timeout_ms: u64,
+
+    /// Window in which changes to one service merge into one replication
+    /// message, in ms (Nacos uses 1000).
+    #[arg(long, env = "REGISTRY_DISTRO_SYNC_WINDOW_MS", default_value_t = 100)]
+    pub distro_sync_window_ms: u64,
+
+    /// How often a node sends the checksums of the services it is
+    /// responsible for, in ms.
+    #[arg(
+        long,
+        env = "REGISTRY_DISTRO_VERIFY_INTERVAL_MS",
+        default_value_t = 5_000
+    )]
+    pub distro_verify_interval_ms: u64,
+
+    /// File holding the secret peers present to each other (at least 16
+    /// characters). Required with `--auth-users` in a cluster; there is
+    /// no built-in one.
+    #[arg(long, env = "REGISTRY_CLUSTER_SECRET_FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
+
     /// Log format: `text` or `json`.
     #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
     pub log_format: String,

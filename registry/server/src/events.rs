@@ -12,6 +12,7 @@
 //! state ([`crate::state::App`]).
 
 use std::collections::HashSet;
+use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 use registry_core::{ChangeEvent, ServiceKey};
@@ -28,7 +29,13 @@ pub struct ChangeFeed {
     /// Services whose events did not fit in the queue.
     overflow: Mutex<HashSet<ServiceKey>>,
     overflow_ready: Notify,
+    /// A second consumer of every event (cluster replication); unset on a
+    /// single node, where it costs one load per event.
+    tap: OnceLock<Tap>,
 }
+
+/// A function that sees every published event.
+pub type Tap = Box<dyn Fn(&ChangeEvent) + Send + Sync>;
 
 impl Default for ChangeFeed {
     fn default() -> Self {
@@ -45,6 +52,7 @@ impl ChangeFeed {
             receiver: Mutex::new(Some(receiver)),
             overflow: Mutex::new(HashSet::new()),
             overflow_ready: Notify::new(),
+            tap: OnceLock::new(),
         }
     }
 
@@ -52,10 +60,20 @@ impl ChangeFeed {
     /// the service goes into the overflow set instead.
     pub fn publish(&self, event: Option<ChangeEvent>) {
         let Some(event) = event else { return };
+        if let Some(tap) = self.tap.get() {
+            tap(&event);
+        }
         if let Err(mpsc::error::TrySendError::Full(event)) = self.sender.try_send(event) {
             self.overflow.lock().insert(event.service);
             self.overflow_ready.notify_one();
         }
+    }
+
+    /// Sets the function that sees every event besides the notifier (the
+    /// cluster's replicator). Set once, before serving; later calls are
+    /// ignored.
+    pub fn set_tap(&self, tap: Tap) {
+        let _ = self.tap.set(tap);
     }
 
     /// The event receiver; the notifier takes it once.

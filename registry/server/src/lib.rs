@@ -17,6 +17,8 @@
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
 //! - [`auth`]: optional Nacos-compatible login and access tokens;
 //!   [`users`]: `registry users add|remove`, editing its users file.
+//! - [`cluster`]: membership, relaying and Distro replication with
+//!   `--members`; absent otherwise.
 //! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
@@ -30,6 +32,7 @@
 
 pub mod auth;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod console;
 pub mod convert;
@@ -136,6 +139,8 @@ pub async fn run_app(
     };
     let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
+    // Nothing without --members; stopped with the sweeper.
+    let cluster_tasks = cluster::start(&app, &stages.sweeper);
     let health_stop = tokio_util::sync::CancellationToken::new();
     let health = tokio::spawn(health::run(app.health_checks(), health_stop.clone()));
     // Ends with the HTTP stage; holds the app weakly, so nothing waits for it.
@@ -165,6 +170,9 @@ pub async fn run_app(
         // 3. Stop the sweeper.
         stages.sweeper.cancel();
         let _ = sweeper.await;
+        for task in cluster_tasks {
+            let _ = task.await;
+        }
         // 4. The notifier flushes what is due and closes the UDP socket.
         stages.notifier.cancel();
         let _ = notifier.await;

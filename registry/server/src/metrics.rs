@@ -64,7 +64,8 @@ impl Histogram {
         self.count.load(Ordering::Relaxed)
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str, scale: f64) {
+    /// Writes the histogram in the text format, values divided by `scale`.
+    pub fn render(&self, out: &mut String, name: &str, labels: &str, scale: f64) {
         let sep = if labels.is_empty() { "" } else { "," };
         let mut cumulative = 0;
         for (i, b) in self.bounds.iter().enumerate() {

@@ -20,6 +20,8 @@
 //! - `health_targets`: written by persistent writes and the restore,
 //!   pruned by the health checker; one mutex, never on ephemeral paths.
 //! - `auth`: read-only after start.
+//! - `cluster`: `None` for a single node; else membership, replication and
+//!   relaying (see [`crate::cluster`]), which also sees every change event.
 //! - `console`: the console's name index, written by console page views
 //!   and its refresher (see `crate::console::index`).
 
@@ -34,6 +36,7 @@ use tokio::sync::mpsc;
 
 use crate::auth::Auth;
 use crate::clock::Clock;
+use crate::cluster::{Cluster, ClusterConfig};
 use crate::config::Config;
 use crate::events::ChangeFeed;
 use crate::health::{HealthChecks, HealthStats, Targets};
@@ -72,6 +75,8 @@ pub struct App {
     pub health_stats: Arc<HealthStats>,
     /// Access control; `None` without `--auth-users`.
     pub auth: Option<Arc<Auth>>,
+    /// Cluster membership and Distro; `None` without `--members`.
+    pub cluster: Option<Arc<Cluster>>,
     /// The web console's state between requests.
     pub console: crate::console::index::Console,
     /// Change events on their way to the notifier.
@@ -97,6 +102,10 @@ impl App {
     /// As [`App::new`].
     pub fn with_clock(config: Config, clock: Clock) -> anyhow::Result<App> {
         config.validate().map_err(anyhow::Error::msg)?;
+        let cluster = match ClusterConfig::from_config(&config)? {
+            Some(c) => Some(Arc::new(Cluster::new(c)?)),
+            None => None,
+        };
         let persist = match &config.data_dir {
             Some(dir) => Some(Arc::new(Persist::open(
                 dir,
@@ -108,9 +117,14 @@ impl App {
         };
         let auth = match &config.auth_users {
             Some(path) => {
-                let key = match &persist {
-                    Some(p) => p.auth_key()?,
-                    None => crate::auth::random_key()?,
+                // Cluster members must accept each other's tokens: a
+                // relayed request carries the token its client got from
+                // another node. The key then derives from the shared secret.
+                let cluster_secret = cluster.as_ref().and_then(|c| c.config.secret.as_deref());
+                let key = match (&persist, cluster_secret) {
+                    (_, Some(secret)) => crate::auth::key_from_secret(secret),
+                    (Some(p), None) => p.auth_key()?,
+                    (None, None) => crate::auth::random_key()?,
                 };
                 let auth = Auth::load(
                     path,
@@ -122,7 +136,14 @@ impl App {
             }
             None => None,
         };
-        let app = App::build(config, clock, persist, auth);
+        let mut app = App::build(config, clock, persist, auth);
+        if let Some(c) = cluster {
+            // Replication consumes the same change events as the notifier.
+            let tap = c.clone();
+            app.changes
+                .set_tap(Box::new(move |event| tap.changed(event)));
+            app.cluster = Some(c);
+        }
         match &app.persist {
             Some(p) => {
                 let targets = &app.health_targets;
@@ -175,6 +196,7 @@ impl App {
             health_targets: Arc::default(),
             health_stats: Arc::default(),
             auth,
+            cluster: None,
             console: Default::default(),
             changes: Arc::default(),
             config,

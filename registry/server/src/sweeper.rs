@@ -30,7 +30,7 @@ use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use registry_core::{ExpireReport, Millis, EXPIRE_STEP_BUDGET};
+use registry_core::{ExpireReport, Millis, ServiceKey, EXPIRE_STEP_BUDGET};
 use tokio::sync::oneshot;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
@@ -113,10 +113,20 @@ fn sweep_at(app: &App, now: Millis) {
     let mut pass = app.store.expire_pass(now);
     let mut report = ExpireReport::default();
     let (mut unhealthy, mut removed, mut services) = (0, 0, 0);
+    // In a cluster only a service's responsible node expires it, and only
+    // while its view of the members is current.
+    let current = app.cluster.as_ref().is_some_and(|c| c.may_expire(now));
+    let owned = |key: &ServiceKey| current && app.cluster.as_ref().is_some_and(|c| c.owns(key));
     loop {
-        let more = app
-            .store
-            .expire_step(&mut pass, EXPIRE_STEP_BUDGET, &mut report);
+        let more = match app.cluster {
+            None => app
+                .store
+                .expire_step(&mut pass, EXPIRE_STEP_BUDGET, &mut report),
+            Some(_) => {
+                app.store
+                    .expire_step_owned(&mut pass, EXPIRE_STEP_BUDGET, &mut report, &owned)
+            }
+        };
         for event in report.events.drain(..) {
             app.publish(Some(event));
         }

@@ -112,11 +112,11 @@ pub(super) fn instances_of_ip(
         .map(str::trim)
         .filter(|n| !n.is_empty());
     let (mut list, mut count) = (Vec::new(), 0usize);
-    app.store.for_each_service(|key, cell| {
+    app.store.for_each_service(|snap| {
+        let key = snap.key();
         if namespace.is_some_and(|n| n != key.namespace()) {
             return;
         }
-        let snap = cell.load();
         for i in snap.instances().iter().filter(|i| i.ip == ip) {
             count += 1;
             if list.len() < MAX_IP_MATCHES {

@@ -84,7 +84,7 @@ impl ServiceIndex {
         let mut spaces: Vec<String> = Vec::new();
         let mut raw: Vec<(u16, u32, u32)> = Vec::with_capacity(services);
         let mut last = usize::MAX;
-        store.for_each_service(|key, _| {
+        store.for_each_service_key(|key| {
             let ns = key.namespace();
             if spaces.get(last).is_none_or(|s| s != ns) {
                 last = spaces.iter().position(|s| s == ns).unwrap_or_else(|| {

@@ -65,7 +65,7 @@ pub(crate) struct Scratch {
     /// A cache key being assembled.
     key: String,
     /// A response body being assembled.
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 /// A successful answer.
@@ -91,6 +91,8 @@ pub(crate) enum Done {
     Text(&'static str),
     /// A JSON body.
     Json(Vec<u8>),
+    /// The answer of the peer a request was relayed to, as it came.
+    Relayed(u16, ContentType, Vec<u8>),
 }
 
 /// What [`answer`] did with a request.
@@ -136,6 +138,9 @@ impl Later<'_> {
                 self.head_only,
                 self.connection,
             ),
+            Ok(Done::Relayed(status, ct, body)) => {
+                respond(out, *status, *ct, body, self.head_only, self.connection)
+            }
             Err(f) => respond(
                 out,
                 f.status,
@@ -292,7 +297,19 @@ fn dispatch(
     if let Some(auth) = &app.auth {
         // Nothing but a valid token opens the API: never a header, never a
         // source address (see `crate::auth`).
-        if !matches!(route, Route::AuthLogin | Route::PrometheusMetrics) {
+        // Peers prove membership with the cluster secret instead (see
+        // `crate::cluster::api`); readiness is for orchestrators.
+        if !matches!(
+            route,
+            Route::AuthLogin
+                | Route::PrometheusMetrics
+                | Route::Readiness
+                | Route::ClusterReport
+                | Route::DistroReplicate
+                | Route::DistroFetch
+                | Route::DistroChecksum
+                | Route::DistroSnapshot
+        ) {
             auth.check(params.get("accessToken"))
                 .map_err(Failure::denied)?;
         }
@@ -305,6 +322,12 @@ fn dispatch(
         now: app.clock.at(started),
     };
     scratch.body.clear();
+    if let Some(cluster) = &app.cluster {
+        match crate::cluster::relay::intercept(app, cluster, route, request, peer, &ex.params)? {
+            crate::cluster::relay::Verdict::Local => {}
+            crate::cluster::relay::Verdict::Answer(reply) => return Ok(reply),
+        }
+    }
     match route {
         Route::InstanceRegister => instance::register(&ex),
         Route::InstanceDeregister => instance::deregister(&ex),
@@ -321,6 +344,13 @@ fn dispatch(
         Route::OperatorMetrics => operator::metrics(&ex, scratch),
         Route::OperatorSwitches => operator::switches(&ex, scratch),
         Route::AuthLogin => login(&ex),
+        Route::ClusterNodes
+        | Route::ClusterReport
+        | Route::DistroReplicate
+        | Route::DistroFetch
+        | Route::DistroChecksum
+        | Route::DistroSnapshot
+        | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
         Route::PrometheusMetrics => {
             let reply = operator::prometheus(&ex, scratch)?;
             if let Some(p) = &app.persist {
@@ -330,6 +360,9 @@ fn dispatch(
             app.buffers.render(&mut scratch.body);
             if let Some(a) = &app.auth {
                 a.stats.render(&mut scratch.body);
+            }
+            if let Some(c) = &app.cluster {
+                c.render(&mut scratch.body);
             }
             Ok(reply)
         }
