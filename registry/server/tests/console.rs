@@ -11,13 +11,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::TestServer;
 use registry_core::ServiceRef;
 use registry_proto::http1::Method;
 use registry_server::auth::{hash_password, MIN_ITERATIONS};
-use registry_server::Config;
+use registry_server::{run_app, App, Config, Listeners};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
@@ -139,6 +140,39 @@ async fn console_login_in_a_real_browser() {
     .await;
     browser("auth", &server.base(), &["operator", password]).await;
     server.stop().await;
+}
+
+/// Two registries clustered in this process: the console offers the
+/// Cluster page, listing both members as the members endpoint does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_page_in_a_real_browser() {
+    selenium_python();
+    let bound: Vec<Listeners> = (0..2)
+        .map(|_| Listeners::bind(&Config::for_test()).expect("bind"))
+        .collect();
+    let members: Vec<String> = bound.iter().map(|l| l.http_addr().to_string()).collect();
+    let mut stops = Vec::new();
+    let mut tasks = Vec::new();
+    for (listeners, me) in bound.into_iter().zip(&members) {
+        let config = Config {
+            members: members.clone(),
+            advertise: Some(me.clone()),
+            ..Config::for_test()
+        };
+        let app = Arc::new(App::new(config).expect("clustered config"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tasks.push(tokio::spawn(run_app(app, listeners, async {
+            let _ = stopped.await;
+        })));
+        stops.push(stop);
+    }
+    browser("cluster", &format!("http://{}", members[0]), &[]).await;
+    for stop in stops {
+        let _ = stop.send(());
+    }
+    for t in tasks {
+        t.await.expect("server task").expect("server result");
+    }
 }
 
 /// Registers `ip:port` in `service` through the Nacos API.

@@ -29,7 +29,11 @@ pub(super) fn server_state(app: &App, body: &mut Vec<u8>) -> Result<(), Failure>
         body,
         &ServerState {
             version: env!("CARGO_PKG_VERSION"),
-            standalone_mode: "standalone",
+            standalone_mode: if app.cluster.is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            },
             function_mode: "naming",
             auth_enabled: app.auth.is_some(),
             services: stats.services,

@@ -5,13 +5,15 @@ in-process on a free port:
 
     console_test.py open BASE_URL ARTIFACTS_DIR
     console_test.py auth BASE_URL ARTIFACTS_DIR USER PASSWORD
+    console_test.py cluster BASE_URL ARTIFACTS_DIR
 
 `open` seeds the registry through the public Nacos API (real HTTP), then
 uses the console as an operator would: search, open a service, disable an
 instance, set a weight, deregister, edit the service, take an IP offline
 everywhere, look at hostile metadata, the namespaces and the live view. After
 each action it checks the effect through the public API, not the page.
-`auth` checks the login. Screenshots of each page go to ARTIFACTS_DIR; on a
+`auth` checks the login, `cluster` the members page of a clustered
+server. Screenshots of each page go to ARTIFACTS_DIR; on a
 failure also the page, its HTML and the browser log. Prints
 "console test MODE: all checks passed" on success.
 
@@ -342,6 +344,24 @@ def check_auth(console, api, user, password):
         raise
 
 
+def check_cluster(console, api):
+    try:
+        print("step: cluster", flush=True)
+        members = api.members()
+        assert members and len(members) == 2, members
+        console.driver.get(f"{console.base}/nacos/")
+        console.until("cluster page offered", lambda: console.find("#nav-cluster").is_displayed())
+        assert "cluster" in console.find("#server-info").text, console.find("#server-info").text
+        console.find("#nav-cluster").click()
+        console.until("two members", lambda: len(console.find_all(".member-row")) == 2)
+        addresses = [r.get_attribute("data-address") for r in console.find_all(".member-row")]
+        assert addresses == [m["address"] for m in members], (addresses, members)
+        console.shot("cluster")
+    except Exception:
+        console.keep_failure("cluster")
+        raise
+
+
 def main():
     mode, base, artifacts = sys.argv[1:4]
     os.makedirs(artifacts, exist_ok=True)
@@ -350,6 +370,8 @@ def main():
     try:
         if mode == "open":
             check_open(console, api)
+        elif mode == "cluster":
+            check_cluster(console, api)
         elif mode == "auth":
             check_auth(console, api, sys.argv[4], sys.argv[5])
         else:
