@@ -19,6 +19,6 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update
-$SUDO apt-get install -y --no-install-recommends chromium chromium-driver
+$SUDO apt-get install -y chromium chromium-driver
 /usr/bin/chromium --version
 /usr/bin/chromedriver --version
