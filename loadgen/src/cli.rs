@@ -12,6 +12,8 @@ use clap::{Args, Parser, Subcommand};
 use crate::bench::{self, BenchConfig};
 use crate::profile::{parse_duration, Overrides, Profile, DEFAULT_PROFILE};
 use crate::runner::{exit_code, run, RunConfig, UsageError};
+use crate::segment::Segment;
+use crate::start::StartAt;
 use crate::target::{parse_url, TargetConfig};
 
 const AFTER_HELP: &str = "\
@@ -120,6 +122,23 @@ pub struct RunArgs {
     /// How server and loadgen are pinned, recorded in the report (e.g. "registry=0 loadgen=1").
     #[arg(long, env = "LOADGEN_PINNING")]
     pub pinning: Option<String>,
+    /// Run only slice I of N of the profile (its services' instances and subscribers,
+    /// 1/N of every rate), e.g. 1/2; merge the N reports with `report merge`.
+    #[arg(long, env = "LOADGEN_SEGMENT", value_parser = parse_segment)]
+    pub segment: Option<Segment>,
+    /// Begin the load at this time: RFC 3339 (2026-11-30T12:00:00Z) or a delay (+30s),
+    /// so processes on several machines run their phases together.
+    #[arg(long, env = "LOADGEN_START_AT", value_parser = parse_start)]
+    pub start_at: Option<StartAt>,
+}
+
+fn parse_segment(text: &str) -> Result<Segment, String> {
+    text.parse()
+        .map_err(|e: crate::segment::SegmentError| e.to_string())
+}
+
+fn parse_start(text: &str) -> Result<StartAt, String> {
+    StartAt::parse(text).map_err(|e| e.to_string())
 }
 
 impl RunArgs {
@@ -152,6 +171,10 @@ impl RunArgs {
             quiet: self.quiet,
             commit: self.commit.clone(),
             pinning: self.pinning.clone(),
+            segment: self.segment.unwrap_or(Segment::WHOLE),
+            start_at: self.start_at,
+            multiple: None,
+            warmup: None,
         }
     }
 }

@@ -26,6 +26,8 @@
 //! - [`output`]: progress bar, timeline, interval log and terminal summary.
 //! - [`bench`]: raw HTTP generation (`loadgen bench-http`) for efficiency comparisons.
 //! - [`host`]: file-descriptor limit and `/proc` readings.
+//! - [`segment`]: `--segment I/N`, one slice of a profile for one of N processes.
+//! - [`start`]: `--start-at`, when the load begins.
 //! - [`cli`]: the command line.
 //!
 //! [`run`] executes one profile and returns its report; [`exit_code`] maps a report
@@ -44,6 +46,8 @@ pub mod plan;
 pub mod profile;
 pub mod recorder;
 pub mod schedule;
+pub mod segment;
+pub mod start;
 pub mod subscriber;
 pub mod target;
 pub mod threshold;
