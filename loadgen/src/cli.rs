@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchConfig};
+use crate::capacity::CapacityConfig;
 use crate::profile::{parse_duration, Overrides, Profile, DEFAULT_PROFILE};
 use crate::runner::{exit_code, run, RunConfig, UsageError};
 use crate::segment::Segment;
@@ -46,6 +47,10 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// List the built-in profiles.
     Profiles,
+    /// Find the highest multiple of a profile's load (fleet and rates together) the
+    /// server holds within SLOs: 1x, growing steps, then bisection; writes
+    /// capacity.json and capacity.html (p99 against offered load) into --out.
+    Capacity(Box<CapacityArgs>),
     /// Fire one GET at a server as fast as possible (or at --rate), recording every
     /// latency: measures the generator itself (compare with wrk).
     BenchHttp(BenchArgs),
@@ -179,6 +184,47 @@ impl RunArgs {
     }
 }
 
+/// `loadgen capacity`.
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// The run each step makes (`run`'s flags).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// An SLO in threshold syntax, e.g. `beat.p99<50ms`, `*.errors<=0` (repeatable).
+    #[arg(long = "slo", required = true)]
+    pub slos: Vec<String>,
+    /// How long into each step's steady phase its figures start to count.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub warmup: Duration,
+    /// Factor between growing steps.
+    #[arg(long, default_value_t = 2.0)]
+    pub growth: f64,
+    /// The largest multiple tried.
+    #[arg(long, default_value_t = 64.0)]
+    pub max_multiple: f64,
+    /// Bisection stops when the first failure is within this fraction of the last pass.
+    #[arg(long, default_value_t = 0.1)]
+    pub precision: f64,
+    /// The most steps in all.
+    #[arg(long, default_value_t = 12)]
+    pub max_steps: u32,
+}
+
+impl CapacityArgs {
+    /// The search these flags describe.
+    pub fn config(&self) -> CapacityConfig {
+        CapacityConfig {
+            run: self.run.config(),
+            slos: self.slos.clone(),
+            warmup: self.warmup,
+            growth: self.growth,
+            max_multiple: self.max_multiple,
+            precision: self.precision,
+            max_steps: self.max_steps,
+        }
+    }
+}
+
 /// `loadgen bench-http`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -227,6 +273,16 @@ pub fn execute(cli: Cli) -> anyhow::Result<u8> {
                 eprintln!("warning: the generator fell behind its schedule (exit code 4)");
             }
             Ok(code)
+        }
+        Command::Capacity(args) => {
+            let config = args.config();
+            let capacity = crate::capacity::search(&config)?;
+            let files = capacity.save(&config.run.out)?;
+            print!("{}", capacity.summary());
+            for f in files {
+                println!("wrote {}", f.display());
+            }
+            Ok(crate::exit::OK)
         }
         Command::Profiles => {
             let all = Profile::built_in()?;

@@ -24,6 +24,7 @@
 //! - [`verify`]: end-of-phase checks against the server.
 //! - [`threshold`]: `beat.p99<5ms`-style gates.
 //! - [`output`]: progress bar, timeline, interval log and terminal summary.
+//! - [`capacity`]: `loadgen capacity`, the highest multiple of a profile within SLOs.
 //! - [`bench`]: raw HTTP generation (`loadgen bench-http`) for efficiency comparisons.
 //! - [`host`]: file-descriptor limit and `/proc` readings.
 //! - [`segment`]: `--segment I/N`, one slice of a profile for one of N processes.
@@ -37,6 +38,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod capacity;
 pub mod cli;
 pub mod conn;
 pub mod fleet;

@@ -115,6 +115,12 @@ struct Resolved {
     start: Option<SystemTime>,
 }
 
+/// Checks a configuration without sending anything: profile, thresholds, segment,
+/// start time.
+pub(crate) fn check(config: &RunConfig) -> Result<(), UsageError> {
+    resolve(config).map(|_| ())
+}
+
 /// Resolves the profile, thresholds and start time of a configuration (usage errors).
 fn resolve(config: &RunConfig) -> Result<Resolved, UsageError> {
     let usage = |e: &dyn std::fmt::Display| UsageError(e.to_string());
@@ -125,6 +131,12 @@ fn resolve(config: &RunConfig) -> Result<Resolved, UsageError> {
     }
     whole.validate().map_err(|e| usage(&e))?;
     let slice = whole.slice(config.segment).map_err(|e| usage(&e))?;
+    if config.warmup.is_some_and(|w| w >= whole.steady.duration.0) {
+        return Err(UsageError(format!(
+            "the warm-up must be shorter than the steady phase ({})",
+            whole.steady.duration
+        )));
+    }
     let start = config
         .start_at
         .map(|s| s.resolve(SystemTime::now()))
@@ -239,10 +251,12 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     let server_stats = server.stats();
     let mut totals = join_workers(handles)?;
     let (timeline, measured) = phases.finish();
-    if let Some((from, stats)) = measured {
-        // Only what the workers recorded after the warm-up, over that span.
+    if let Some((from, until, stats)) = measured {
+        // Only what the workers recorded after the warm-up until the end of the
+        // steady phase, over that span.
         totals.stats = stats;
         walked.start = from;
+        walked.end = until;
     }
     drop(log);
     use std::io::Write as _;
@@ -398,8 +412,9 @@ struct Phases<'l, 'a, 'b> {
     judge_count: bool,
     /// Record only from this long after the steady phase starts.
     warmup: Option<Duration>,
-    /// With a warm-up: the second measuring starts at, and what was recorded since.
-    measured: Option<(u32, Stats)>,
+    /// With a warm-up: what was recorded between the warm-up and the end of the
+    /// steady phase.
+    measured: Option<Measured>,
     intervals: Receiver<Interval>,
     collector: Collector,
     log: &'l mut Log<'a, 'b>,
@@ -407,6 +422,14 @@ struct Phases<'l, 'a, 'b> {
     phase: Phase,
     /// What the progress line says besides the counters (what a settle waits for).
     status: String,
+}
+
+/// The steady phase after its warm-up, in whole seconds of the run clock.
+struct Measured {
+    from: u32,
+    /// `u32::MAX` while the steady phase runs.
+    until: u32,
+    stats: Stats,
 }
 
 /// What walking the plan found.
@@ -484,10 +507,18 @@ impl Phases<'_, '_, '_> {
         if let Some(warmup) = self.warmup {
             // Whole seconds from the first one that starts after the warm-up.
             let from = (start + warmup.as_nanos() as Nanos).div_ceil(SECOND);
-            self.measured = Some((from as u32, Stats::default()));
+            self.measured = Some(Measured {
+                from: from as u32,
+                until: u32::MAX,
+                stats: Stats::default(),
+            });
         }
         let end = start + self.shared.profile.steady.duration.0.as_nanos() as Nanos;
         self.wait_until(end, |_| false);
+        if let Some(m) = self.measured.as_mut() {
+            // The last whole second of the steady phase ends the measured span.
+            m.until = (end / SECOND) as u32;
+        }
     }
 
     fn drain(&mut self) {
@@ -601,26 +632,26 @@ impl Phases<'_, '_, '_> {
     /// One worker second: into the timeline and the log, and into the measured
     /// figures once the warm-up is over.
     fn absorb(&mut self, interval: Interval) {
-        if let Some((from, stats)) = self.measured.as_mut() {
-            if interval.second >= *from {
-                stats.add(&interval.stats);
+        if let Some(m) = self.measured.as_mut() {
+            if (m.from..m.until).contains(&interval.second) {
+                m.stats.add(&interval.stats);
             }
         }
         self.collector.absorb(interval, Some(&mut *self.log));
     }
 
     /// Takes the seconds the workers sent last; returns the run's timeline and, with a
-    /// warm-up, when measuring started (run clock) and what was measured.
-    fn finish(mut self) -> (Vec<reports::TimelinePoint>, Option<(Nanos, Stats)>) {
+    /// warm-up, the span measured (run clock) and what was recorded in it.
+    fn finish(mut self) -> (Vec<reports::TimelinePoint>, Option<(Nanos, Nanos, Stats)>) {
         while let Ok(interval) = self.intervals.try_recv() {
             self.absorb(interval);
         }
         self.collector.flush(Some(&mut *self.log));
         self.live.finish();
-        let measured = self
-            .measured
-            .take()
-            .map(|(from, stats)| (Nanos::from(from) * SECOND, stats));
+        let measured = self.measured.take().map(|m| {
+            let end = Nanos::from(m.until.max(m.from)) * SECOND;
+            (Nanos::from(m.from) * SECOND, end, m.stats)
+        });
         (std::mem::take(&mut self.collector.timeline), measured)
     }
 }
