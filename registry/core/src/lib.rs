@@ -8,8 +8,11 @@
 //! - [`model`]: service keys, instances, identity, defaults, `preserved.*` timeouts.
 //! - [`metadata`]: the compact immutable metadata map.
 //! - [`snapshot`]: immutable revisioned service state and the query views.
-//! - [`store`]: shards, every operation, expiry; who writes what.
+//! - [`store`]: shards, every operation, expiry; who writes what; with the
+//!   cluster's writes (applying a replicated state, lease takeover).
 //! - [`lease`]: the per-shard slab of heartbeat deadlines.
+//! - `service_index`: service names sorted per namespace and group, so a
+//!   page of `/service/list` costs the page, not the registry.
 //! - [`event`]: change events for the notifier.
 //! - [`coalesce`]: merging change events per service within a window.
 //! - [`subscribers`]: push subscriptions, their leases and limits.
@@ -30,6 +33,7 @@ mod intern;
 pub mod lease;
 pub mod metadata;
 pub mod model;
+mod service_index;
 pub mod snapshot;
 pub mod store;
 pub mod subscribers;
@@ -42,6 +46,9 @@ pub use model::{
     Instance, InstanceAddr, InstancePatch, InstanceSpec, LeaseTimeouts, Millis, ServiceKey,
     ServiceRef, ServiceSpec, DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE,
 };
-pub use snapshot::{Selection, ServiceSnapshot, View};
-pub use store::{BeatOutcome, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written};
+pub use snapshot::{Origin, Selection, ServiceSnapshot, View};
+pub use store::{
+    Applied, BeatOutcome, ExpirePass, ExpireReport, Replica, ServicePage, Store, StoreConfig,
+    StoreStats, Written, EXPIRE_STEP_BUDGET,
+};
 pub use subscribers::{Subscribed, SubscriberConfig, SubscriberView, Subscribers, Subscription};

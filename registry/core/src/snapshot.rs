@@ -27,6 +27,35 @@ pub struct ServiceSnapshot {
     pub(crate) explicit: bool,
     /// When the last instance left, for the cleanup of auto-created services.
     pub(crate) emptied_at: Option<Millis>,
+    /// Where this state came from: [`Origin::LOCAL`] for a write made
+    /// here, else the peer and its revision (cluster replication).
+    pub(crate) origin: Origin,
+}
+
+/// The source of a service's state in a cluster: which node wrote it and
+/// at which of that node's revisions. Revisions of different nodes are not
+/// comparable; one node's only grow while it runs, so `node` names a
+/// process incarnation, not just an address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Origin {
+    /// The writing node's incarnation id; 0 for a local write.
+    pub node: u64,
+    /// The service's revision on that node.
+    pub revision: u64,
+}
+
+impl Origin {
+    /// Written on this node.
+    pub const LOCAL: Origin = Origin {
+        node: 0,
+        revision: 0,
+    };
+
+    /// Whether `self` is already at or past `other` from the same node, so
+    /// applying `other` again would change nothing or go backwards.
+    pub fn covers(&self, other: &Origin) -> bool {
+        self.node == other.node && self.node != 0 && self.revision >= other.revision
+    }
 }
 
 /// Which instances a query asks for.
@@ -60,7 +89,19 @@ impl ServiceSnapshot {
             checksum: checksum(&[]),
             explicit,
             emptied_at: Some(now),
+            origin: Origin::LOCAL,
         }
+    }
+
+    /// Where this state came from (see [`Origin`]).
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Whether an empty service was created through the service API (kept
+    /// when empty) rather than by a registration.
+    pub fn is_explicit(&self) -> bool {
+        self.explicit
     }
 
     /// The service's identity.

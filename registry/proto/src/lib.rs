@@ -17,6 +17,8 @@
 //! - [`naming`]: typed, validated requests and responses of `/nacos/v1/ns/*`, one module
 //!   per API resource (`instance`, `beat`, `list`, `service`, `operator`), plus the
 //!   [`naming::route`] table and the client-side request builders in [`naming::client`].
+//! - [`distro`]: the cluster's peer protocol (membership reports, replication, checksums,
+//!   snapshots), request relaying and Nacos's member list.
 //! - [`auth`]: `POST /nacos/v1/auth/login` parameters and response.
 //! - [`udp`]: the push packet ([`udp::push`]) and its acknowledgement ([`udp::ack`]).
 //! - `json` (private): hand-written JSON text for hot paths and lenient scalar readers.
@@ -28,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod distro;
 pub mod error;
 pub mod http1;
 mod json;

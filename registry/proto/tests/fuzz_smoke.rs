@@ -67,6 +67,26 @@ fn push_pipeline(data: &[u8]) {
     }
 }
 
+/// `fuzz/fuzz_targets/distro_message.rs`.
+fn distro_pipeline(data: &[u8]) {
+    use registry_proto::distro::{decode, encode, Checksums, Datums, Fetch, Report, SnapshotPart};
+    fn round_trip<T>(data: &[u8])
+    where
+        T: serde::de::DeserializeOwned + serde::Serialize + PartialEq + std::fmt::Debug,
+    {
+        const MAX: usize = 64 * 1024;
+        match decode::<T>(data, MAX) {
+            Ok(m) => assert_eq!(decode::<T>(&encode(&m), usize::MAX).as_ref(), Ok(&m)),
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+    }
+    round_trip::<Report>(data);
+    round_trip::<Datums>(data);
+    round_trip::<Checksums>(data);
+    round_trip::<Fetch>(data);
+    round_trip::<SnapshotPart>(data);
+}
+
 /// The seed inputs of the fuzz targets (`fuzz/seeds/<target>/`), when present.
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -82,6 +102,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     out.push(match target {
         "http_request" => b"PUT /nacos/v1/ns/instance/beat?serviceName=G%40%40s&ip=1.1.1.1&port=1&beat=%7B%22port%22%3A1%7D HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
         "udp_ack" => br#"{"type":"push-ack","lastRefTime":"7","data":""}"#.to_vec(),
+        "distro_message" => br#"{"v":1,"from":"127.0.0.1:1","node":1,"body":{"part":0,"parts":1,"items":[]}}"#.to_vec(),
         _ => br#"{"type":"dom","data":"{}","lastRefTime":1}"#.to_vec(),
     });
     out
@@ -149,4 +170,9 @@ fn udp_ack_smoke() {
 #[test]
 fn udp_push_smoke() {
     run("udp_push", push_pipeline);
+}
+
+#[test]
+fn distro_message_smoke() {
+    run("distro_message", distro_pipeline);
 }

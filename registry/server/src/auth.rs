@@ -384,6 +384,16 @@ pub fn random_key() -> anyhow::Result<[u8; 32]> {
     Ok(key)
 }
 
+/// The token key of every member of a cluster, derived from its secret so
+/// a token issued by one node is valid on all of them.
+pub fn key_from_secret(secret: &str) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(b"registry cluster token key\0");
+    h.update(secret.as_bytes());
+    h.finalize().into()
+}
+
 /// A users-file hash of `password` with a random salt (tests, tooling).
 ///
 /// # Errors
@@ -400,7 +410,7 @@ pub fn hash_password(password: &str, iterations: u32) -> anyhow::Result<String> 
     Ok(out)
 }
 
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     (1..=MAX_NAME).contains(&name.len())
         && name
             .bytes()

@@ -92,6 +92,29 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
     pub idle_timeout_ms: u64,
 
+    /// Time a whole request head may take to arrive, from its first byte,
+    /// in ms; past it the request is answered 408 and the connection closed.
+    /// Bytes trickling in do not extend it.
+    #[arg(long, env = "REGISTRY_HEAD_TIMEOUT_MS", default_value_t = 10_000)]
+    pub head_timeout_ms: u64,
+
+    /// Time a whole request body may take to arrive, from the end of its
+    /// head, in ms; past it the request is answered 408 and the connection
+    /// closed.
+    #[arg(long, env = "REGISTRY_BODY_TIMEOUT_MS", default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
+
+    /// Time one write of responses may take, in ms: a client that stops
+    /// reading is disconnected after it.
+    #[arg(long, env = "REGISTRY_WRITE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub write_timeout_ms: u64,
+
+    /// Bytes of connection read buffers held at once, across connections.
+    /// A request that would need more is answered 503 and its connection
+    /// closed, so `--max-connections` × `--max-body-bytes` is never reached.
+    #[arg(long, env = "REGISTRY_MAX_BUFFERED_BYTES", default_value_t = 512 * 1024 * 1024)]
+    pub max_buffered_bytes: usize,
+
     /// Bytes of encoded instance lists kept cached.
     #[arg(long, env = "REGISTRY_LIST_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub list_cache_bytes: usize,
@@ -182,7 +205,7 @@ pub struct Config {
     pub health_checker: String,
 
     /// File of users allowed in (`name:pbkdf2-sha256$ITERATIONS$SALT_HEX$HASH_HEX`
-    /// per line). When given, every API call but the login and `/metrics`
+    /// per line; `registry users add NAME --file FILE` writes them). When given, every API call but the login and `/metrics`
     /// needs an `accessToken` from `POST /nacos/v1/auth/login`. There are no
     /// default users and no default secret.
     #[arg(long, env = "REGISTRY_AUTH_USERS")]
@@ -196,6 +219,61 @@ pub struct Config {
     /// answered 503 (each costs a deliberate burst of CPU).
     #[arg(long, env = "REGISTRY_AUTH_MAX_LOGINS", default_value_t = 2)]
     pub auth_max_logins: usize,
+
+    /// Every member of the cluster by its HTTP address, comma-separated
+    /// (`ip:port,ip:port,...`), this node included. Without it (and
+    /// without `--members-file`) the registry runs as a single node.
+    #[arg(long, env = "REGISTRY_MEMBERS", value_delimiter = ',')]
+    pub members: Vec<String>,
+
+    /// A Nacos `cluster.conf`: one member `ip:port` per line, `#` comments.
+    #[arg(long, env = "REGISTRY_MEMBERS_FILE")]
+    pub members_file: Option<PathBuf>,
+
+    /// This node's address as the member list names it (default: the
+    /// listen address).
+    #[arg(long, env = "REGISTRY_ADVERTISE")]
+    pub advertise: Option<String>,
+
+    /// How often each peer is probed, in ms.
+    #[arg(
+        long,
+        env = "REGISTRY_CLUSTER_PROBE_INTERVAL_MS",
+        default_value_t = 2_000
+    )]
+    pub cluster_probe_interval_ms: u64,
+
+    /// Failed probes in a row after which a peer is DOWN.
+    #[arg(long, env = "REGISTRY_CLUSTER_PROBE_FAILURES", default_value_t = 3)]
+    pub cluster_probe_failures: u32,
+
+    /// Time a relayed request may take before the client gets a 503, in ms.
+    #[arg(
+        long,
+        env = "REGISTRY_CLUSTER_RELAY_TIMEOUT_MS",
+        default_value_t = 3_000
+    )]
+    pub cluster_relay_timeout_ms: u64,
+
+    /// Window in which changes to one service merge into one replication
+    /// message, in ms (Nacos uses 1000).
+    #[arg(long, env = "REGISTRY_DISTRO_SYNC_WINDOW_MS", default_value_t = 100)]
+    pub distro_sync_window_ms: u64,
+
+    /// How often a node sends the checksums of the services it is
+    /// responsible for, in ms.
+    #[arg(
+        long,
+        env = "REGISTRY_DISTRO_VERIFY_INTERVAL_MS",
+        default_value_t = 5_000
+    )]
+    pub distro_verify_interval_ms: u64,
+
+    /// File holding the secret peers present to each other (at least 16
+    /// characters). Required with `--auth-users` in a cluster; there is
+    /// no built-in one.
+    #[arg(long, env = "REGISTRY_CLUSTER_SECRET_FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
 
     /// Log format: `text` or `json`.
     #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
@@ -223,6 +301,18 @@ impl Config {
         self.store_config().validate()?;
         if self.max_connections == 0 || self.max_inflight == 0 {
             return Err("--max-connections and --max-inflight must be positive".into());
+        }
+        if self.head_timeout_ms == 0 || self.body_timeout_ms == 0 || self.write_timeout_ms == 0 {
+            return Err(
+                "--head-timeout-ms, --body-timeout-ms and --write-timeout-ms must be positive"
+                    .into(),
+            );
+        }
+        if self.max_buffered_bytes < crate::http::READ_CHUNK {
+            return Err(format!(
+                "--max-buffered-bytes must hold at least one read buffer ({} bytes)",
+                crate::http::READ_CHUNK
+            ));
         }
         if self.sweep_interval_ms == 0 {
             return Err("--sweep-interval-ms must be positive".into());
@@ -264,6 +354,19 @@ impl Config {
             empty_service_ttl_ms: self.empty_service_ttl_ms,
             max_instances_per_service: self.max_instances_per_service,
             max_services: self.max_services,
+        }
+    }
+
+    /// The health checker's part of the configuration.
+    pub fn health_settings(&self) -> crate::health::HealthSettings {
+        crate::health::HealthSettings {
+            interval: Duration::from_millis(self.health_check_interval_ms),
+            timeout: Duration::from_millis(self.health_check_timeout_ms),
+            concurrency: self.health_check_concurrency,
+            threshold: self.health_check_threshold,
+            // Validated at start; a bad value falls back to Nacos's default.
+            default_checker: crate::health::Checker::parse(&self.health_checker)
+                .unwrap_or(crate::health::Checker::Tcp),
         }
     }
 

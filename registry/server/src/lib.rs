@@ -7,6 +7,7 @@
 //!   errors become Nacos statuses and texts.
 //! - [`convert`]: mapping between wire types (`registry-proto`) and the core.
 //! - [`list_cache`]: encoded instance lists, once per revision and view.
+//! - [`events`]: the change feed from every writer to the notifier.
 //! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
 //!   batched UDP sends, acks and the one resend.
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
@@ -14,7 +15,10 @@
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
-//! - [`auth`]: optional Nacos-compatible login and access tokens.
+//! - [`auth`]: optional Nacos-compatible login and access tokens;
+//!   [`users`]: `registry users add|remove`, editing its users file.
+//! - [`cluster`]: membership, relaying and Distro replication with
+//!   `--members`; absent otherwise.
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -27,9 +31,11 @@
 
 pub mod auth;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod convert;
 pub mod embed;
+pub mod events;
 pub mod health;
 pub mod http;
 pub mod list_cache;
@@ -40,6 +46,7 @@ pub mod pusher;
 pub mod shutdown;
 pub mod state;
 pub mod sweeper;
+pub mod users;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -124,11 +131,16 @@ pub async fn run_app(
     let udp = tokio::net::UdpSocket::from_std(listeners.udp)?;
     let grace = app.config.grace();
 
-    let writer = persist::Persist::start(app.clone())?;
+    let writer = match &app.persist {
+        Some(p) => p.start(app.store.clone())?,
+        None => None,
+    };
     let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
+    // Nothing without --members; stopped with the sweeper.
+    let cluster_tasks = cluster::start(&app, &stages.sweeper);
     let health_stop = tokio_util::sync::CancellationToken::new();
-    let health = tokio::spawn(health::run(app.clone(), health_stop.clone()));
+    let health = tokio::spawn(health::run(app.health_checks(), health_stop.clone()));
     let connections = tokio_util::task::TaskTracker::new();
     let acceptor = tokio::spawn(http::serve(
         app.clone(),
@@ -151,6 +163,9 @@ pub async fn run_app(
         // 3. Stop the sweeper.
         stages.sweeper.cancel();
         let _ = sweeper.await;
+        for task in cluster_tasks {
+            let _ = task.await;
+        }
         // 4. The notifier flushes what is due and closes the UDP socket.
         stages.notifier.cancel();
         let _ = notifier.await;

@@ -1,7 +1,8 @@
 //! The route table: `(method, path)` to the endpoint it names.
 //!
 //! Covers every endpoint the registry serves: the naming API under `/nacos/v1/ns/`, the
-//! login endpoint and our Prometheus `/metrics`. One trailing slash is tolerated.
+//! login endpoint, our Prometheus `/metrics`, and the cluster's member list, readiness
+//! and peer endpoints (see [`crate::distro`]). One trailing slash is tolerated.
 //! `HEAD` resolves like `GET` (as in Spring); the server must then omit the body.
 //!
 //! Errors: a path under `/nacos/v1/ns/` that names no endpoint is 501
@@ -48,11 +49,25 @@ pub enum Route {
     AuthLogin,
     /// `GET /metrics` (Prometheus text)
     PrometheusMetrics,
+    /// `GET /nacos/v1/core/cluster/nodes`: the cluster's members
+    ClusterNodes,
+    /// `POST /nacos/v1/core/cluster/report`: a peer's probe
+    ClusterReport,
+    /// `PUT /nacos/v1/ns/distro/datum`: replicated service states
+    DistroReplicate,
+    /// `POST /nacos/v1/ns/distro/datum`: a peer fetches named services
+    DistroFetch,
+    /// `PUT /nacos/v1/ns/distro/checksum`: a peer's checksums
+    DistroChecksum,
+    /// `POST /nacos/v1/ns/distro/datums`: a part of the full snapshot
+    DistroSnapshot,
+    /// `GET /nacos/v1/console/health/readiness`
+    Readiness,
 }
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 16] = [
+    pub const ALL: [Route; 23] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -69,6 +84,13 @@ impl Route {
         Route::OperatorSwitches,
         Route::AuthLogin,
         Route::PrometheusMetrics,
+        Route::ClusterNodes,
+        Route::ClusterReport,
+        Route::DistroReplicate,
+        Route::DistroFetch,
+        Route::DistroChecksum,
+        Route::DistroSnapshot,
+        Route::Readiness,
     ];
 
     /// A short stable name (`instance_beat`), for logs and metric labels.
@@ -90,6 +112,13 @@ impl Route {
             Route::OperatorSwitches => "operator_switches",
             Route::AuthLogin => "auth_login",
             Route::PrometheusMetrics => "prometheus_metrics",
+            Route::ClusterNodes => "cluster_nodes",
+            Route::ClusterReport => "cluster_report",
+            Route::DistroReplicate => "distro_replicate",
+            Route::DistroFetch => "distro_fetch",
+            Route::DistroChecksum => "distro_checksum",
+            Route::DistroSnapshot => "distro_snapshot",
+            Route::Readiness => "readiness",
         }
     }
 
@@ -112,6 +141,13 @@ impl Route {
             Route::OperatorSwitches => (Method::Get, "/nacos/v1/ns/operator/switches"),
             Route::AuthLogin => (Method::Post, "/nacos/v1/auth/login"),
             Route::PrometheusMetrics => (Method::Get, "/metrics"),
+            Route::ClusterNodes => (Method::Get, crate::distro::NODES_PATH),
+            Route::ClusterReport => (Method::Post, crate::distro::REPORT_PATH),
+            Route::DistroReplicate => (Method::Put, crate::distro::DATUM_PATH),
+            Route::DistroFetch => (Method::Post, crate::distro::DATUM_PATH),
+            Route::DistroChecksum => (Method::Put, crate::distro::CHECKSUM_PATH),
+            Route::DistroSnapshot => (Method::Post, crate::distro::SNAPSHOT_PATH),
+            Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
         }
     }
 
@@ -213,6 +249,19 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
             "operator/switches" => {
                 get_only(lookup, Route::OperatorSwitches).ok_or_else(|| not_allowed("GET, HEAD"))
             }
+            "distro/datum" => match lookup {
+                Method::Put => Ok(Route::DistroReplicate),
+                Method::Post => Ok(Route::DistroFetch),
+                _ => Err(not_allowed("POST, PUT")),
+            },
+            "distro/checksum" => match lookup {
+                Method::Put => Ok(Route::DistroChecksum),
+                _ => Err(not_allowed("PUT")),
+            },
+            "distro/datums" => match lookup {
+                Method::Post => Ok(Route::DistroSnapshot),
+                _ => Err(not_allowed("POST")),
+            },
             _ => Err(RouteError::NoSuchApi { method, path }),
         };
     }
@@ -223,6 +272,16 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
         },
         "/metrics" => {
             get_only(lookup, Route::PrometheusMetrics).ok_or_else(|| not_allowed("GET, HEAD"))
+        }
+        crate::distro::NODES_PATH => {
+            get_only(lookup, Route::ClusterNodes).ok_or_else(|| not_allowed("GET, HEAD"))
+        }
+        crate::distro::REPORT_PATH => match lookup {
+            Method::Post => Ok(Route::ClusterReport),
+            _ => Err(not_allowed("POST")),
+        },
+        crate::distro::READINESS_PATH => {
+            get_only(lookup, Route::Readiness).ok_or_else(|| not_allowed("GET, HEAD"))
         }
         _ => Err(RouteError::NotFound { path }),
     }

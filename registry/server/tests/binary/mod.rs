@@ -171,6 +171,16 @@ impl Conn {
         })
     }
 
+    /// A connection already made (from a chosen source address).
+    pub fn from_stream(stream: TcpStream, addr: SocketAddr) -> Conn {
+        let _ = stream.set_nodelay(true);
+        Conn {
+            stream,
+            addr,
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
     /// One request and its response: (status, body).
     pub async fn call(&mut self, method: Method, target: &str) -> std::io::Result<(u16, String)> {
         let mut out = Vec::with_capacity(256);

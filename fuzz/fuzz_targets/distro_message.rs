@@ -1,0 +1,30 @@
+//! Arbitrary bytes as peer messages of every kind: decoding must never
+//! panic, must refuse what exceeds the bound, and an accepted message must
+//! re-encode to one that decodes to the same value.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use registry_proto::distro::{decode, encode, Checksums, Datums, Fetch, Report, SnapshotPart};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+const MAX: usize = 64 * 1024;
+
+fn round_trip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(data: &[u8]) {
+    match decode::<T>(data, MAX) {
+        Ok(m) => {
+            assert!(data.len() <= MAX);
+            assert_eq!(decode::<T>(&encode(&m), usize::MAX).as_ref(), Ok(&m));
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    round_trip::<Report>(data);
+    round_trip::<Datums>(data);
+    round_trip::<Checksums>(data);
+    round_trip::<Fetch>(data);
+    round_trip::<SnapshotPart>(data);
+});

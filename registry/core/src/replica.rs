@@ -1,0 +1,405 @@
+//! The store's side of cluster replication (Distro): applying a service
+//! state received from the service's responsible node, renewing leases when
+//! this node takes a service over, and deferring the leases of services
+//! another node is responsible for.
+//!
+//! A child of `store` so it can reach the shards; the server's `cluster`
+//! module decides *when* to call these, the store only keeps them correct
+//! under its shard locks.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{check_name, set_owner, Shard, Store, Written};
+use crate::error::RegistryError;
+use crate::lease::{self, LeaseSlot};
+use crate::metadata::Metadata;
+use crate::model::{check_threshold, check_weight, Instance, InstanceSpec, LeaseTimeouts};
+use crate::model::{Millis, ServiceRef};
+use crate::snapshot::{Origin, ServiceSnapshot};
+use crate::store::ServiceCell;
+
+/// A service's whole state as its responsible node published it.
+#[derive(Clone, Debug)]
+pub struct Replica<'a> {
+    /// Which node wrote it, at which of its revisions.
+    pub origin: Origin,
+    /// Protect threshold in `[0, 1]`.
+    pub protect_threshold: f32,
+    /// Service metadata.
+    pub metadata: Metadata,
+    /// Raw selector JSON.
+    pub selector: Option<Arc<str>>,
+    /// Created through the service API.
+    pub explicit: bool,
+    /// Every instance, in any order; a repeated address keeps its first.
+    pub instances: Vec<InstanceSpec<'a>>,
+}
+
+/// What [`Store::apply_replica`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// This node already holds this or a later revision from that origin:
+    /// nothing changed (duplicates and reordered messages land here).
+    Stale,
+    /// Recorded as the new origin, but nothing a reader sees changed.
+    Unchanged,
+    /// Published as a new revision.
+    Written(Written),
+}
+
+type Checked<'s, 'a> = (&'s InstanceSpec<'a>, LeaseTimeouts);
+
+/// The order instances are kept in (see `Instance::sort_key`).
+fn sort_key<'a>(s: &Checked<'_, 'a>) -> (&'a str, std::net::IpAddr, u16, bool) {
+    (s.0.addr.cluster, s.0.addr.ip, s.0.addr.port, s.0.ephemeral)
+}
+
+impl Store {
+    /// Makes `replica` the service's state unless this node already holds
+    /// that origin's revision or a later one (idempotent, so a message may
+    /// arrive twice or late). Creates the service if needed. Ephemeral
+    /// instances get a fresh lease (the owner saw them alive), kept leases
+    /// are renewed, dropped instances release theirs.
+    ///
+    /// # Errors
+    /// A validation error for the state; nothing is applied then.
+    pub fn apply_replica(
+        &self,
+        service: ServiceRef<'_>,
+        replica: &Replica<'_>,
+        now: Millis,
+    ) -> Result<Applied, RegistryError> {
+        check_name(service)?;
+        check_threshold(replica.protect_threshold)?;
+        if replica.instances.len() > self.config.max_instances_per_service {
+            return Err(RegistryError::TooManyInstances {
+                limit: self.config.max_instances_per_service,
+            });
+        }
+        let mut specs: Vec<Checked<'_, '_>> = Vec::with_capacity(replica.instances.len());
+        for spec in &replica.instances {
+            check_weight(spec.weight)?;
+            let timeouts = LeaseTimeouts::from_metadata(&spec.metadata, self.config.timeouts)?;
+            specs.push((spec, timeouts));
+        }
+        specs.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
+        specs.dedup_by(|a, b| sort_key(a) == sort_key(b));
+
+        let shard = self.shard(service);
+        let mut w = shard.writer.lock();
+        let cell = self.cell_or_create(shard, &mut w, service, now)?;
+        let old = cell.snapshot.load_full();
+        if old.origin.covers(&replica.origin) {
+            return Ok(Applied::Stale);
+        }
+        let mut kept = vec![false; old.instances.len()];
+        let mut instances = Vec::with_capacity(specs.len());
+        for (spec, timeouts) in specs {
+            let pos = old.position(spec.addr, spec.ephemeral);
+            let (cluster, lease) = match pos {
+                Ok(i) => {
+                    kept[i] = true;
+                    (old.instances[i].cluster.clone(), old.instances[i].lease)
+                }
+                Err(_) if spec.ephemeral => {
+                    let slot = w.slots.allocate();
+                    set_owner(&mut w.owners, slot, Some(cell.clone()));
+                    (w.interner.string(spec.addr.cluster), slot)
+                }
+                Err(_) => (w.interner.string(spec.addr.cluster), LeaseSlot::NONE),
+            };
+            if lease.is_some() {
+                let deadline = lease::beat_deadline(now, &timeouts);
+                match pos {
+                    Ok(_) => shard.leases.renew(lease, deadline),
+                    Err(_) => shard.leases.activate(lease, deadline),
+                }
+            }
+            instances.push(Instance {
+                ip: spec.addr.ip,
+                port: spec.addr.port,
+                healthy: spec.healthy,
+                enabled: spec.enabled,
+                ephemeral: spec.ephemeral,
+                weight: spec.weight,
+                cluster,
+                metadata: w.interner.metadata(spec.metadata.clone()),
+                timeouts,
+                lease,
+            });
+        }
+        for (inst, kept) in old.instances.iter().zip(kept) {
+            if !kept {
+                self.release_lease(shard, &mut w, inst.lease);
+            }
+        }
+        shard
+            .instances_count
+            .fetch_add(instances.len(), Ordering::Relaxed);
+        shard
+            .instances_count
+            .fetch_sub(old.instances.len(), Ordering::Relaxed);
+        let next = ServiceSnapshot {
+            key: old.key.clone(),
+            revision: old.revision,
+            protect_threshold: replica.protect_threshold,
+            metadata: w.interner.metadata(replica.metadata.clone()),
+            selector: replica.selector.clone(),
+            instances: instances.into_boxed_slice(),
+            checksum: old.checksum,
+            explicit: replica.explicit,
+            emptied_at: old.emptied_at,
+            origin: replica.origin,
+        };
+        if same_visible_state(&old, &next) {
+            // Same revision: cached encodings of it stay valid.
+            cell.snapshot.store(Arc::new(next));
+            return Ok(Applied::Unchanged);
+        }
+        let empty_now = next.instances.is_empty() && !next.explicit;
+        let empty_before = old.instances.is_empty() && !old.explicit;
+        let written = self.commit(&mut w, &cell, next, now);
+        if empty_now && !empty_before {
+            w.emptied.push_back(cell.clone());
+            shard.has_emptied.store(true, Ordering::Relaxed);
+        }
+        Ok(Applied::Written(written))
+    }
+
+    /// Gives every ephemeral instance of `service` a fresh lease, as if each
+    /// had just beaten: a node taking a service over does this before it
+    /// expires anything, because the beats went to the previous owner.
+    /// Returns the number of leases renewed.
+    pub fn refresh_leases(&self, service: ServiceRef<'_>, now: Millis) -> usize {
+        let shard = self.shard(service);
+        // Under the writer lock, so an expiry pass in progress sees either
+        // the old deadline or the new one for the whole service.
+        let _w = shard.writer.lock();
+        let Some(cell) = self.cell(shard, service) else {
+            return 0;
+        };
+        let snap = cell.snapshot.load();
+        let mut renewed = 0;
+        for inst in snap.instances.iter().filter(|i| i.lease.is_some()) {
+            shard
+                .leases
+                .renew(inst.lease, lease::beat_deadline(now, &inst.timeouts));
+            renewed += 1;
+        }
+        renewed
+    }
+
+    /// Calls `f` with every service's current snapshot, shard by shard, in
+    /// no particular order (checksums, snapshots for a starting peer).
+    pub fn for_each_service(&self, mut f: impl FnMut(&Arc<ServiceSnapshot>)) {
+        for shard in self.shards.iter() {
+            let map = shard.services.pin();
+            for (_, cell) in map.iter() {
+                f(&cell.snapshot.load());
+            }
+        }
+    }
+}
+
+/// Pushes the due leases of a service this node is not responsible for one
+/// first-check period ahead, without looking at health: its owner decides.
+pub(super) fn defer_leases(shard: &Shard, cell: &ServiceCell, due: &[LeaseSlot], now: Millis) {
+    let snap = cell.snapshot.load();
+    for inst in snap.instances.iter() {
+        if !inst.lease.is_some() || due.binary_search(&inst.lease).is_err() {
+            continue;
+        }
+        if lease::due_at(shard.leases.deadline(inst.lease)) <= now {
+            shard
+                .leases
+                .renew(inst.lease, lease::beat_deadline(now, &inst.timeouts));
+        }
+    }
+}
+
+fn same_visible_state(old: &ServiceSnapshot, next: &ServiceSnapshot) -> bool {
+    old.protect_threshold.to_bits() == next.protect_threshold.to_bits()
+        && old.metadata == next.metadata
+        && old.selector == next.selector
+        && old.explicit == next.explicit
+        && old.instances.len() == next.instances.len()
+        && old
+            .instances
+            .iter()
+            .zip(next.instances.iter())
+            .all(|(a, b)| a.sort_key() == b.sort_key() && a.same_visible_state(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreConfig;
+    use std::net::IpAddr;
+
+    const SVC: ServiceRef<'static> = ServiceRef {
+        namespace: "public",
+        name: "DEFAULT_GROUP@@demo",
+    };
+
+    fn store() -> Store {
+        Store::new(StoreConfig {
+            shards: 2,
+            ..StoreConfig::default()
+        })
+    }
+
+    fn ip() -> IpAddr {
+        "10.0.0.1".parse().unwrap()
+    }
+
+    fn replica(node: u64, revision: u64, ports: &[u16]) -> Replica<'static> {
+        Replica {
+            origin: Origin { node, revision },
+            protect_threshold: 0.0,
+            metadata: Metadata::empty(),
+            selector: None,
+            explicit: false,
+            instances: ports
+                .iter()
+                .map(|p| InstanceSpec::new("DEFAULT", ip(), *p))
+                .collect(),
+        }
+    }
+
+    fn ports(s: &Store) -> Vec<u16> {
+        s.snapshot(SVC)
+            .map(|s| s.instances().iter().map(|i| i.port).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn applies_then_ignores_duplicates_and_older_revisions() {
+        let s = store();
+        let a = s.apply_replica(SVC, &replica(7, 5, &[2, 1]), Millis(0));
+        assert!(matches!(
+            a,
+            Ok(Applied::Written(Written { event: Some(_), .. }))
+        ));
+        assert_eq!(ports(&s), vec![1, 2]);
+        assert_eq!(s.stats().instances, 2);
+        let rev = s.snapshot(SVC).unwrap().revision();
+        assert_eq!(
+            s.apply_replica(SVC, &replica(7, 5, &[2, 1]), Millis(1)),
+            Ok(Applied::Stale)
+        );
+        assert_eq!(
+            s.apply_replica(SVC, &replica(7, 4, &[9]), Millis(1)),
+            Ok(Applied::Stale)
+        );
+        assert_eq!(ports(&s), vec![1, 2]);
+        assert_eq!(s.snapshot(SVC).unwrap().revision(), rev);
+        // A later revision replaces the list; so does another origin.
+        s.apply_replica(SVC, &replica(7, 6, &[3]), Millis(2))
+            .unwrap();
+        assert_eq!(ports(&s), vec![3]);
+        s.apply_replica(SVC, &replica(8, 1, &[4, 3]), Millis(2))
+            .unwrap();
+        assert_eq!(ports(&s), vec![3, 4]);
+        assert_eq!(s.stats().instances, 2);
+        assert_eq!(
+            s.snapshot(SVC).unwrap().origin(),
+            Origin {
+                node: 8,
+                revision: 1
+            }
+        );
+    }
+
+    #[test]
+    fn same_content_from_a_new_origin_keeps_the_revision() {
+        let s = store();
+        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0))
+            .unwrap();
+        let rev = s.snapshot(SVC).unwrap().revision();
+        assert_eq!(
+            s.apply_replica(SVC, &replica(2, 9, &[1]), Millis(0)),
+            Ok(Applied::Unchanged)
+        );
+        let snap = s.snapshot(SVC).unwrap();
+        assert_eq!((snap.revision(), snap.origin().node), (rev, 2));
+    }
+
+    #[test]
+    fn a_local_write_after_a_replica_is_local_again() {
+        let s = store();
+        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0))
+            .unwrap();
+        s.register(SVC, &InstanceSpec::new("DEFAULT", ip(), 2), Millis(0))
+            .unwrap();
+        assert_eq!(s.snapshot(SVC).unwrap().origin(), Origin::LOCAL);
+        // A local state never covers anything: the next replica applies.
+        s.apply_replica(SVC, &replica(1, 1, &[5]), Millis(0))
+            .unwrap();
+        assert_eq!(ports(&s), vec![5]);
+    }
+
+    #[test]
+    fn invalid_replicas_change_nothing() {
+        let s = store();
+        let mut bad = replica(1, 1, &[1]);
+        bad.instances[0].weight = f64::NAN;
+        assert_eq!(
+            s.apply_replica(SVC, &bad, Millis(0)),
+            Err(RegistryError::InvalidWeight)
+        );
+        let mut bad = replica(1, 1, &[1]);
+        bad.protect_threshold = 2.0;
+        assert!(s.apply_replica(SVC, &bad, Millis(0)).is_err());
+        assert!(s.snapshot(SVC).is_none());
+        assert_eq!(s.stats().services, 0);
+    }
+
+    #[test]
+    fn only_owned_services_expire_and_others_are_deferred() {
+        let s = store();
+        let t = s.config().timeouts;
+        s.apply_replica(SVC, &replica(1, 1, &[1]), Millis(0))
+            .unwrap();
+        let other = ServiceRef::new("public", "DEFAULT_GROUP@@other");
+        s.register(other, &InstanceSpec::new("DEFAULT", ip(), 1), Millis(0))
+            .unwrap();
+        let mine = |k: &crate::ServiceKey| k.grouped_name() == other.name;
+        // Past the delete timeout: the owned service loses its instance,
+        // the replica keeps its own, healthy.
+        let late = Millis(u64::from(t.delete_timeout_ms) + 1);
+        let first = s.expire_owned(Millis(u64::from(t.beat_timeout_ms)), mine);
+        assert_eq!(first.unhealthy, 1);
+        let r = s.expire_owned(late, mine);
+        assert_eq!(r.removed, 1);
+        assert_eq!(ports(&s), vec![1]);
+        assert!(s.snapshot(SVC).unwrap().instances()[0].healthy);
+        // Taken over: a fresh lease, then it expires one timeout later.
+        assert_eq!(s.refresh_leases(SVC, late), 1);
+        let all = |_: &crate::ServiceKey| true;
+        let r = s.expire_owned(late.plus(u64::from(t.beat_timeout_ms) - 1), all);
+        assert_eq!((r.unhealthy, r.removed), (0, 0));
+        let r = s.expire_owned(late.plus(u64::from(t.beat_timeout_ms)), all);
+        assert_eq!(r.unhealthy, 1);
+        let r = s.expire_owned(late.plus(u64::from(t.delete_timeout_ms)), all);
+        assert_eq!(r.removed, 1);
+        assert!(ports(&s).is_empty());
+    }
+
+    #[test]
+    fn for_each_service_visits_every_service() {
+        let s = store();
+        for n in ["a", "b", "c"] {
+            s.register(
+                ServiceRef::new("ns", n),
+                &InstanceSpec::new("DEFAULT", ip(), 1),
+                Millis(0),
+            )
+            .unwrap();
+        }
+        let mut names = Vec::new();
+        s.for_each_service(|snap| names.push(snap.key().grouped_name().to_owned()));
+        names.sort();
+        assert_eq!(names, ["a", "b", "c"]);
+    }
+}

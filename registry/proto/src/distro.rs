@@ -1,0 +1,508 @@
+//! The peer protocol of a registry cluster (Distro, as Nacos 1.x runs it
+//! for ephemeral instances), and Nacos's member list answer.
+//!
+//! Peers talk HTTP/1.1 to each other's API port. Every peer message body is
+//! one JSON object carrying the protocol version, the sender's advertised
+//! address and incarnation, and, when the cluster has one, its secret
+//! ([`Envelope`]); the payload differs per endpoint:
+//!
+//! | endpoint | request | answer |
+//! |---|---|---|
+//! | `POST /nacos/v1/core/cluster/report` | [`Report`] | [`Report`] |
+//! | `PUT /nacos/v1/ns/distro/datum` | [`Datums`] (replication) | `ok` |
+//! | `PUT /nacos/v1/ns/distro/checksum` | [`Checksums`] | `ok` |
+//! | `POST /nacos/v1/ns/distro/datum` | [`Fetch`] | [`Datums`] |
+//! | `POST /nacos/v1/ns/distro/datums` | [`SnapshotPart`] | [`Datums`] |
+//!
+//! Client writes that reach a node not responsible for their service are
+//! relayed to the responsible one with [`write_relayed`], which marks them
+//! with the [`RELAYED_BY`] parameter so they are never relayed twice.
+//!
+//! Decoding is bounded ([`decode`] refuses more than `max` bytes before
+//! parsing) and checks the version before the payload, so an old peer gets
+//! "unsupported version", not a shape error. Nothing here opens a socket.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::http1::Method;
+
+/// The protocol version this build speaks. A peer with another version is
+/// refused: replication across versions is not defined.
+pub const VERSION: u32 = 1;
+
+/// Query parameter marking a client request relayed by a peer; its value
+/// is the relaying node's advertised address.
+pub const RELAYED_BY: &str = "relayedBy";
+
+/// Path of the member list (Nacos `GET /v1/core/cluster/nodes`).
+pub const NODES_PATH: &str = "/nacos/v1/core/cluster/nodes";
+/// Path of the liveness probe between peers.
+pub const REPORT_PATH: &str = "/nacos/v1/core/cluster/report";
+/// Path of replication (`PUT`) and of fetching named services (`POST`).
+pub const DATUM_PATH: &str = "/nacos/v1/ns/distro/datum";
+/// Path of the periodic checksums.
+pub const CHECKSUM_PATH: &str = "/nacos/v1/ns/distro/checksum";
+/// Path of the full snapshot, in parts.
+pub const SNAPSHOT_PATH: &str = "/nacos/v1/ns/distro/datums";
+/// Path of the readiness endpoint (Nacos 2.x's).
+pub const READINESS_PATH: &str = "/nacos/v1/console/health/readiness";
+
+/// Why a peer message was refused. `Display` is the 400 text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DistroError {
+    /// Larger than the receiver accepts.
+    #[error("peer message of {len} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Another protocol version.
+    #[error("unsupported peer protocol version {got}, this node speaks {VERSION}")]
+    Version {
+        /// The version it named.
+        got: u32,
+    },
+    /// Not a message of the expected shape.
+    #[error("malformed peer message: {0}")]
+    Malformed(String),
+}
+
+/// What every peer message carries besides its payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    /// Protocol version ([`VERSION`]).
+    pub v: u32,
+    /// The sender's advertised address (`ip:port`), a member's.
+    pub from: String,
+    /// The sender's incarnation: random per process start, so revisions of
+    /// a restarted node are never compared with its previous life's.
+    pub node: u64,
+    /// The cluster secret when the cluster has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// The payload.
+    pub body: T,
+}
+
+#[derive(Deserialize)]
+struct VersionOnly {
+    v: u32,
+}
+
+/// Decodes a peer message of at most `max` bytes: size, then version, then
+/// shape.
+///
+/// # Errors
+/// [`DistroError`] naming what is wrong.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], max: usize) -> Result<Envelope<T>, DistroError> {
+    if bytes.len() > max {
+        return Err(DistroError::TooLarge {
+            len: bytes.len(),
+            max,
+        });
+    }
+    let head: VersionOnly =
+        serde_json::from_slice(bytes).map_err(|e| DistroError::Malformed(e.to_string()))?;
+    if head.v != VERSION {
+        return Err(DistroError::Version { got: head.v });
+    }
+    serde_json::from_slice(bytes).map_err(|e| DistroError::Malformed(e.to_string()))
+}
+
+/// Encodes a peer message.
+pub fn encode<T: Serialize>(message: &Envelope<T>) -> Vec<u8> {
+    // Serialising these plain structs cannot fail.
+    serde_json::to_vec(message).unwrap_or_default()
+}
+
+/// Decodes an answer payload that carries no envelope (a [`Datums`] or a
+/// [`Report`] answered to our request), bounded like [`decode`].
+///
+/// # Errors
+/// [`DistroError::TooLarge`] or [`DistroError::Malformed`].
+pub fn decode_answer<T: DeserializeOwned>(bytes: &[u8], max: usize) -> Result<T, DistroError> {
+    if bytes.len() > max {
+        return Err(DistroError::TooLarge {
+            len: bytes.len(),
+            max,
+        });
+    }
+    serde_json::from_slice(bytes).map_err(|e| DistroError::Malformed(e.to_string()))
+}
+
+/// Encodes an answer payload.
+pub fn encode_answer<T: Serialize>(answer: &T) -> Vec<u8> {
+    serde_json::to_vec(answer).unwrap_or_default()
+}
+
+/// The probe: "I am alive", and whether the sender serves (has loaded its
+/// snapshot). Answered with the receiver's own report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// The node's incarnation.
+    pub node: u64,
+    /// It has loaded its snapshot and serves clients.
+    pub ready: bool,
+}
+
+/// Service states from the node that wrote them (`node`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Datums {
+    /// The writing node's incarnation: the origin of every item.
+    pub node: u64,
+    /// One entry per service.
+    pub items: Vec<Datum>,
+}
+
+/// One service's state at a revision of its writer, or its removal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Datum {
+    /// Namespace id.
+    pub ns: String,
+    /// Grouped service name.
+    pub service: String,
+    /// The service's revision on the writing node.
+    pub revision: u64,
+    /// Wall-clock ms when the writer first saw the change (0 when not a
+    /// fresh change), for the replication-lag metric.
+    #[serde(default)]
+    pub changed_ms: u64,
+    /// The state; `None` when the service was deleted.
+    pub state: Option<ServiceState>,
+}
+
+/// A service's whole state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceState {
+    /// Protect threshold.
+    pub protect_threshold: f32,
+    /// Service metadata, as key/value pairs.
+    #[serde(default)]
+    pub metadata: Vec<(String, String)>,
+    /// Raw selector JSON.
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// Created through the service API.
+    #[serde(default)]
+    pub explicit: bool,
+    /// Every instance.
+    pub instances: Vec<InstanceState>,
+}
+
+/// One instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceState {
+    /// IP address (text).
+    pub ip: String,
+    /// Port.
+    pub port: u16,
+    /// Cluster name.
+    pub cluster: String,
+    /// Weight.
+    pub weight: f64,
+    /// Health.
+    pub healthy: bool,
+    /// Enabled.
+    pub enabled: bool,
+    /// Ephemeral (lives by heartbeat).
+    pub ephemeral: bool,
+    /// Metadata, as key/value pairs.
+    #[serde(default)]
+    pub metadata: Vec<(String, String)>,
+}
+
+/// Checksums of the services the sender is responsible for, in one part of
+/// `parts`: a service is in part `hash % parts` (see [`part_of`]), and a
+/// receiver drops services of that part the sender is responsible for that
+/// the list does not name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Checksums {
+    /// Which part this is.
+    pub part: u32,
+    /// How many parts the sender split its services into.
+    pub parts: u32,
+    /// `(namespace, grouped name, checksum)`.
+    pub items: Vec<(String, String, u64)>,
+}
+
+/// Services to send in full: `(namespace, grouped name)`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fetch {
+    /// The services.
+    pub keys: Vec<(String, String)>,
+}
+
+/// One part of the full snapshot a starting node loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotPart {
+    /// Which part.
+    pub part: u32,
+    /// Of how many.
+    pub parts: u32,
+}
+
+/// The part (of `parts`) a service belongs to: FNV-1a of namespace and
+/// name, the same on every node and every build.
+pub fn part_of(namespace: &str, name: &str, parts: u32) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in namespace.bytes().chain([0xff]).chain(name.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    (h % u64::from(parts.max(1))) as u32
+}
+
+/// Java's `String.hashCode` over UTF-16 code units, which Nacos's
+/// `DistroMapper` uses to pick a service's responsible node.
+pub fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The index of the responsible node among `members` UP members, as Nacos
+/// computes it: `abs(hashCode(groupedName) % Integer.MAX_VALUE) % members`.
+pub fn responsible_index(grouped_name: &str, members: usize) -> usize {
+    let h = java_hash(grouped_name) % i32::MAX;
+    (h.unsigned_abs() as usize) % members.max(1)
+}
+
+/// Writes a client request relayed to the responsible node: the same
+/// method, path, query, `User-Agent`, `Content-Type` and body, plus
+/// [`RELAYED_BY`]`=from` in the query.
+pub fn write_relayed(out: &mut Vec<u8>, request: &Relayed<'_>, host: &str, from: &str) {
+    out.extend_from_slice(request.method.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(request.path.as_bytes());
+    out.push(b'?');
+    if !request.query.is_empty() {
+        out.extend_from_slice(request.query.as_bytes());
+        out.push(b'&');
+    }
+    out.extend_from_slice(RELAYED_BY.as_bytes());
+    out.push(b'=');
+    out.extend_from_slice(from.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    out.extend_from_slice(host.as_bytes());
+    if let Some(ua) = request.user_agent {
+        out.extend_from_slice(b"\r\nUser-Agent: ");
+        out.extend_from_slice(ua.as_bytes());
+    }
+    if let Some(ct) = request.content_type {
+        out.extend_from_slice(b"\r\nContent-Type: ");
+        out.extend_from_slice(ct.as_bytes());
+    }
+    out.extend_from_slice(b"\r\nContent-Length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(request.body.len()).as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(request.body);
+}
+
+/// The parts of a client request that a relay keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Relayed<'a> {
+    /// The method token as sent.
+    pub method: &'a str,
+    /// The path.
+    pub path: &'a str,
+    /// The raw query, without `?`.
+    pub query: &'a str,
+    /// `User-Agent`, which decides some semantics (strict update).
+    pub user_agent: Option<&'a str>,
+    /// `Content-Type` (form bodies carry parameters).
+    pub content_type: Option<&'a str>,
+    /// The body.
+    pub body: &'a [u8],
+}
+
+/// Writes a peer request with a JSON body.
+pub fn write_peer_request(out: &mut Vec<u8>, method: Method, path: &str, host: &str, body: &[u8]) {
+    crate::http1::write_request(out, method, path, host, Some(("application/json", body)));
+}
+
+/// One member in Nacos's member list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberView<'a> {
+    /// `ip:port`.
+    pub address: &'a str,
+    /// `UP`, `DOWN` or `STARTING`.
+    pub state: &'a str,
+    /// Wall-clock ms of the last successful probe (0: never).
+    pub last_refresh_ms: u64,
+    /// Failed probes in a row.
+    pub fail_count: u32,
+}
+
+/// Encodes `GET /nacos/v1/core/cluster/nodes`'s answer as Nacos 1.4 does:
+/// `{"code":200,"message":null,"data":[{"ip","port","state","extendInfo":
+/// {"lastRefreshTime"},"address","failAccessCnt"}]}`.
+pub fn encode_members(out: &mut Vec<u8>, members: &[MemberView<'_>]) {
+    let data: Vec<serde_json::Value> = members
+        .iter()
+        .map(|m| {
+            let (ip, port) = m.address.rsplit_once(':').unwrap_or((m.address, "0"));
+            serde_json::json!({
+                "ip": ip.trim_start_matches('[').trim_end_matches(']'),
+                "port": port.parse::<u16>().unwrap_or(0),
+                "state": m.state,
+                "extendInfo": { "lastRefreshTime": m.last_refresh_ms },
+                "address": m.address,
+                "failAccessCnt": m.fail_count,
+            })
+        })
+        .collect();
+    let body = serde_json::json!({ "code": 200, "message": null, "data": data });
+    out.extend_from_slice(body.to_string().as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope<T>(body: T) -> Envelope<T> {
+        Envelope {
+            v: VERSION,
+            from: "127.0.0.1:8848".into(),
+            node: 42,
+            secret: None,
+            body,
+        }
+    }
+
+    #[test]
+    fn java_hash_matches_java() {
+        // Values from `String.hashCode` in Java.
+        assert_eq!(java_hash(""), 0);
+        assert_eq!(java_hash("a"), 97);
+        assert_eq!(java_hash("hello"), 99_162_322);
+        assert_eq!(java_hash("DEFAULT_GROUP@@demo"), {
+            let mut h = 0i32;
+            for c in "DEFAULT_GROUP@@demo".bytes() {
+                h = h.wrapping_mul(31).wrapping_add(i32::from(c));
+            }
+            h
+        });
+        // Overflowing, negative: "polygenelubricants" hashes to i32::MIN in Java.
+        assert_eq!(java_hash("polygenelubricants"), i32::MIN);
+        assert_eq!(responsible_index("polygenelubricants", 3), 1);
+    }
+
+    #[test]
+    fn responsible_index_is_in_range_and_stable() {
+        for n in 1..6 {
+            for s in ["a", "b", "DEFAULT_GROUP@@x", "ünïcode"] {
+                let i = responsible_index(s, n);
+                assert!(i < n);
+                assert_eq!(i, responsible_index(s, n));
+            }
+        }
+    }
+
+    #[test]
+    fn datums_round_trip() {
+        let m = envelope(Datums {
+            node: 9,
+            items: vec![Datum {
+                ns: "public".into(),
+                service: "DEFAULT_GROUP@@a".into(),
+                revision: u64::MAX,
+                changed_ms: 1,
+                state: Some(ServiceState {
+                    protect_threshold: 0.5,
+                    metadata: vec![("k".into(), "v".into())],
+                    selector: None,
+                    explicit: false,
+                    instances: vec![InstanceState {
+                        ip: "10.0.0.1".into(),
+                        port: 80,
+                        cluster: "DEFAULT".into(),
+                        weight: 1.5,
+                        healthy: true,
+                        enabled: true,
+                        ephemeral: true,
+                        metadata: vec![],
+                    }],
+                }),
+            }],
+        });
+        let bytes = encode(&m);
+        assert_eq!(decode::<Datums>(&bytes, 1 << 20), Ok(m));
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        let bytes = encode(&envelope(Report {
+            node: 1,
+            ready: true,
+        }));
+        assert!(matches!(
+            decode::<Report>(&bytes, 10),
+            Err(DistroError::TooLarge { max: 10, .. })
+        ));
+        let old = String::from_utf8(bytes.clone())
+            .unwrap()
+            .replace("\"v\":1", "\"v\":0");
+        assert_eq!(
+            decode::<Report>(old.as_bytes(), 1 << 20),
+            Err(DistroError::Version { got: 0 })
+        );
+        assert!(matches!(
+            decode::<Datums>(&bytes, 1 << 20),
+            Err(DistroError::Malformed(_))
+        ));
+        assert!(matches!(
+            decode::<Report>(b"{", 1 << 20),
+            Err(DistroError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn relayed_requests_keep_what_matters() {
+        let mut out = Vec::new();
+        let r = Relayed {
+            method: "POST",
+            path: "/nacos/v1/ns/instance",
+            query: "serviceName=a&ip=1.1.1.1&port=1",
+            user_agent: Some("Nacos-Java-Client:v1.4.1"),
+            content_type: None,
+            body: b"",
+        };
+        write_relayed(&mut out, &r, "127.0.0.1:2", "127.0.0.1:1");
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(
+            "POST /nacos/v1/ns/instance?serviceName=a&ip=1.1.1.1&port=1&relayedBy=127.0.0.1:1 HTTP/1.1\r\n"
+        ));
+        assert!(text.contains("User-Agent: Nacos-Java-Client:v1.4.1\r\n"));
+        assert!(text.ends_with("Content-Length: 0\r\n\r\n"));
+    }
+
+    #[test]
+    fn members_encode_as_nacos() {
+        let mut out = Vec::new();
+        encode_members(
+            &mut out,
+            &[MemberView {
+                address: "127.0.0.1:8848",
+                state: "UP",
+                last_refresh_ms: 5,
+                fail_count: 0,
+            }],
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["code"], 200);
+        assert_eq!(v["data"][0]["ip"], "127.0.0.1");
+        assert_eq!(v["data"][0]["port"], 8848);
+        assert_eq!(v["data"][0]["state"], "UP");
+        assert_eq!(v["data"][0]["extendInfo"]["lastRefreshTime"], 5);
+    }
+
+    #[test]
+    fn parts_cover_and_are_stable() {
+        assert_eq!(part_of("public", "a", 1), 0);
+        let p = part_of("public", "DEFAULT_GROUP@@a", 7);
+        assert!(p < 7);
+        assert_eq!(p, part_of("public", "DEFAULT_GROUP@@a", 7));
+    }
+}

@@ -1,0 +1,177 @@
+//! The cluster's HTTP endpoints: the member list, readiness, and the peer
+//! endpoints (report, replicate, checksum, fetch, snapshot).
+//!
+//! A peer request is refused (403) unless it comes from a member's IP,
+//! names a member other than this node as its sender from that IP, and,
+//! when the cluster has a secret, presents it (compared in constant time).
+//! Its body is bounded and versioned (400 with the reason otherwise), and
+//! nothing of a refused message is applied.
+
+use registry_proto::distro::{
+    self, Checksums, Datums, DistroError, Envelope, Fetch, MemberView, Report, SnapshotPart,
+};
+use registry_proto::naming::route::Route;
+use serde::de::DeserializeOwned;
+use subtle::ConstantTimeEq;
+
+use super::replicate::apply_datums;
+use super::verify::{answer_fetch, answer_snapshot, on_checksums};
+use super::Cluster;
+use crate::http::{error::Failure, Exchange, Reply, Scratch};
+
+/// Answers a cluster route.
+///
+/// # Errors
+/// 403 for a non-member or a wrong secret, 400 for a bad message.
+pub(crate) fn handle(
+    ex: &Exchange<'_>,
+    route: Route,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
+    let app = ex.app;
+    let Some(cluster) = app.cluster.as_deref() else {
+        return single_node(ex, route, scratch);
+    };
+    match route {
+        Route::ClusterNodes => {
+            let states = cluster.member_states();
+            let views: Vec<MemberView<'_>> = states
+                .iter()
+                .map(|(addr, state, last, fails)| MemberView {
+                    address: addr,
+                    state: state.name(),
+                    last_refresh_ms: *last,
+                    fail_count: *fails,
+                })
+                .collect();
+            distro::encode_members(&mut scratch.body, &views);
+            Ok(Reply::Json)
+        }
+        Route::Readiness => readiness(cluster.is_ready()),
+        Route::ClusterReport => {
+            let m: Envelope<Report> = admit(ex, cluster)?;
+            cluster.heard_from(&m.from, m.body.ready);
+            let answer = Report {
+                node: cluster.node,
+                ready: cluster.is_ready(),
+            };
+            scratch.body = distro::encode_answer(&answer);
+            Ok(Reply::Json)
+        }
+        Route::DistroReplicate => {
+            let m: Envelope<Datums> = admit(ex, cluster)?;
+            let r = apply_datums(app, cluster, m.body.node, &m.body.items, true);
+            if r.invalid > 0 {
+                tracing::warn!(from = %m.from, invalid = r.invalid, "refused invalid replicated states");
+            }
+            Ok(Reply::Text("ok"))
+        }
+        Route::DistroChecksum => {
+            let m: Envelope<Checksums> = admit(ex, cluster)?;
+            if m.body.parts == 0 || m.body.part >= m.body.parts {
+                cluster.stats.refused.inc();
+                return Err(Failure::new(
+                    400,
+                    "malformed peer message: part out of range",
+                ));
+            }
+            on_checksums(app, cluster, &m.from, &m.body);
+            Ok(Reply::Text("ok"))
+        }
+        Route::DistroFetch => {
+            let m: Envelope<Fetch> = admit(ex, cluster)?;
+            scratch.body = distro::encode_answer(&answer_fetch(app, cluster, &m.body));
+            Ok(Reply::Json)
+        }
+        Route::DistroSnapshot => {
+            let m: Envelope<SnapshotPart> = admit(ex, cluster)?;
+            if m.body.parts == 0 || m.body.part >= m.body.parts {
+                cluster.stats.refused.inc();
+                return Err(Failure::new(
+                    400,
+                    "malformed peer message: part out of range",
+                ));
+            }
+            scratch.body = distro::encode_answer(&answer_snapshot(app, cluster, m.body));
+            Ok(Reply::Json)
+        }
+        _ => Err(Failure::new(404, "not a cluster route")),
+    }
+}
+
+fn readiness(ready: bool) -> Result<Reply, Failure> {
+    if ready {
+        Ok(Reply::Text("OK"))
+    } else {
+        Err(Failure::new(
+            503,
+            "not ready: loading the cluster snapshot from a peer",
+        ))
+    }
+}
+
+/// A registry without `--members`: it is its own only member and always
+/// ready; peer endpoints do not exist for it.
+fn single_node(ex: &Exchange<'_>, route: Route, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    match route {
+        Route::ClusterNodes => {
+            let me = ex.app.config.listen.to_string();
+            distro::encode_members(
+                &mut scratch.body,
+                &[MemberView {
+                    address: &me,
+                    state: "UP",
+                    last_refresh_ms: crate::clock::Clock::wall_ms(),
+                    fail_count: 0,
+                }],
+            );
+            Ok(Reply::Json)
+        }
+        Route::Readiness => readiness(true),
+        _ => Err(Failure::new(
+            403,
+            "this registry runs as a single node (no --members): peer requests are refused",
+        )),
+    }
+}
+
+/// Checks a peer request's origin, secret and message; counts refusals.
+fn admit<T: DeserializeOwned>(
+    ex: &Exchange<'_>,
+    cluster: &Cluster,
+) -> Result<Envelope<T>, Failure> {
+    let refuse = |status: u16, text: String| {
+        cluster.stats.refused.inc();
+        tracing::debug!(peer = %ex.peer, status, %text, "peer request refused");
+        Failure::new(status, text)
+    };
+    if !cluster.is_member_ip(ex.peer.ip()) {
+        return Err(refuse(
+            403,
+            format!(
+                "peer requests are only accepted from cluster members, not {}",
+                ex.peer.ip()
+            ),
+        ));
+    }
+    let m: Envelope<T> = distro::decode(&ex.request.body, cluster.config.max_message)
+        .map_err(|e: DistroError| refuse(400, e.to_string()))?;
+    let sender_ok = m.from != cluster.config.me
+        && cluster.peer(&m.from).is_some()
+        && m.from
+            .parse::<std::net::SocketAddr>()
+            .is_ok_and(|a| a.ip() == ex.peer.ip());
+    if !sender_ok {
+        return Err(refuse(
+            403,
+            format!("{} is not another member of this cluster", m.from),
+        ));
+    }
+    if let Some(secret) = &cluster.config.secret {
+        let given = m.secret.as_deref().unwrap_or("");
+        if !bool::from(given.as_bytes().ct_eq(secret.as_bytes())) {
+            return Err(refuse(403, "wrong or missing cluster secret".into()));
+        }
+    }
+    Ok(m)
+}

@@ -1,0 +1,408 @@
+//! Membership: the static member list, each peer's state from probes, and
+//! the view that decides which node is responsible for a service.
+//!
+//! Every node probes every peer each interval (`POST /v1/core/cluster/report`
+//! carrying its own readiness). A peer that answers is UP when it has loaded
+//! its snapshot and STARTING before; after `probe_failures` failures in a row
+//! it is DOWN. A report received from a peer counts as an answer too.
+//!
+//! The view is the sorted list of UP members, this node included once it
+//! is ready; a service's responsible node is `responsible_index(grouped
+//! name, view length)` in it, as Nacos's `DistroMapper` computes. When the
+//! view changes, this node renews the leases of every service it gains
+//! *before* publishing the view, so the sweeper never expires a service it
+//! just took over on beats that went to the previous owner.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use registry_core::{Millis, ServiceKey};
+use registry_proto::distro::{self, Envelope, Report};
+use registry_proto::http1::Method;
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+use super::link::Link;
+use super::verify::Repair;
+use super::{incarnation, ClusterConfig, ClusterStats, Dirty, Stamp};
+use crate::clock::Clock;
+use crate::state::App;
+
+/// A peer's state as this node sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MemberState {
+    /// Not heard from yet.
+    Unknown = 0,
+    /// Answers, but has not loaded its snapshot.
+    Starting = 1,
+    /// Answers and serves.
+    Up = 2,
+    /// Failed the configured number of probes in a row.
+    Down = 3,
+}
+
+impl MemberState {
+    fn from_u8(v: u8) -> MemberState {
+        match v {
+            1 => MemberState::Starting,
+            2 => MemberState::Up,
+            3 => MemberState::Down,
+            _ => MemberState::Unknown,
+        }
+    }
+
+    /// Nacos's name for the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemberState::Unknown | MemberState::Starting => "STARTING",
+            MemberState::Up => "UP",
+            MemberState::Down => "DOWN",
+        }
+    }
+}
+
+/// Another member, with its links.
+pub(crate) struct Peer {
+    pub addr: String,
+    relay: [Link; 2],
+    next_relay: AtomicUsize,
+    /// Replication, checksums, fetches and snapshots.
+    pub sync: Link,
+    probe: Link,
+    state: AtomicU8,
+    fails: AtomicU32,
+    last_ms: AtomicU64,
+}
+
+impl Peer {
+    pub fn state(&self) -> MemberState {
+        MemberState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    /// One of the pooled relay links, in turn.
+    pub fn relay_link(&self) -> &Link {
+        let i = self.next_relay.fetch_add(1, Ordering::Relaxed);
+        &self.relay[i % self.relay.len()]
+    }
+
+    fn answered(&self, ready: bool) {
+        self.fails.store(0, Ordering::Release);
+        self.last_ms.store(Clock::wall_ms(), Ordering::Release);
+        let state = if ready {
+            MemberState::Up
+        } else {
+            MemberState::Starting
+        };
+        self.state.store(state as u8, Ordering::Release);
+    }
+
+    pub fn failed(&self, limit: u32) {
+        let fails = self.fails.fetch_add(1, Ordering::AcqRel) + 1;
+        if fails >= limit {
+            self.state.store(MemberState::Down as u8, Ordering::Release);
+        }
+    }
+}
+
+/// Who is responsible for what: the sorted UP members and this node's
+/// place among them (`None` while it is not ready).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    up: Vec<String>,
+    me: Option<usize>,
+}
+
+impl View {
+    /// The index of the node responsible for `grouped_name`, if any is up.
+    fn owner_index(&self, grouped_name: &str) -> Option<usize> {
+        (!self.up.is_empty()).then(|| distro::responsible_index(grouped_name, self.up.len()))
+    }
+
+    fn owns(&self, grouped_name: &str) -> bool {
+        self.me.is_some() && self.owner_index(grouped_name) == self.me
+    }
+}
+
+/// Who answers for a service.
+pub enum Owner<'a> {
+    /// This node.
+    Me,
+    /// Another member.
+    Peer(&'a str),
+    /// Nobody is up (this node is starting alone).
+    Nobody,
+}
+
+/// The cluster state shared by the request path and the cluster's tasks.
+pub struct Cluster {
+    /// The configuration.
+    pub config: ClusterConfig,
+    /// This process's incarnation id.
+    pub node: u64,
+    peers: Vec<Peer>,
+    view: ArcSwap<View>,
+    pub(super) ready: AtomicBool,
+    /// Woken when the node stops being ready (it must load a snapshot).
+    pub(super) reload: Notify,
+    pub(super) member_ips: HashSet<IpAddr>,
+    pub(super) dirty: Dirty,
+    repairs: OnceLock<mpsc::Sender<Repair>>,
+    /// Monotonic ms when the last probe round ended.
+    last_round: Stamp,
+    /// Services a checksum list missed once; dropped when it misses them twice.
+    pub(super) suspects: Mutex<HashSet<ServiceKey>>,
+    /// Counters for `/metrics`.
+    pub stats: ClusterStats,
+}
+
+impl Cluster {
+    /// The cluster for `config`. A member list of one is ready at once.
+    ///
+    /// # Errors
+    /// When the OS gives no randomness for the incarnation id.
+    pub fn new(config: ClusterConfig) -> anyhow::Result<Cluster> {
+        let mut peers = Vec::new();
+        let mut member_ips = HashSet::new();
+        for m in &config.members {
+            let addr: SocketAddr = m.parse()?;
+            member_ips.insert(addr.ip());
+            if *m == config.me {
+                continue;
+            }
+            peers.push(Peer {
+                addr: m.clone(),
+                relay: [
+                    Link::new(addr, config.relay_timeout),
+                    Link::new(addr, config.relay_timeout),
+                ],
+                next_relay: AtomicUsize::new(0),
+                // Snapshot parts and large batches may take a while.
+                sync: Link::new(addr, config.relay_timeout.max(Duration::from_secs(10))),
+                probe: Link::new(addr, config.probe_interval.max(Duration::from_millis(200))),
+                state: AtomicU8::new(MemberState::Unknown as u8),
+                fails: AtomicU32::new(0),
+                last_ms: AtomicU64::new(0),
+            });
+        }
+        let alone = peers.is_empty();
+        let cluster = Cluster {
+            node: incarnation()?,
+            peers,
+            view: ArcSwap::from_pointee(View {
+                up: Vec::new(),
+                me: None,
+            }),
+            ready: AtomicBool::new(alone),
+            reload: Notify::new(),
+            member_ips,
+            dirty: Dirty::default(),
+            repairs: OnceLock::new(),
+            last_round: Stamp::new(),
+            suspects: Mutex::new(HashSet::new()),
+            stats: ClusterStats::default(),
+            config,
+        };
+        cluster.view.store(Arc::new(cluster.compute_view()));
+        Ok(cluster)
+    }
+
+    pub(super) fn set_repairs(&self, tx: mpsc::Sender<Repair>) {
+        let _ = self.repairs.set(tx);
+    }
+
+    pub(super) fn repairs(&self) -> Option<&mpsc::Sender<Repair>> {
+        self.repairs.get()
+    }
+
+    pub(crate) fn peers(&self) -> &[Peer] {
+        &self.peers
+    }
+
+    pub(crate) fn peer(&self, addr: &str) -> Option<&Peer> {
+        self.peers.iter().find(|p| p.addr == addr)
+    }
+
+    /// The node responsible for `grouped_name` in the current view.
+    pub fn owner(&self, grouped_name: &str) -> Owner<'_> {
+        let view = self.view.load();
+        match view.owner_index(grouped_name) {
+            None => Owner::Nobody,
+            Some(i) if Some(i) == view.me => Owner::Me,
+            Some(i) => match self.peers.iter().find(|p| p.addr == view.up[i]) {
+                Some(p) => Owner::Peer(&p.addr),
+                None => Owner::Nobody,
+            },
+        }
+    }
+
+    /// Whether this node is responsible for `key` now.
+    pub fn owns(&self, key: &ServiceKey) -> bool {
+        self.view.load().owns(key.grouped_name())
+    }
+
+    /// Whether the member at `addr` is responsible for `key` in this
+    /// node's view.
+    pub fn owned_by(&self, key: &ServiceKey, addr: &str) -> bool {
+        let view = self.view.load();
+        view.owner_index(key.grouped_name())
+            .is_some_and(|i| view.up[i] == addr)
+    }
+
+    /// Whether the sweeper may expire this node's services at `now`: it
+    /// is ready and its view is current. A node whose probe rounds stopped
+    /// (it was frozen, or starved) must not expire on a stale view: the
+    /// beats may have gone to a node that took its services over.
+    pub fn may_expire(&self, now: Millis) -> bool {
+        let stale_after = self.config.probe_interval.as_millis() as u64 * 3 + 1_000;
+        self.is_ready() && now.0.saturating_sub(self.last_round.get()) <= stale_after
+    }
+
+    /// The members as Nacos lists them, this node first.
+    pub fn member_states(&self) -> Vec<(String, MemberState, u64, u32)> {
+        let me = if self.is_ready() {
+            MemberState::Up
+        } else {
+            MemberState::Starting
+        };
+        let mut out = vec![(self.config.me.clone(), me, Clock::wall_ms(), 0)];
+        for p in &self.peers {
+            out.push((
+                p.addr.clone(),
+                p.state(),
+                p.last_ms.load(Ordering::Acquire),
+                p.fails.load(Ordering::Acquire),
+            ));
+        }
+        out
+    }
+
+    /// A report from `from` arrived: it is alive.
+    pub(super) fn heard_from(&self, from: &str, ready: bool) {
+        if let Some(p) = self.peer(from) {
+            p.answered(ready);
+        }
+    }
+
+    /// Marks this node ready (snapshot loaded) or not (must load one).
+    pub(super) fn set_ready(&self, app: &App, ready: bool) {
+        let was = self.ready.swap(ready, Ordering::AcqRel);
+        if was && !ready {
+            self.reload.notify_one();
+        }
+        self.update_view(app);
+    }
+
+    fn compute_view(&self) -> View {
+        let mut up: Vec<String> = self
+            .peers
+            .iter()
+            .filter(|p| p.state() == MemberState::Up)
+            .map(|p| p.addr.clone())
+            .collect();
+        if self.is_ready() {
+            up.push(self.config.me.clone());
+        }
+        up.sort();
+        let me = up.iter().position(|a| *a == self.config.me);
+        View { up, me }
+    }
+
+    /// Recomputes the view; on a change, first renews the leases of every
+    /// service this node gains, then publishes it.
+    pub(super) fn update_view(&self, app: &App) {
+        let next = self.compute_view();
+        let old = self.view.load_full();
+        if *old == next {
+            return;
+        }
+        let now = app.clock.now();
+        let mut renewed = 0;
+        app.store.for_each_service(|snap| {
+            let name = snap.key().grouped_name();
+            if next.owns(name) && !old.owns(name) {
+                renewed += app.store.refresh_leases(snap.key().as_ref(), now);
+            }
+        });
+        self.stats.view_changes.inc();
+        self.stats.takeover_leases.add(renewed as u64);
+        tracing::info!(up = ?next.up, me = ?next.me, renewed, "cluster view changed");
+        self.view.store(Arc::new(next));
+    }
+
+    /// The envelope of a peer message from this node.
+    pub(super) fn envelope<T>(&self, body: T) -> Envelope<T> {
+        Envelope {
+            v: distro::VERSION,
+            from: self.config.me.clone(),
+            node: self.node,
+            secret: self.config.secret.clone(),
+            body,
+        }
+    }
+}
+
+/// Probes every peer each interval until `cancel` fires, and keeps the view
+/// current. A round that ends long after the previous one means this process
+/// was frozen or starved: it stops serving and reloads a snapshot, since
+/// its peers may have taken its services over meanwhile.
+pub(crate) async fn probe_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToken) {
+    let interval = cluster.config.probe_interval;
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    cluster.last_round.set(app.clock.now().0);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let started = app.clock.now();
+        let gap = started.0.saturating_sub(cluster.last_round.get());
+        if gap > interval.as_millis() as u64 * 3 + 1_000 && cluster.is_ready() {
+            tracing::warn!(
+                gap_ms = gap,
+                "probe rounds stalled; reloading the cluster snapshot"
+            );
+            cluster.set_ready(&app, false);
+        }
+        probe_round(&cluster).await;
+        cluster.last_round.set(app.clock.now().0);
+        cluster.update_view(&app);
+    }
+}
+
+async fn probe_round(cluster: &Arc<Cluster>) {
+    let report = distro::encode(&cluster.envelope(Report {
+        node: cluster.node,
+        ready: cluster.is_ready(),
+    }));
+    let mut probes = tokio::task::JoinSet::new();
+    for i in 0..cluster.peers.len() {
+        let cluster = cluster.clone();
+        let report = report.clone();
+        probes.spawn(async move {
+            let peer = &cluster.peers[i];
+            let mut request = Vec::with_capacity(report.len() + 160);
+            distro::write_peer_request(
+                &mut request,
+                Method::Post,
+                distro::REPORT_PATH,
+                &peer.addr,
+                &report,
+            );
+            let answer = peer.probe.call(request).await;
+            match answer.ok().filter(|a| a.status == 200).and_then(|a| {
+                distro::decode_answer::<Report>(&a.body, cluster.config.max_message).ok()
+            }) {
+                Some(r) => peer.answered(r.ready),
+                None => peer.failed(cluster.config.probe_failures),
+            }
+        });
+    }
+    while probes.join_next().await.is_some() {}
+}

@@ -1,0 +1,424 @@
+//! The registry as a member of a cluster: Distro, as Nacos 1.x runs it for
+//! ephemeral instances. Absent without `--members`: then nothing here runs
+//! and the request path pays one `None` check.
+//!
+//! - Every node knows every member from a static list and probes the others
+//!   ([`members`]); the UP members, sorted, decide each service's
+//!   responsible node (Nacos's `DistroMapper` hash).
+//! - A client write or beat reaching a node that is not responsible is
+//!   relayed to the one that is, once ([`relay`]), over pooled keep-alive,
+//!   pipelined peer connections ([`link`]).
+//! - The responsible node replicates every changed service's whole state to
+//!   every peer, merged per service within a window ([`replicate`]); peers
+//!   apply it idempotently by the writer's revision
+//!   ([`registry_core::Store::apply_replica`]).
+//! - Every few seconds it sends checksums of what it owns; a peer that
+//!   differs fetches the service, and drops what the owner no longer has
+//!   ([`verify`]). A starting node (or one that was frozen) loads a full
+//!   snapshot before it serves ([`verify::load_snapshot`]).
+//! - Only the responsible node expires instances, and a node that takes a
+//!   service over first gives its instances a fresh lease
+//!   ([`members::Cluster::update_view`]).
+//! - The peer endpoints ([`api`]) accept only members (and the cluster
+//!   secret when one is configured) and bounded, versioned messages.
+//!
+//! Replication consumes the same change events the notifier does
+//! ([`Cluster::changed`], called from [`crate::App::publish`]), so every
+//! node also pushes replicated changes to its own subscribers.
+
+pub mod api;
+mod link;
+pub mod members;
+pub mod relay;
+mod replicate;
+pub mod verify;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use parking_lot::Mutex;
+use registry_core::{ChangeEvent, ServiceKey};
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::metrics::{Counter, Histogram};
+use crate::state::App;
+
+pub use members::{Cluster, MemberState};
+
+/// Bounds of the replication-lag histogram, in milliseconds.
+const LAG_BOUNDS_MS: [u64; 12] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1_000, 5_000, 30_000];
+
+/// What the cluster was configured with.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// This node's advertised address.
+    pub me: String,
+    /// Every member's address, this node's included, sorted.
+    pub members: Vec<String>,
+    /// How often peers are probed.
+    pub probe_interval: Duration,
+    /// Failed probes in a row after which a peer is DOWN.
+    pub probe_failures: u32,
+    /// Window in which changes to one service are merged into one message.
+    pub sync_window: Duration,
+    /// How often the owner sends its checksums.
+    pub verify_interval: Duration,
+    /// How long a relayed request may take before it is served locally.
+    pub relay_timeout: Duration,
+    /// The cluster secret peers must present, if any.
+    pub secret: Option<String>,
+    /// Largest peer message sent or accepted, in bytes.
+    pub max_message: usize,
+}
+
+impl ClusterConfig {
+    /// The cluster part of `config`; `None` without `--members` or
+    /// `--members-file` (a single node).
+    ///
+    /// # Errors
+    /// When the member list or secret file cannot be read or makes no sense.
+    pub fn from_config(config: &Config) -> anyhow::Result<Option<ClusterConfig>> {
+        let mut members: Vec<String> = config.members.clone();
+        if let Some(path) = &config.members_file {
+            members.extend(read_members_file(path)?);
+        }
+        if members.is_empty() {
+            return Ok(None);
+        }
+        let mut normalised = Vec::with_capacity(members.len());
+        for m in &members {
+            let addr: SocketAddr = m
+                .trim()
+                .parse()
+                .with_context(|| format!("member {m:?} is not an ip:port address"))?;
+            normalised.push(addr.to_string());
+        }
+        normalised.sort();
+        normalised.dedup();
+        let me = match &config.advertise {
+            Some(a) => a
+                .parse::<SocketAddr>()
+                .with_context(|| format!("--advertise {a:?} is not an ip:port address"))?
+                .to_string(),
+            None => config.listen.to_string(),
+        };
+        if !normalised.contains(&me) {
+            anyhow::bail!(
+                "this node's address {me} is not in the member list {normalised:?} \
+                 (set --advertise, or --listen with the port the members name)"
+            );
+        }
+        let secret = match &config.cluster_secret_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading --cluster-secret-file {}", path.display()))?;
+                let secret = text.trim().to_owned();
+                if secret.len() < 16 {
+                    anyhow::bail!("the cluster secret must be at least 16 characters");
+                }
+                Some(secret)
+            }
+            None if config.auth_users.is_some() => anyhow::bail!(
+                "--auth-users in a cluster needs --cluster-secret-file (peers must prove membership)"
+            ),
+            None => None,
+        };
+        if config.data_dir.is_some() {
+            anyhow::bail!(
+                "--data-dir with --members: persistent data needs a consensus log (Raft), \
+                 which this build does not have; run the cluster without --data-dir"
+            );
+        }
+        Ok(Some(ClusterConfig {
+            me,
+            members: normalised,
+            probe_interval: Duration::from_millis(config.cluster_probe_interval_ms.max(1)),
+            probe_failures: config.cluster_probe_failures.max(1),
+            sync_window: Duration::from_millis(config.distro_sync_window_ms),
+            verify_interval: Duration::from_millis(config.distro_verify_interval_ms.max(1)),
+            relay_timeout: Duration::from_millis(config.cluster_relay_timeout_ms.max(1)),
+            secret,
+            max_message: config.max_body_bytes,
+        }))
+    }
+}
+
+/// Reads Nacos's `cluster.conf`: one `ip:port` per line, `#` comments.
+fn read_members_file(path: &Path) -> anyhow::Result<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --members-file {}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Counters of the cluster's work, rendered into `/metrics`.
+pub struct ClusterStats {
+    /// Client requests relayed to the responsible node.
+    pub relayed: Counter,
+    /// Relays that failed (peer unreachable) and were served locally.
+    pub relay_failed: Counter,
+    /// Relayed request round trips, in microseconds.
+    pub relay_latency: Histogram,
+    /// Service states sent to peers (one per service per peer).
+    pub datums_sent: Counter,
+    /// Replication messages that failed to reach a peer.
+    pub send_failed: Counter,
+    /// Service states too large for one peer message (not replicated;
+    /// checksums cannot repair them either).
+    pub oversize: Counter,
+    /// Service states applied from peers.
+    pub datums_applied: Counter,
+    /// Service states from peers that were already held (duplicates).
+    pub datums_stale: Counter,
+    /// Service states from peers refused as invalid.
+    pub datums_invalid: Counter,
+    /// Time from the owner's change to its application here, in ms.
+    pub lag_ms: Histogram,
+    /// Services fetched or dropped because a checksum differed.
+    pub repairs: Counter,
+    /// Peer requests refused (non-member, secret, version, malformed).
+    pub refused: Counter,
+    /// Times the responsible-node view changed.
+    pub view_changes: Counter,
+    /// Leases renewed on takeover.
+    pub takeover_leases: Counter,
+    /// Snapshots loaded from a peer.
+    pub snapshots_loaded: Counter,
+}
+
+impl Default for ClusterStats {
+    fn default() -> Self {
+        ClusterStats {
+            relayed: Counter::default(),
+            relay_failed: Counter::default(),
+            relay_latency: Histogram::latency(),
+            datums_sent: Counter::default(),
+            send_failed: Counter::default(),
+            oversize: Counter::default(),
+            datums_applied: Counter::default(),
+            datums_stale: Counter::default(),
+            datums_invalid: Counter::default(),
+            lag_ms: Histogram::new(&LAG_BOUNDS_MS),
+            repairs: Counter::default(),
+            refused: Counter::default(),
+            view_changes: Counter::default(),
+            takeover_leases: Counter::default(),
+            snapshots_loaded: Counter::default(),
+        }
+    }
+}
+
+/// Changes waiting for the replicator: first wall-clock ms seen and the
+/// highest revision, per service.
+#[derive(Default)]
+pub(crate) struct Dirty {
+    services: Mutex<HashMap<ServiceKey, (u64, u64)>>,
+    ready: Notify,
+}
+
+impl Cluster {
+    /// Notes a change for replication. Called for every published change;
+    /// the replicator decides later whether this node is responsible.
+    pub fn changed(&self, event: &ChangeEvent) {
+        let mut map = self.dirty.services.lock();
+        let entry = map
+            .entry(event.service.clone())
+            .or_insert((Clock::wall_ms(), 0));
+        entry.1 = entry.1.max(event.revision);
+        drop(map);
+        self.dirty.ready.notify_one();
+    }
+
+    /// Whether a peer request from `ip` may come from a member.
+    pub fn is_member_ip(&self, ip: IpAddr) -> bool {
+        self.member_ips.contains(&ip)
+    }
+
+    /// Whether this node has loaded its snapshot and serves clients.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}
+
+/// Starts the cluster's tasks; each ends when `cancel` fires.
+pub fn start(app: &Arc<App>, cancel: &CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+    let Some(cluster) = app.cluster.clone() else {
+        return Vec::new();
+    };
+    let (repair_tx, repair_rx) = mpsc::channel(64);
+    cluster.set_repairs(repair_tx);
+    vec![
+        tokio::spawn(members::probe_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
+        tokio::spawn(replicate::run(app.clone(), cluster.clone(), cancel.clone())),
+        tokio::spawn(verify::checksum_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
+        tokio::spawn(verify::repair_loop(
+            app.clone(),
+            cluster.clone(),
+            repair_rx,
+            cancel.clone(),
+        )),
+        tokio::spawn(verify::load_snapshot(app.clone(), cluster, cancel.clone())),
+    ]
+}
+
+/// A random, non-zero incarnation id.
+fn incarnation() -> anyhow::Result<u64> {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).map_err(|e| anyhow::anyhow!("reading OS randomness: {e}"))?;
+    Ok(u64::from_le_bytes(b).max(1))
+}
+
+/// A time in ms shared between tasks (the last probe round's end).
+pub(crate) struct Stamp(AtomicU64);
+
+impl Stamp {
+    fn new() -> Stamp {
+        Stamp(AtomicU64::new(0))
+    }
+    fn set(&self, ms: u64) {
+        self.0.store(ms, Ordering::Release);
+    }
+    fn get(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+impl Cluster {
+    /// Appends the cluster's metrics in the Prometheus text format.
+    pub fn render(&self, out: &mut Vec<u8>) {
+        use std::fmt::Write as _;
+        let s = &self.stats;
+        let mut text = String::with_capacity(4096);
+        let counters: [(&str, &str, u64); 13] = [
+            (
+                "registry_cluster_relayed_total",
+                "Client requests relayed to the responsible node.",
+                s.relayed.get(),
+            ),
+            (
+                "registry_cluster_relay_failed_total",
+                "Relays that found the responsible node unreachable (answered 503).",
+                s.relay_failed.get(),
+            ),
+            (
+                "registry_cluster_datums_sent_total",
+                "Service states sent to peers, one per service per peer.",
+                s.datums_sent.get(),
+            ),
+            (
+                "registry_cluster_send_failed_total",
+                "Peer messages that failed or were refused.",
+                s.send_failed.get(),
+            ),
+            (
+                "registry_cluster_oversize_total",
+                "Service states too large for one peer message.",
+                s.oversize.get(),
+            ),
+            (
+                "registry_cluster_datums_applied_total",
+                "Service states from peers applied here.",
+                s.datums_applied.get(),
+            ),
+            (
+                "registry_cluster_datums_stale_total",
+                "Service states from peers already held.",
+                s.datums_stale.get(),
+            ),
+            (
+                "registry_cluster_datums_invalid_total",
+                "Service states from peers refused as invalid.",
+                s.datums_invalid.get(),
+            ),
+            (
+                "registry_cluster_checksum_repairs_total",
+                "Services fetched or dropped because checksums differed.",
+                s.repairs.get(),
+            ),
+            (
+                "registry_cluster_peer_refused_total",
+                "Peer requests refused (non-member, secret, version, malformed).",
+                s.refused.get(),
+            ),
+            (
+                "registry_cluster_view_changes_total",
+                "Changes of the responsible-node view.",
+                s.view_changes.get(),
+            ),
+            (
+                "registry_cluster_takeover_leases_total",
+                "Leases renewed when taking services over.",
+                s.takeover_leases.get(),
+            ),
+            (
+                "registry_cluster_snapshots_loaded_total",
+                "Full snapshots loaded from a peer.",
+                s.snapshots_loaded.get(),
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(
+                text,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        let _ = writeln!(
+            text,
+            "# HELP registry_cluster_ready Whether this node has loaded its snapshot and serves.\n\
+             # TYPE registry_cluster_ready gauge\nregistry_cluster_ready {}",
+            u8::from(self.is_ready())
+        );
+        let _ = writeln!(
+            text,
+            "# HELP registry_cluster_member_up Member states seen from this node (1 UP, 0 otherwise).\n\
+             # TYPE registry_cluster_member_up gauge"
+        );
+        for (addr, state, _, _) in self.member_states() {
+            let _ = writeln!(
+                text,
+                "registry_cluster_member_up{{member=\"{addr}\",state=\"{}\"}} {}",
+                state.name(),
+                u8::from(state == MemberState::Up)
+            );
+        }
+        let _ = writeln!(
+            text,
+            "# HELP registry_cluster_replication_lag_seconds Owner's change to its application here.\n\
+             # TYPE registry_cluster_replication_lag_seconds histogram"
+        );
+        s.lag_ms.render(
+            &mut text,
+            "registry_cluster_replication_lag_seconds",
+            "",
+            1e3,
+        );
+        let _ = writeln!(
+            text,
+            "# HELP registry_cluster_relay_seconds Round trip of a relayed request.\n\
+             # TYPE registry_cluster_relay_seconds histogram"
+        );
+        s.relay_latency
+            .render(&mut text, "registry_cluster_relay_seconds", "", 1e6);
+        out.extend_from_slice(text.as_bytes());
+    }
+}

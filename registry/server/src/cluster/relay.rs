@@ -1,0 +1,154 @@
+//! Relaying client writes to the responsible node (Nacos's `DistroFilter`).
+//!
+//! Runs before a handler when the registry is in a cluster:
+//! - until the node has loaded its snapshot, client requests get a 503;
+//! - a write or beat for a service another node is responsible for is
+//!   sent to that node unchanged (plus the `relayedBy` mark) and its answer
+//!   goes back to the client as it came;
+//! - a request carrying the mark is never relayed again: it is served here
+//!   (when views briefly disagree, the sender thought this node owns the
+//!   service; the owner's checksums settle any difference);
+//! - when the responsible node cannot be reached, the client gets a 503
+//!   (Nacos clients then try another server) and the failure counts as a
+//!   failed probe, so a dead owner is noticed sooner under load.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use registry_proto::distro::{self, Relayed};
+use registry_proto::http1::{ContentType, Request};
+use registry_proto::naming::route::Route;
+use registry_proto::naming::ServiceName;
+use registry_proto::params::Params;
+
+use super::members::Owner;
+use super::Cluster;
+use crate::http::{error::Failure, Done, Reply};
+use crate::state::App;
+
+/// What to do with a request before its handler.
+pub(crate) enum Verdict {
+    /// Serve it here.
+    Local,
+    /// Answered (a relay in flight, or a refusal).
+    Answer(Reply),
+}
+
+fn is_write(route: Route) -> bool {
+    matches!(
+        route,
+        Route::InstanceRegister
+            | Route::InstanceDeregister
+            | Route::InstanceUpdate
+            | Route::InstancePatch
+            | Route::InstanceBeat
+            | Route::ServiceCreate
+            | Route::ServiceDelete
+            | Route::ServiceUpdate
+    )
+}
+
+/// Routes a not-ready node still serves: the cluster's own, readiness and
+/// the operator's metrics.
+fn served_while_loading(route: Route) -> bool {
+    matches!(
+        route,
+        Route::ClusterNodes
+            | Route::ClusterReport
+            | Route::DistroReplicate
+            | Route::DistroFetch
+            | Route::DistroChecksum
+            | Route::DistroSnapshot
+            | Route::Readiness
+            | Route::PrometheusMetrics
+    )
+}
+
+/// Decides whether this node serves `request` or relays it.
+///
+/// # Errors
+/// 503 while loading; 403 for a relay mark from a non-member.
+pub(crate) fn intercept(
+    app: &App,
+    cluster: &Arc<Cluster>,
+    route: Route,
+    request: &Request<'_>,
+    peer: SocketAddr,
+    params: &Params<'_>,
+) -> Result<Verdict, Failure> {
+    if !cluster.is_ready() && !served_while_loading(route) {
+        return Err(Failure::new(
+            503,
+            "server is starting: loading the cluster snapshot, please try again later",
+        ));
+    }
+    if !is_write(route) {
+        return Ok(Verdict::Local);
+    }
+    if params.get(distro::RELAYED_BY).is_some() {
+        if !cluster.is_member_ip(peer.ip()) {
+            cluster.stats.refused.inc();
+            return Err(Failure::new(
+                403,
+                "relayed requests are only accepted from cluster members",
+            ));
+        }
+        return Ok(Verdict::Local);
+    }
+    // A request whose service cannot be named is the handler's to refuse.
+    let Ok(service) = ServiceName::from_params(params, &app.parse_limits) else {
+        return Ok(Verdict::Local);
+    };
+    let mut grouped = String::with_capacity(service.grouped_len());
+    service.write_grouped(&mut grouped);
+    let target = match cluster.owner(&grouped) {
+        Owner::Me | Owner::Nobody => return Ok(Verdict::Local),
+        Owner::Peer(addr) => addr.to_owned(),
+    };
+    let mut bytes = Vec::with_capacity(256 + request.query.len() + request.body.len());
+    distro::write_relayed(
+        &mut bytes,
+        &Relayed {
+            method: request.method_token,
+            path: request.path,
+            query: request.query,
+            user_agent: request.user_agent,
+            content_type: request.content_type,
+            body: &request.body,
+        },
+        &target,
+        &cluster.config.me,
+    );
+    let cluster = cluster.clone();
+    Ok(Verdict::Answer(Reply::Later(Box::pin(async move {
+        let started = Instant::now();
+        let Some(peer) = cluster.peer(&target) else {
+            return Err(Failure::new(503, format!("{target} is not a member")));
+        };
+        let answer = peer.relay_link().call(bytes).await;
+        cluster
+            .stats
+            .relay_latency
+            .record_duration(started.elapsed());
+        match answer {
+            Ok(a) => {
+                cluster.stats.relayed.inc();
+                let ct = if a.json {
+                    ContentType::Json
+                } else {
+                    ContentType::Text
+                };
+                Ok(Done::Relayed(a.status, ct, a.body))
+            }
+            Err(e) => {
+                cluster.stats.relay_failed.inc();
+                peer.failed(cluster.config.probe_failures);
+                Err(Failure::new(
+                    503,
+                    format!("the node responsible for this service is unreachable: {e}"),
+                ))
+            }
+        }
+    }))))
+}

@@ -1,0 +1,277 @@
+//! Replication: the responsible node sends each changed service's whole
+//! state to every peer, merged per service within the sync window; peers
+//! apply it idempotently by the writer's revision.
+//!
+//! The replicator is a consumer of the same change events the notifier
+//! gets (see [`Cluster::changed`]); it sends only services this node is
+//! responsible for, so a state applied from a peer is not sent back.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use registry_core::{
+    Applied, InstanceAddr, InstanceSpec, Metadata, Origin, Replica, ServiceKey, ServiceRef,
+    ServiceSnapshot, Store,
+};
+use registry_proto::distro::{self, Datum, Datums, InstanceState, ServiceState};
+use registry_proto::http1::Method;
+use tokio_util::sync::CancellationToken;
+
+use super::members::MemberState;
+use super::Cluster;
+use crate::clock::Clock;
+use crate::state::App;
+
+/// Waits for changes, lets the window pass, sends what is due.
+pub(crate) async fn run(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = cluster.dirty.ready.notified() => {}
+        }
+        // Changes arriving within the window merge into this batch.
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(cluster.config.sync_window) => {}
+        }
+        let due: Vec<(ServiceKey, (u64, u64))> = cluster.dirty.services.lock().drain().collect();
+        let datums: Vec<Datum> = due
+            .into_iter()
+            .filter(|(key, _)| cluster.owns(key))
+            .map(|(key, (changed_ms, revision))| datum_of(&app.store, &key, revision, changed_ms))
+            .collect();
+        if datums.is_empty() {
+            continue;
+        }
+        send_to_peers(&cluster, datums);
+    }
+}
+
+/// Sends `datums` to every peer not known DOWN, in messages within the
+/// size bound, without waiting for the answers.
+fn send_to_peers(cluster: &Arc<Cluster>, datums: Vec<Datum>) {
+    let count = datums.len() as u64;
+    let messages = pack(cluster, datums);
+    for (i, peer) in cluster.peers().iter().enumerate() {
+        if peer.state() == MemberState::Down {
+            continue;
+        }
+        let cluster = cluster.clone();
+        let messages = messages.clone();
+        tokio::spawn(async move {
+            let peer = &cluster.peers()[i];
+            for body in messages.iter() {
+                let mut request = Vec::with_capacity(body.len() + 160);
+                distro::write_peer_request(
+                    &mut request,
+                    Method::Put,
+                    distro::DATUM_PATH,
+                    &peer.addr,
+                    body,
+                );
+                match peer.sync.call(request).await {
+                    Ok(a) if a.status == 200 => {}
+                    Ok(a) => {
+                        cluster.stats.send_failed.inc();
+                        tracing::debug!(peer = %peer.addr, status = a.status,
+                            body = %String::from_utf8_lossy(&a.body), "replication refused");
+                    }
+                    Err(e) => {
+                        cluster.stats.send_failed.inc();
+                        tracing::debug!(peer = %peer.addr, error = %e, "replication failed");
+                    }
+                }
+            }
+            cluster.stats.datums_sent.add(count);
+        });
+    }
+}
+
+/// Encodes `datums` into envelopes of at most the message bound; a
+/// single service larger than that is counted and left out.
+pub(super) fn pack(cluster: &Cluster, datums: Vec<Datum>) -> Arc<[Vec<u8>]> {
+    // Room for the envelope around the items.
+    let budget = cluster.config.max_message.saturating_sub(1024).max(1024);
+    let mut messages = Vec::new();
+    let mut batch: Vec<Datum> = Vec::new();
+    let mut size = 0;
+    for d in datums {
+        let len = serde_json::to_vec(&d).map_or(usize::MAX, |b| b.len() + 1);
+        if len > budget {
+            cluster.stats.oversize.inc();
+            tracing::warn!(service = %d.service, bytes = len, "service state exceeds the peer message bound; not replicated");
+            continue;
+        }
+        if size + len > budget && !batch.is_empty() {
+            messages.push(encode_datums(cluster, std::mem::take(&mut batch)));
+            size = 0;
+        }
+        size += len;
+        batch.push(d);
+    }
+    if !batch.is_empty() {
+        messages.push(encode_datums(cluster, batch));
+    }
+    messages.into()
+}
+
+fn encode_datums(cluster: &Cluster, items: Vec<Datum>) -> Vec<u8> {
+    distro::encode(&cluster.envelope(Datums {
+        node: cluster.node,
+        items,
+    }))
+}
+
+/// The datum for a service: its state now, or its removal at `revision`.
+pub(super) fn datum_of(store: &Store, key: &ServiceKey, revision: u64, changed_ms: u64) -> Datum {
+    match store.snapshot(key.as_ref()) {
+        Some(snap) => Datum {
+            ns: key.namespace().to_owned(),
+            service: key.grouped_name().to_owned(),
+            revision: snap.revision(),
+            changed_ms,
+            state: Some(state_of(&snap)),
+        },
+        None => Datum {
+            ns: key.namespace().to_owned(),
+            service: key.grouped_name().to_owned(),
+            revision,
+            changed_ms,
+            state: None,
+        },
+    }
+}
+
+/// A snapshot as the wire carries it.
+pub(super) fn state_of(snap: &ServiceSnapshot) -> ServiceState {
+    let pairs = |m: &Metadata| -> Vec<(String, String)> {
+        m.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    };
+    ServiceState {
+        protect_threshold: snap.protect_threshold(),
+        metadata: pairs(snap.metadata()),
+        selector: snap.selector().map(str::to_owned),
+        explicit: snap.is_explicit(),
+        instances: snap
+            .instances()
+            .iter()
+            .map(|i| InstanceState {
+                ip: i.ip.to_string(),
+                port: i.port,
+                cluster: i.cluster.to_string(),
+                weight: i.weight,
+                healthy: i.healthy,
+                enabled: i.enabled,
+                ephemeral: i.ephemeral,
+                metadata: pairs(&i.metadata),
+            })
+            .collect(),
+    }
+}
+
+/// What applying a batch did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ApplyReport {
+    /// States that changed this node's replica.
+    pub applied: usize,
+    /// States already held.
+    pub stale: usize,
+    /// States refused as invalid.
+    pub invalid: usize,
+}
+
+/// Applies datums written by the node `node`, publishing every change to
+/// the notifier (and so to this node's subscribers).
+pub(crate) fn apply_datums(
+    app: &App,
+    cluster: &Cluster,
+    node: u64,
+    items: &[Datum],
+    record_lag: bool,
+) -> ApplyReport {
+    let now = app.clock.now();
+    let wall = Clock::wall_ms();
+    let mut report = ApplyReport::default();
+    for d in items {
+        let origin = Origin {
+            node,
+            revision: d.revision,
+        };
+        let service = ServiceRef::new(&d.ns, &d.service);
+        let outcome = match &d.state {
+            Some(state) => match replica_of(state, origin) {
+                Ok(replica) => app
+                    .store
+                    .apply_replica(service, &replica, now)
+                    .map_err(|_| ()),
+                Err(()) => Err(()),
+            },
+            None => Ok(remove(app, service, origin)),
+        };
+        match outcome {
+            Ok(Applied::Written(w)) => {
+                app.publish(w.event);
+                report.applied += 1;
+                if record_lag && d.changed_ms > 0 {
+                    cluster
+                        .stats
+                        .lag_ms
+                        .record(wall.saturating_sub(d.changed_ms));
+                }
+            }
+            Ok(Applied::Unchanged) => report.applied += 1,
+            Ok(Applied::Stale) => report.stale += 1,
+            Err(()) => report.invalid += 1,
+        }
+    }
+    cluster.stats.datums_applied.add(report.applied as u64);
+    cluster.stats.datums_stale.add(report.stale as u64);
+    cluster.stats.datums_invalid.add(report.invalid as u64);
+    report
+}
+
+/// Deletes a service its writer removed, unless this node holds a later
+/// state from that writer.
+fn remove(app: &App, service: ServiceRef<'_>, origin: Origin) -> Applied {
+    let Some(snap) = app.store.snapshot(service) else {
+        return Applied::Stale;
+    };
+    if snap.origin().covers(&origin) {
+        return Applied::Stale;
+    }
+    match app.store.delete_service(service) {
+        Ok(w) => Applied::Written(w),
+        Err(_) => Applied::Stale,
+    }
+}
+
+fn replica_of(state: &ServiceState, origin: Origin) -> Result<Replica<'_>, ()> {
+    let mut instances = Vec::with_capacity(state.instances.len());
+    for i in &state.instances {
+        let ip: IpAddr = i.ip.parse().map_err(|_| ())?;
+        instances.push(InstanceSpec {
+            addr: InstanceAddr {
+                cluster: &i.cluster,
+                ip,
+                port: i.port,
+            },
+            weight: i.weight,
+            healthy: i.healthy,
+            enabled: i.enabled,
+            ephemeral: i.ephemeral,
+            metadata: Metadata::from_pairs(i.metadata.iter().map(|(k, v)| (k, v)))
+                .map_err(|_| ())?,
+        });
+    }
+    Ok(Replica {
+        origin,
+        protect_threshold: state.protect_threshold,
+        metadata: Metadata::from_pairs(state.metadata.iter().map(|(k, v)| (k, v)))
+            .map_err(|_| ())?,
+        selector: state.selector.as_deref().map(Arc::from),
+        explicit: state.explicit,
+        instances,
+    })
+}

@@ -1,0 +1,409 @@
+//! Test support for clusters of real `registry` processes on loopback:
+//! ports chosen by binding port 0 first, every node told every member,
+//! short timings so failure detection and expiry take a second or two, and
+//! bounded polling for conditions that cross processes.
+
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use registry_proto::http1::Method;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::binary::Conn;
+
+/// Timings every test node runs with (ms): probes every 200 ms, DOWN after
+/// three misses; checksums every 500 ms; unhealthy after 1.5 s of silence,
+/// deleted after 3 s.
+pub const FAST: &[&str] = &[
+    "--cluster-probe-interval-ms",
+    "200",
+    "--cluster-probe-failures",
+    "3",
+    "--cluster-relay-timeout-ms",
+    "1000",
+    "--distro-verify-interval-ms",
+    "500",
+    "--beat-interval-ms",
+    "500",
+    "--beat-timeout-ms",
+    "1500",
+    "--delete-timeout-ms",
+    "3000",
+    "--sweep-interval-ms",
+    "100",
+    "--empty-service-ttl-ms",
+    "600000",
+    "--workers",
+    "1",
+    "--shards",
+    "4",
+];
+
+/// Free loopback ports for `n` nodes (bound, then released).
+pub fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind port 0"))
+        .collect();
+    held.iter().map(|l| l.local_addr().expect("addr")).collect()
+}
+
+/// One node of a test cluster: a real process.
+pub struct Node {
+    pub addr: SocketAddr,
+    members: String,
+    extra: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+    pub pid: u32,
+}
+
+impl Node {
+    /// Starts a node at `addr` in the cluster `members`.
+    pub async fn start(addr: SocketAddr, members: &str, extra: &[&str], log: &Path) -> Node {
+        let mut node = Node {
+            addr,
+            members: members.to_owned(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            log: log.to_path_buf(),
+            child: None,
+            pid: 0,
+        };
+        node.spawn().await;
+        node
+    }
+
+    async fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("open log");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_registry"))
+            .args([
+                "--listen",
+                &self.addr.to_string(),
+                "--udp-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--members", &self.members])
+            .args(FAST)
+            .args(&self.extra)
+            .env("REGISTRY_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the registry binary");
+        self.pid = child.id().expect("pid");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("registry started within 30 s")
+            .expect("read stdout");
+        assert!(
+            line.as_deref()
+                .is_some_and(|l| l.starts_with("registry listening on")),
+            "unexpected start: {line:?}\n{}",
+            self.log_text()
+        );
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        self.child = Some(child);
+    }
+
+    /// `kill -9`.
+    pub async fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.start_kill().expect("SIGKILL");
+            let _ = c.wait().await;
+        }
+    }
+
+    /// Starts the process again at the same address.
+    pub async fn restart(&mut self) {
+        self.kill9().await;
+        self.spawn().await;
+    }
+
+    /// Sends a signal by name (`STOP`, `CONT`).
+    pub fn signal(&self, name: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &self.pid.to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -{name} {}", self.pid);
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// One request on a fresh connection: `None` when the node does not answer.
+    pub async fn try_call(&self, method: Method, target: &str) -> Option<(u16, String)> {
+        let mut c = tokio::time::timeout(Duration::from_secs(2), Conn::open(self.addr))
+            .await
+            .ok()?
+            .ok()?;
+        tokio::time::timeout(Duration::from_secs(3), c.call(method, target))
+            .await
+            .ok()?
+            .ok()
+    }
+
+    /// One request; panics when the node does not answer.
+    pub async fn call(&self, method: Method, target: &str) -> (u16, String) {
+        match self.try_call(method, target).await {
+            Some(r) => r,
+            None => panic!("{} did not answer {target}\n{}", self.addr, self.log_text()),
+        }
+    }
+
+    /// Registers an ephemeral instance 127.0.0.1:`port` of `service`.
+    pub async fn register(&self, service: &str, port: u16) -> (u16, String) {
+        self.call(
+            Method::Post,
+            &format!("/nacos/v1/ns/instance?serviceName={service}&ip=127.0.0.1&port={port}"),
+        )
+        .await
+    }
+
+    /// Deregisters it.
+    pub async fn deregister(&self, service: &str, port: u16) -> (u16, String) {
+        self.call(
+            Method::Delete,
+            &format!("/nacos/v1/ns/instance?serviceName={service}&ip=127.0.0.1&port={port}"),
+        )
+        .await
+    }
+
+    /// Beats it (lightweight beat: no body, so an unknown one is 20404).
+    pub async fn beat(&self, service: &str, port: u16) -> Option<(u16, String)> {
+        self.try_call(
+            Method::Put,
+            &format!("/nacos/v1/ns/instance/beat?serviceName={service}&ip=127.0.0.1&port={port}"),
+        )
+        .await
+    }
+
+    /// `(port, healthy)` of every instance of `service`, sorted; `None`
+    /// when the node does not answer 200.
+    pub async fn hosts(&self, service: &str) -> Option<Vec<(u16, bool)>> {
+        let (status, body) = self
+            .try_call(
+                Method::Get,
+                &format!("/nacos/v1/ns/instance/list?serviceName={service}"),
+            )
+            .await?;
+        if status != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let mut hosts: Vec<(u16, bool)> = v["hosts"]
+            .as_array()?
+            .iter()
+            .map(|h| {
+                (
+                    h["port"].as_u64().unwrap_or(0) as u16,
+                    h["healthy"].as_bool().unwrap_or(false),
+                )
+            })
+            .collect();
+        hosts.sort();
+        Some(hosts)
+    }
+
+    /// Ports of `service`'s instances (any health).
+    pub async fn ports(&self, service: &str) -> Option<Vec<u16>> {
+        Some(
+            self.hosts(service)
+                .await?
+                .into_iter()
+                .map(|(p, _)| p)
+                .collect(),
+        )
+    }
+
+    /// Whether the node says it is ready.
+    pub async fn ready(&self) -> bool {
+        matches!(
+            self.try_call(Method::Get, "/nacos/v1/console/health/readiness")
+                .await,
+            Some((200, _))
+        )
+    }
+
+    /// Member states as the node lists them: `address -> state`.
+    pub async fn members(&self) -> Vec<(String, String)> {
+        let Some((200, body)) = self
+            .try_call(Method::Get, "/nacos/v1/core/cluster/nodes")
+            .await
+        else {
+            return Vec::new();
+        };
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let mut out: Vec<(String, String)> = v["data"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|m| {
+                        (
+                            m["address"].as_str().unwrap_or("").to_owned(),
+                            m["state"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+
+    /// A `/metrics` sample (first line starting with `name `), 0 when absent.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let Some((_, text)) = self.try_call(Method::Get, "/metrics").await else {
+            return 0.0;
+        };
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+/// A cluster of `n` nodes, all started with `extra` arguments.
+pub struct TestCluster {
+    pub nodes: Vec<Node>,
+    pub members: String,
+    _dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    /// Starts `n` nodes and waits until every node is ready and sees every
+    /// other UP.
+    pub async fn start(n: usize, extra: &[&str]) -> TestCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let addrs = free_addrs(n);
+        let members = addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        for (i, a) in addrs.iter().enumerate() {
+            let log = dir.path().join(format!("node{i}.log"));
+            nodes.push(Node::start(*a, &members, extra, &log).await);
+        }
+        let c = TestCluster {
+            nodes,
+            members,
+            _dir: dir,
+        };
+        c.until_all_up(Duration::from_secs(20)).await;
+        c
+    }
+
+    /// Waits until every running node is ready and lists every member UP.
+    pub async fn until_all_up(&self, limit: Duration) {
+        let n = self.nodes.len();
+        until(limit, "every node ready with every member UP", || async {
+            for node in &self.nodes {
+                if !node.ready().await {
+                    return false;
+                }
+                let m = node.members().await;
+                if m.len() != n || m.iter().any(|(_, s)| s != "UP") {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
+    /// The sorted member addresses (the order Distro hashes over).
+    pub fn sorted(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.nodes.iter().map(|n| n.addr.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    /// The index (into `nodes`) of the node responsible for `service` (in
+    /// `DEFAULT_GROUP`) while the members `up` are UP.
+    pub fn owner_among(&self, service: &str, up: &[usize]) -> usize {
+        let mut addrs: Vec<String> = up.iter().map(|i| self.nodes[*i].addr.to_string()).collect();
+        addrs.sort();
+        let i = registry_proto::distro::responsible_index(
+            &format!("DEFAULT_GROUP@@{service}"),
+            addrs.len(),
+        );
+        self.nodes
+            .iter()
+            .position(|n| n.addr.to_string() == addrs[i])
+            .expect("member")
+    }
+
+    /// A service name owned by node `owner` while every node is UP.
+    pub fn service_owned_by(&self, owner: usize, prefix: &str) -> String {
+        let all: Vec<usize> = (0..self.nodes.len()).collect();
+        (0..10_000)
+            .map(|i| format!("{prefix}-{i}"))
+            .find(|s| self.owner_among(s, &all) == owner)
+            .expect("some name hashes to every node")
+    }
+
+    /// Waits until every answering node lists the same `(port, healthy)`s for
+    /// `service` and they equal `expected`.
+    pub async fn until_everywhere(&self, service: &str, expected: &[(u16, bool)], limit: Duration) {
+        let what = format!("every node lists {service} as {expected:?}");
+        until(limit, &what, || async {
+            for node in &self.nodes {
+                if node.hosts(service).await.as_deref() != Some(expected) {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
+    /// Every node's log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut s = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            s += &format!("--- node {i} ({}) ---\n{}", n.addr, n.log_text());
+        }
+        s
+    }
+
+    /// What every node lists, for failure messages.
+    pub async fn describe(&self, service: &str) -> String {
+        let mut s = String::new();
+        for n in &self.nodes {
+            s += &format!("{}: {:?}\n", n.addr, n.hosts(service).await);
+        }
+        s
+    }
+}
+
+/// Polls `cond` every 20 ms until it holds; panics after `limit`.
+pub async fn until<F, Fut>(limit: Duration, what: &str, mut cond: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    loop {
+        if cond().await {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
