@@ -135,6 +135,10 @@ pub struct RunArgs {
     /// so processes on several machines run their phases together.
     #[arg(long, env = "LOADGEN_START_AT", value_parser = parse_start)]
     pub start_at: Option<StartAt>,
+    /// Serve loadgen's own Prometheus metrics (rates, errors, latency, generator lag)
+    /// at http://ADDR/metrics while it runs, e.g. 127.0.0.1:9464.
+    #[arg(long, env = "LOADGEN_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 fn parse_segment(text: &str) -> Result<Segment, String> {
@@ -180,6 +184,7 @@ impl RunArgs {
             start_at: self.start_at,
             multiple: None,
             warmup: None,
+            metrics_listen: self.metrics_listen,
         }
     }
 }

@@ -26,6 +26,7 @@
 //! - [`output`]: progress bar, timeline, interval log and terminal summary.
 //! - [`capacity`]: `loadgen capacity`, the highest multiple of a profile within SLOs.
 //! - [`bench`]: raw HTTP generation (`loadgen bench-http`) for efficiency comparisons.
+//! - [`metrics`]: `--metrics-listen`, loadgen's own Prometheus metrics while it runs.
 //! - [`host`]: file-descriptor limit and `/proc` readings.
 //! - [`segment`]: `--segment I/N`, one slice of a profile for one of N processes.
 //! - [`start`]: `--start-at`, when the load begins.
@@ -43,6 +44,7 @@ pub mod cli;
 pub mod conn;
 pub mod fleet;
 pub mod host;
+pub mod metrics;
 pub mod output;
 pub mod plan;
 pub mod profile;

@@ -18,6 +18,7 @@ use reports::{
 
 use crate::exit;
 use crate::host;
+use crate::metrics::{self, MetricsServer};
 use crate::output::{self, Collector, Live, Notes};
 use crate::plan::Phase;
 use crate::profile::{Overrides, Profile, DEFAULT_PROFILE};
@@ -63,6 +64,8 @@ pub struct RunConfig {
     /// Operations count in the report only from this long after the steady phase
     /// starts (`loadgen capacity`'s warm-up); default: everything from the load phase.
     pub warmup: Option<Duration>,
+    /// Serve loadgen's own Prometheus metrics here while it runs (`--metrics-listen`).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for RunConfig {
@@ -83,6 +86,7 @@ impl Default for RunConfig {
             start_at: None,
             multiple: None,
             warmup: None,
+            metrics_listen: None,
         }
     }
 }
@@ -186,6 +190,18 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     } = resolve(&config)?;
     warn_about_file_limit(&profile);
     let live = Live::new(config.quiet);
+    let metrics = config
+        .metrics_listen
+        .map(|addr| MetricsServer::start(addr).with_context(|| format!("--metrics-listen {addr}")))
+        .transpose()?;
+    if let Some(m) = &metrics {
+        if !config.quiet {
+            live.println(format!(
+                "loadgen: metrics at http://{}/metrics",
+                m.local_addr()
+            ));
+        }
+    }
     let server = Server::start(&config.target)?;
     let mut control = ControlClient::for_members(server.addrs.clone());
     let baseline = verify::server_count(&mut control).with_context(|| {
@@ -240,6 +256,8 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         judge_count: config.segment.is_whole(),
         warmup: config.warmup,
         measured: None,
+        metrics: metrics.as_ref(),
+        running: Stats::default(),
         intervals,
         collector: Collector::new(workers),
         log: &mut log,
@@ -408,6 +426,9 @@ fn join_workers(handles: Vec<WorkerHandle>) -> anyhow::Result<Totals> {
 /// The runner's state while phases run.
 struct Phases<'l, 'a, 'b> {
     shared: Arc<Shared>,
+    /// Where live metrics go (`--metrics-listen`), and everything recorded so far.
+    metrics: Option<&'l MetricsServer>,
+    running: Stats,
     /// Whether the server's instance total is this process's to judge.
     judge_count: bool,
     /// Record only from this long after the steady phase starts.
@@ -636,6 +657,15 @@ impl Phases<'_, '_, '_> {
             if (m.from..m.until).contains(&interval.second) {
                 m.stats.add(&interval.stats);
             }
+        }
+        if let Some(server) = self.metrics {
+            self.running.add(&interval.stats);
+            let live = metrics::Live {
+                phase: self.phase,
+                outstanding: self.shared.sum(|p| &p.outstanding),
+                elapsed_s: self.now() as f64 / SECOND as f64,
+            };
+            server.publish(metrics::render(&self.running, &live));
         }
         self.collector.absorb(interval, Some(&mut *self.log));
     }
