@@ -214,6 +214,7 @@ fn run_step(config: &CapacityConfig, multiple: f64, index: usize) -> anyhow::Res
         p99_us: report
             .operations
             .iter()
+            .filter(|o| o.count > 0)
             .map(|o| (o.name.clone(), o.corrected.summary.p99_us))
             .collect(),
         verdict: verdict(&report),
@@ -225,9 +226,14 @@ fn run_step(config: &CapacityConfig, multiple: f64, index: usize) -> anyhow::Res
 pub fn verdict(report: &Report) -> Verdict {
     let generator = &report.generator;
     if generator.fell_behind || generator.skipped_slots > 0 {
+        let why = if generator.skipped_slots > 0 {
+            format!("{} schedule slots skipped", generator.skipped_slots)
+        } else {
+            "its scheduling lag exceeded the profile's generator limits".to_owned()
+        };
         return Verdict::GeneratorFellBehind(format!(
-            "send lag p99 {} µs, max {} µs, {} slots skipped",
-            generator.p99_send_lag_us, generator.max_send_lag_us, generator.skipped_slots
+            "{why}; send lag p99 {} µs, max {} µs",
+            generator.p99_send_lag_us, generator.max_send_lag_us
         ));
     }
     let failed: Vec<_> = report.thresholds.iter().filter(|t| !t.passed).collect();
