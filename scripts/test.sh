@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every test of the project, as CI runs it (.ci/run calls this script).
 # Installs what the tests need first: the real Nacos clients (Python and
-# Node) under target/compat, Debian's Chromium for the HTML report test,
-# and cargo-fuzz for the bounded fuzzing run.
+# Node) under target/compat, Debian's Chromium and chromedriver for the
+# HTML report test and the console's browser test, Selenium (the console
+# test's WebDriver client) under target/compat, and cargo-fuzz for the
+# bounded fuzzing run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
@@ -12,6 +14,7 @@ step() { printf '\n==> %s\n' "$*"; }
 step "test dependencies"
 scripts/deps/clients.sh
 scripts/deps/chromium.sh
+scripts/deps/selenium.sh
 
 step "rustfmt"
 cargo fmt --all -- --check

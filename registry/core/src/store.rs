@@ -364,6 +364,31 @@ impl Store {
         ServicePage { count, services }
     }
 
+    /// Visits every service's key, in no particular order, without a lock
+    /// and without loading snapshots: for scans of names only (the
+    /// console's search index). A service created or removed during the
+    /// visit may or may not be seen.
+    pub fn for_each_service_key(&self, mut f: impl FnMut(&ServiceKey)) {
+        for shard in self.shards.iter() {
+            let map = shard.services.pin();
+            for (k, _) in map.iter() {
+                f(k);
+            }
+        }
+    }
+
+    /// When `instance` of `service` last renewed its lease, as encoded in
+    /// its lease slot; `None` for a persistent instance. A display value:
+    /// if the instance was removed since the caller loaded it, the slot may
+    /// already belong to another instance.
+    pub fn last_beat(&self, service: ServiceRef<'_>, instance: &Instance) -> Option<Millis> {
+        if !instance.lease.is_some() {
+            return None;
+        }
+        let deadline = self.shard(service).leases.deadline(instance.lease);
+        (deadline != lease::FREE).then(|| lease::last_beat(deadline, &instance.timeouts))
+    }
+
     // ----- the beat ------------------------------------------------------
 
     /// Renews an ephemeral instance's lease in place. Only an unhealthy →

@@ -584,6 +584,49 @@ fn shard_config_must_be_a_power_of_two() {
     assert!(c.validate().is_err());
 }
 
+#[test]
+fn last_beat_follows_beats_and_the_sweeper() {
+    let s = store();
+    s.register(svc(), &spec(80), Millis(1_000)).unwrap();
+    let last = |s: &Store| {
+        let snap = s.snapshot(svc()).unwrap();
+        s.last_beat(svc(), &snap.instances()[0])
+    };
+    assert_eq!(last(&s), Some(Millis(1_000)));
+    s.beat(svc(), addr(80), Millis(6_000));
+    assert_eq!(last(&s), Some(Millis(6_000)));
+    // Marked unhealthy: the slot now holds the delete time, and still
+    // says when the last beat was.
+    s.expire(Millis(21_000));
+    assert!(!s.snapshot(svc()).unwrap().instances()[0].healthy);
+    assert_eq!(last(&s), Some(Millis(6_000)));
+    let mut persistent = spec(81);
+    persistent.ephemeral = false;
+    s.register(svc(), &persistent, Millis(0)).unwrap();
+    let snap = s.snapshot(svc()).unwrap();
+    let p = snap.find(addr(81), false).unwrap();
+    assert_eq!(s.last_beat(svc(), p), None);
+}
+
+#[test]
+fn for_each_service_key_visits_every_service_once() {
+    let s = store();
+    for i in 0..50 {
+        let name = format!("G@@s{i}");
+        let ns = if i % 2 == 0 { "public" } else { "dev" };
+        s.register(ServiceRef::new(ns, &name), &spec(80), Millis(0))
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    s.for_each_service_key(|k| {
+        seen.push(format!("{}/{}", k.namespace(), k.grouped_name()));
+    });
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 50);
+    assert!(seen.contains(&"dev/G@@s49".to_string()));
+}
+
 // ----- bounded sweeper steps ---------------------------------------------------
 
 /// 100k instances (1,000 services of 100) in one shard all expire at once.

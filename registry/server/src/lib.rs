@@ -19,6 +19,7 @@
 //!   [`users`]: `registry users add|remove`, editing its users file.
 //! - [`cluster`]: membership, relaying and Distro replication with
 //!   `--members`; absent otherwise.
+//! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -33,6 +34,7 @@ pub mod auth;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod console;
 pub mod convert;
 pub mod embed;
 pub mod events;
@@ -141,6 +143,11 @@ pub async fn run_app(
     let cluster_tasks = cluster::start(&app, &stages.sweeper);
     let health_stop = tokio_util::sync::CancellationToken::new();
     let health = tokio::spawn(health::run(app.health_checks(), health_stop.clone()));
+    // Ends with the HTTP stage; holds the app weakly, so nothing waits for it.
+    tokio::spawn(console::index::refresh(
+        Arc::downgrade(&app),
+        stages.http.clone(),
+    ));
     let connections = tokio_util::task::TaskTracker::new();
     let acceptor = tokio::spawn(http::serve(
         app.clone(),

@@ -220,6 +220,12 @@ pub(crate) fn answer<'a>(
     };
     let keep_alive = connection != Connection::Close;
     let head_only = request.method == Method::Head;
+    // The console (its pages and read-only endpoints) has its own routes,
+    // auth rule and headers, outside the naming API's bounds and metrics.
+    if crate::console::claims(request.path) {
+        crate::console::answer(app, request, peer, out, connection);
+        return Answered::Now(keep_alive);
+    }
     let routed = route(request.method, request.path);
     let result = match routed {
         // Name the method as sent, not our enum's catch-all.
