@@ -10,8 +10,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchConfig};
+use crate::capacity::CapacityConfig;
 use crate::profile::{parse_duration, Overrides, Profile, DEFAULT_PROFILE};
 use crate::runner::{exit_code, run, RunConfig, UsageError};
+use crate::segment::Segment;
+use crate::start::StartAt;
 use crate::target::{parse_url, TargetConfig};
 
 const AFTER_HELP: &str = "\
@@ -44,6 +47,10 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// List the built-in profiles.
     Profiles,
+    /// Find the highest multiple of a profile's load (fleet and rates together) the
+    /// server holds within SLOs: 1x, growing steps, then bisection; writes
+    /// capacity.json and capacity.html (p99 against offered load) into --out.
+    Capacity(Box<CapacityArgs>),
     /// Fire one GET at a server as fast as possible (or at --rate), recording every
     /// latency: measures the generator itself (compare with wrk).
     BenchHttp(BenchArgs),
@@ -120,6 +127,27 @@ pub struct RunArgs {
     /// How server and loadgen are pinned, recorded in the report (e.g. "registry=0 loadgen=1").
     #[arg(long, env = "LOADGEN_PINNING")]
     pub pinning: Option<String>,
+    /// Run only slice I of N of the profile (its services' instances and subscribers,
+    /// 1/N of every rate), e.g. 1/2; merge the N reports with `report merge`.
+    #[arg(long, env = "LOADGEN_SEGMENT", value_parser = parse_segment)]
+    pub segment: Option<Segment>,
+    /// Begin the load at this time: RFC 3339 (2026-11-30T12:00:00Z) or a delay (+30s),
+    /// so processes on several machines run their phases together.
+    #[arg(long, env = "LOADGEN_START_AT", value_parser = parse_start)]
+    pub start_at: Option<StartAt>,
+    /// Serve loadgen's own Prometheus metrics (rates, errors, latency, generator lag)
+    /// at http://ADDR/metrics while it runs, e.g. 127.0.0.1:9464.
+    #[arg(long, env = "LOADGEN_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+}
+
+fn parse_segment(text: &str) -> Result<Segment, String> {
+    text.parse()
+        .map_err(|e: crate::segment::SegmentError| e.to_string())
+}
+
+fn parse_start(text: &str) -> Result<StartAt, String> {
+    StartAt::parse(text).map_err(|e| e.to_string())
 }
 
 impl RunArgs {
@@ -152,6 +180,52 @@ impl RunArgs {
             quiet: self.quiet,
             commit: self.commit.clone(),
             pinning: self.pinning.clone(),
+            segment: self.segment.unwrap_or(Segment::WHOLE),
+            start_at: self.start_at,
+            multiple: None,
+            warmup: None,
+            metrics_listen: self.metrics_listen,
+        }
+    }
+}
+
+/// `loadgen capacity`.
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// The run each step makes (`run`'s flags).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// An SLO in threshold syntax, e.g. `beat.p99<50ms`, `*.errors<=0` (repeatable).
+    #[arg(long = "slo", required = true)]
+    pub slos: Vec<String>,
+    /// How long into each step's steady phase its figures start to count.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub warmup: Duration,
+    /// Factor between growing steps.
+    #[arg(long, default_value_t = 2.0)]
+    pub growth: f64,
+    /// The largest multiple tried.
+    #[arg(long, default_value_t = 64.0)]
+    pub max_multiple: f64,
+    /// Bisection stops when the first failure is within this fraction of the last pass.
+    #[arg(long, default_value_t = 0.1)]
+    pub precision: f64,
+    /// The most steps in all.
+    #[arg(long, default_value_t = 12)]
+    pub max_steps: u32,
+}
+
+impl CapacityArgs {
+    /// The search these flags describe.
+    pub fn config(&self) -> CapacityConfig {
+        CapacityConfig {
+            run: self.run.config(),
+            slos: self.slos.clone(),
+            warmup: self.warmup,
+            growth: self.growth,
+            max_multiple: self.max_multiple,
+            precision: self.precision,
+            max_steps: self.max_steps,
         }
     }
 }
@@ -204,6 +278,16 @@ pub fn execute(cli: Cli) -> anyhow::Result<u8> {
                 eprintln!("warning: the generator fell behind its schedule (exit code 4)");
             }
             Ok(code)
+        }
+        Command::Capacity(args) => {
+            let config = args.config();
+            let capacity = crate::capacity::search(&config)?;
+            let files = capacity.save(&config.run.out)?;
+            print!("{}", capacity.summary());
+            for f in files {
+                println!("wrote {}", f.display());
+            }
+            Ok(crate::exit::OK)
         }
         Command::Profiles => {
             let all = Profile::built_in()?;

@@ -8,6 +8,11 @@
 //! profile's port, and is simulated by worker `g % workers` at local index
 //! `g / workers`.
 //!
+//! When the process runs one segment of a profile ([`crate::segment`]), the indexes
+//! the workers count in are segment-local: [`Naming`] maps them to the global indexes
+//! names and addresses follow from, so every segment names its own instances, and
+//! its subscribers watch only its own services.
+//!
 //! Services `0..watched` are watched by subscribers. For each of them a
 //! [`ServiceLog`] (shared by all workers behind a mutex; only changes to watched
 //! services touch it) records every registration and deregistration when it is sent,
@@ -23,6 +28,7 @@ use registry_proto::naming::ServiceName;
 
 use crate::profile::Fleet as FleetProfile;
 use crate::schedule::Nanos;
+use crate::segment::Segment;
 
 /// How names and addresses follow from indexes.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,11 +47,18 @@ pub struct Naming {
     pub watched: u32,
     /// The instance port.
     pub port: u16,
+    /// The slice of the profile this process runs.
+    pub segment: Segment,
 }
 
 impl Naming {
-    /// From the profile's fleet section.
+    /// From the profile's fleet section, for the whole profile.
     pub fn new(f: &FleetProfile) -> Naming {
+        Naming::for_segment(f, Segment::WHOLE)
+    }
+
+    /// From the (whole) profile's fleet section, for one segment of it.
+    pub fn for_segment(f: &FleetProfile, segment: Segment) -> Naming {
         Naming {
             namespace: f.namespace.clone(),
             group: f.group.clone(),
@@ -54,7 +67,34 @@ impl Naming {
             services: f.services.max(1),
             watched: f.watched_services,
             port: f.port,
+            segment,
         }
+    }
+
+    /// The global index of the process's instance `i` (segment-local).
+    fn global(&self, i: u32) -> u32 {
+        self.segment.global(i, self.services)
+    }
+
+    /// Services this process queries and registers into (its segment's).
+    pub fn own_services(&self) -> u32 {
+        self.segment.owned(self.services)
+    }
+
+    /// The `k`-th of [`Naming::own_services`].
+    pub fn own_service(&self, k: u32) -> u32 {
+        self.segment.group(k)
+    }
+
+    /// Whether service `s` is one of this process's.
+    pub fn owns_service(&self, s: u32) -> bool {
+        self.segment.owns(s)
+    }
+
+    /// The watched service of the process's subscriber `j` (segment-local).
+    pub fn subscriber_service(&self, j: u32) -> u32 {
+        let watched = self.watched.max(1);
+        self.segment.global(j, watched) % watched
     }
 
     /// Writes the (ungrouped) name of service `s` into `out`, replacing its contents.
@@ -71,19 +111,19 @@ impl Naming {
         ServiceName::new(&self.group, &name).grouped()
     }
 
-    /// The service of global instance `g`.
-    pub fn service_of(&self, g: u32) -> u32 {
-        g % self.services
+    /// The service of the process's instance `i`.
+    pub fn service_of(&self, i: u32) -> u32 {
+        self.global(i) % self.services
     }
 
-    /// The IP of global instance `g`: `10.0.0.0 + g`.
-    pub fn instance_ip(&self, g: u32) -> Ipv4Addr {
-        Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)).wrapping_add(g))
+    /// The IP of the process's instance `i`: `10.0.0.0 + ` its global index.
+    pub fn instance_ip(&self, i: u32) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 0, 0, 0)).wrapping_add(self.global(i)))
     }
 
-    /// The endpoint key of global instance `g`.
-    pub fn endpoint(&self, g: u32) -> Endpoint {
-        Endpoint::new(self.instance_ip(g), self.port)
+    /// The endpoint key of the process's instance `i`.
+    pub fn endpoint(&self, i: u32) -> Endpoint {
+        Endpoint::new(self.instance_ip(i), self.port)
     }
 
     /// Whether service `s` is watched by subscribers.

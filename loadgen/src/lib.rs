@@ -24,8 +24,12 @@
 //! - [`verify`]: end-of-phase checks against the server.
 //! - [`threshold`]: `beat.p99<5ms`-style gates.
 //! - [`output`]: progress bar, timeline, interval log and terminal summary.
+//! - [`capacity`]: `loadgen capacity`, the highest multiple of a profile within SLOs.
 //! - [`bench`]: raw HTTP generation (`loadgen bench-http`) for efficiency comparisons.
+//! - [`metrics`]: `--metrics-listen`, loadgen's own Prometheus metrics while it runs.
 //! - [`host`]: file-descriptor limit and `/proc` readings.
+//! - [`segment`]: `--segment I/N`, one slice of a profile for one of N processes.
+//! - [`start`]: `--start-at`, when the load begins.
 //! - [`cli`]: the command line.
 //!
 //! [`run`] executes one profile and returns its report; [`exit_code`] maps a report
@@ -35,15 +39,19 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod capacity;
 pub mod cli;
 pub mod conn;
 pub mod fleet;
 pub mod host;
+pub mod metrics;
 pub mod output;
 pub mod plan;
 pub mod profile;
 pub mod recorder;
 pub mod schedule;
+pub mod segment;
+pub mod start;
 pub mod subscriber;
 pub mod target;
 pub mod threshold;

@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::segment::Segment;
+
 /// The built-in profiles: `(name, TOML text)`. The first is the default.
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("smoke", include_str!("../profiles/smoke.toml")),
@@ -505,6 +507,68 @@ impl Profile {
             return bad("generator.workers must be at most 256".into());
         }
         Ok(())
+    }
+
+    /// The slice of this profile that `segment` runs (see [`crate::segment`]): its
+    /// instances and subscribers, and `1/N` of every rate. Services and watched
+    /// services keep the whole profile's numbers: names follow from them.
+    pub fn slice(&self, segment: Segment) -> Result<Profile, ProfileError> {
+        if segment.is_whole() {
+            return Ok(self.clone());
+        }
+        let f = &self.fleet;
+        let bad = |reason: String| {
+            Err(ProfileError::Invalid {
+                name: self.name.clone(),
+                reason,
+            })
+        };
+        if segment.owned(f.services) == 0 {
+            return bad(format!(
+                "segment {segment} owns no service: fleet.services ({}) must be at least {}",
+                f.services, segment.count
+            ));
+        }
+        if f.subscribers > 0 && segment.owned(f.watched_services) == 0 {
+            return bad(format!(
+                "segment {segment} owns no watched service: fleet.watched_services ({}) must be at least {}",
+                f.watched_services, segment.count
+            ));
+        }
+        let mut slice = self.clone();
+        slice.fleet.instances = segment.items(f.instances, f.services);
+        slice.fleet.subscribers = if f.subscribers > 0 {
+            segment.items(f.subscribers, f.watched_services)
+        } else {
+            0
+        };
+        let n = f64::from(segment.count);
+        slice.load.rate /= n;
+        slice.drain.rate /= n;
+        slice.steady.register_rate /= n;
+        slice.steady.deregister_rate /= n;
+        slice.steady.query_rate /= n;
+        slice.steady.subscriber_churn_rate /= n;
+        slice.subscribers.join_rate /= n;
+        Ok(slice)
+    }
+
+    /// This profile at `multiple` times its load: the fleet (instances, subscribers)
+    /// and every rate multiplied together, as `loadgen capacity` steps it. Durations
+    /// stay, so a step takes as long as the profile.
+    pub fn scaled(&self, multiple: f64) -> Profile {
+        let mut p = self.clone();
+        let times = |n: u32| ((f64::from(n) * multiple).round() as u32).min(MAX_INSTANCES);
+        p.fleet.instances = times(p.fleet.instances);
+        p.fleet.subscribers = times(p.fleet.subscribers);
+        p.load.rate *= multiple;
+        p.drain.rate *= multiple;
+        p.steady.register_rate *= multiple;
+        p.steady.deregister_rate *= multiple;
+        p.steady.query_rate *= multiple;
+        p.steady.subscriber_churn_rate *= multiple;
+        p.subscribers.join_rate *= multiple;
+        p
     }
 
     /// A stable hash of the resolved profile (FNV-1a 64 over its JSON), so reports of

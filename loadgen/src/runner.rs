@@ -18,11 +18,14 @@ use reports::{
 
 use crate::exit;
 use crate::host;
+use crate::metrics::{self, MetricsServer};
 use crate::output::{self, Collector, Live, Notes};
 use crate::plan::Phase;
 use crate::profile::{Overrides, Profile, DEFAULT_PROFILE};
 use crate::recorder::{ErrorClass, Op, Stats};
 use crate::schedule::{Clock, Nanos, MILLI, SECOND};
+use crate::segment::Segment;
+use crate::start::StartAt;
 use crate::target::{ControlClient, Server, TargetConfig};
 use crate::threshold::{self, Threshold};
 use crate::verify::{self, Check};
@@ -52,6 +55,17 @@ pub struct RunConfig {
     pub commit: Option<String>,
     /// How generator and server are pinned (free text for the report).
     pub pinning: Option<String>,
+    /// The slice of the profile this process runs (`--segment`).
+    pub segment: Segment,
+    /// When the load begins (`--start-at`); default: at once.
+    pub start_at: Option<StartAt>,
+    /// The profile at this multiple of its load (`loadgen capacity`'s steps).
+    pub multiple: Option<f64>,
+    /// Operations count in the report only from this long after the steady phase
+    /// starts (`loadgen capacity`'s warm-up); default: everything from the load phase.
+    pub warmup: Option<Duration>,
+    /// Serve loadgen's own Prometheus metrics here while it runs (`--metrics-listen`).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for RunConfig {
@@ -68,6 +82,11 @@ impl Default for RunConfig {
             quiet: false,
             commit: None,
             pinning: None,
+            segment: Segment::WHOLE,
+            start_at: None,
+            multiple: None,
+            warmup: None,
+            metrics_listen: None,
         }
     }
 }
@@ -88,11 +107,46 @@ pub fn exit_code(report: &Report) -> u8 {
     }
 }
 
-/// Resolves the profile and thresholds of a configuration (usage errors).
-fn resolve(config: &RunConfig) -> Result<(Profile, Vec<Threshold>), UsageError> {
-    let mut profile = Profile::load(&config.profile).map_err(|e| UsageError(e.to_string()))?;
-    profile.apply(&config.overrides);
-    profile.validate().map_err(|e| UsageError(e.to_string()))?;
+/// A configuration checked and resolved before anything is sent.
+#[derive(Debug)]
+struct Resolved {
+    /// The whole profile (what the report names).
+    whole: Profile,
+    /// The slice this process runs (the whole profile unless `--segment`).
+    slice: Profile,
+    thresholds: Vec<Threshold>,
+    /// When to begin the load.
+    start: Option<SystemTime>,
+}
+
+/// Checks a configuration without sending anything: profile, thresholds, segment,
+/// start time.
+pub(crate) fn check(config: &RunConfig) -> Result<(), UsageError> {
+    resolve(config).map(|_| ())
+}
+
+/// Resolves the profile, thresholds and start time of a configuration (usage errors).
+fn resolve(config: &RunConfig) -> Result<Resolved, UsageError> {
+    let usage = |e: &dyn std::fmt::Display| UsageError(e.to_string());
+    let mut whole = Profile::load(&config.profile).map_err(|e| usage(&e))?;
+    whole.apply(&config.overrides);
+    if let Some(multiple) = config.multiple {
+        whole = whole.scaled(multiple);
+    }
+    whole.validate().map_err(|e| usage(&e))?;
+    let slice = whole.slice(config.segment).map_err(|e| usage(&e))?;
+    if config.warmup.is_some_and(|w| w >= whole.steady.duration.0) {
+        return Err(UsageError(format!(
+            "the warm-up must be shorter than the steady phase ({})",
+            whole.steady.duration
+        )));
+    }
+    let start = config
+        .start_at
+        .map(|s| s.resolve(SystemTime::now()))
+        .transpose()
+        .map_err(|e| usage(&e))?;
+    let profile = &whole;
     let thresholds = profile
         .thresholds
         .iter()
@@ -100,7 +154,12 @@ fn resolve(config: &RunConfig) -> Result<(Profile, Vec<Threshold>), UsageError> 
         .map(|t| threshold::parse(t))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| UsageError(e.to_string()))?;
-    Ok((profile, thresholds))
+    Ok(Resolved {
+        slice,
+        thresholds,
+        start,
+        whole,
+    })
 }
 
 fn git_commit() -> String {
@@ -123,9 +182,26 @@ type Log<'a, 'b> =
 /// The steps: resolve the profile, reach the server, start the workers, walk the plan's
 /// phases ([`Phases::walk`]), collect the workers' records, build and save the report.
 pub fn run(config: RunConfig) -> anyhow::Result<Report> {
-    let (profile, thresholds) = resolve(&config)?;
+    let Resolved {
+        whole,
+        slice: profile,
+        thresholds,
+        start,
+    } = resolve(&config)?;
     warn_about_file_limit(&profile);
     let live = Live::new(config.quiet);
+    let metrics = config
+        .metrics_listen
+        .map(|addr| MetricsServer::start(addr).with_context(|| format!("--metrics-listen {addr}")))
+        .transpose()?;
+    if let Some(m) = &metrics {
+        if !config.quiet {
+            live.println(format!(
+                "loadgen: metrics at http://{}/metrics",
+                m.local_addr()
+            ));
+        }
+    }
     let server = Server::start(&config.target)?;
     let mut control = ControlClient::for_members(server.addrs.clone());
     let baseline = verify::server_count(&mut control).with_context(|| {
@@ -134,17 +210,29 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
             server.url
         )
     })?;
+    // A segment's expected count is its own instances: the server's total is judged
+    // across segments by `report merge`.
+    let baseline = if config.segment.is_whole() {
+        baseline
+    } else {
+        0
+    };
     let workers = worker_count(&profile, &server, &config.target);
+    if let Some(start) = start {
+        wait_for_start(start, &live, config.quiet);
+    }
     let clock = Clock::start();
     let started_at = SystemTime::now();
-    let shared = Arc::new(Shared::new(
+    let mut shared = Shared::new(
         profile.clone(),
         clock,
         server.addrs.clone(),
         source_ips(&profile, &server),
         server.local_ip(),
         workers,
-    ));
+    );
+    shared.naming.segment = config.segment;
+    let shared = Arc::new(shared);
     if !config.quiet {
         live.println(announcement(&shared, &server, workers));
     }
@@ -165,6 +253,11 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     let (handles, intervals) = start_workers(&shared, workers)?;
     let mut phases = Phases {
         shared: shared.clone(),
+        judge_count: config.segment.is_whole(),
+        warmup: config.warmup,
+        measured: None,
+        metrics: metrics.as_ref(),
+        running: Stats::default(),
         intervals,
         collector: Collector::new(workers),
         log: &mut log,
@@ -172,15 +265,23 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         phase: Phase::Init,
         status: String::new(),
     };
-    let walked = phases.walk(baseline, &mut control);
+    let mut walked = phases.walk(baseline, &mut control);
     let server_stats = server.stats();
-    let totals = join_workers(handles)?;
-    let timeline = phases.finish();
+    let mut totals = join_workers(handles)?;
+    let (timeline, measured) = phases.finish();
+    if let Some((from, until, stats)) = measured {
+        // Only what the workers recorded after the warm-up until the end of the
+        // steady phase, over that span.
+        totals.stats = stats;
+        walked.start = from;
+        walked.end = until;
+    }
     drop(log);
     use std::io::Write as _;
     hlog_out.flush().context("writing the interval log")?;
 
-    let mut report = new_report(&config, &profile, &server, started_at);
+    let mut report = new_report(&config, &whole, &server, started_at);
+    report.segment = (!config.segment.is_whole()).then(|| config.segment.to_string());
     report.duration_s = (walked.end.saturating_sub(walked.start)) as f64 / SECOND as f64;
     add_operations(&mut report, &totals.stats)?;
     report.send_lag = Some(LatencyBlock::from_histogram(&totals.stats.send_lag)?);
@@ -201,6 +302,20 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     }
     server.stop()?;
     Ok(report)
+}
+
+/// Sleeps until `start` (`--start-at`), saying so.
+fn wait_for_start(start: SystemTime, live: &Live, quiet: bool) {
+    if let Ok(wait) = start.duration_since(SystemTime::now()) {
+        if !quiet {
+            live.println(format!(
+                "loadgen: starting at {} (in {:.1} s)",
+                reports::rfc3339_utc(start),
+                wait.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(wait);
+    }
 }
 
 /// Warns when the open-file limit cannot hold every subscriber socket and connection.
@@ -311,6 +426,16 @@ fn join_workers(handles: Vec<WorkerHandle>) -> anyhow::Result<Totals> {
 /// The runner's state while phases run.
 struct Phases<'l, 'a, 'b> {
     shared: Arc<Shared>,
+    /// Where live metrics go (`--metrics-listen`), and everything recorded so far.
+    metrics: Option<&'l MetricsServer>,
+    running: Stats,
+    /// Whether the server's instance total is this process's to judge.
+    judge_count: bool,
+    /// Record only from this long after the steady phase starts.
+    warmup: Option<Duration>,
+    /// With a warm-up: what was recorded between the warm-up and the end of the
+    /// steady phase.
+    measured: Option<Measured>,
     intervals: Receiver<Interval>,
     collector: Collector,
     log: &'l mut Log<'a, 'b>,
@@ -318,6 +443,14 @@ struct Phases<'l, 'a, 'b> {
     phase: Phase,
     /// What the progress line says besides the counters (what a settle waits for).
     status: String,
+}
+
+/// The steady phase after its warm-up, in whole seconds of the run clock.
+struct Measured {
+    from: u32,
+    /// `u32::MAX` while the steady phase runs.
+    until: u32,
+    stats: Stats,
 }
 
 /// What walking the plan found.
@@ -392,8 +525,21 @@ impl Phases<'_, '_, '_> {
 
     fn steady(&mut self) {
         let start = self.enter(Phase::Steady);
+        if let Some(warmup) = self.warmup {
+            // Whole seconds from the first one that starts after the warm-up.
+            let from = (start + warmup.as_nanos() as Nanos).div_ceil(SECOND);
+            self.measured = Some(Measured {
+                from: from as u32,
+                until: u32::MAX,
+                stats: Stats::default(),
+            });
+        }
         let end = start + self.shared.profile.steady.duration.0.as_nanos() as Nanos;
         self.wait_until(end, |_| false);
+        if let Some(m) = self.measured.as_mut() {
+            // The last whole second of the steady phase ends the measured span.
+            m.until = (end / SECOND) as u32;
+        }
     }
 
     fn drain(&mut self) {
@@ -421,7 +567,7 @@ impl Phases<'_, '_, '_> {
                 .intervals
                 .recv_timeout(left.min(Duration::from_millis(50)))
             {
-                Ok(interval) => self.collector.absorb(interval, Some(&mut *self.log)),
+                Ok(interval) => self.absorb(interval),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -482,6 +628,7 @@ impl Phases<'_, '_, '_> {
                 bad_lists: 0,
                 bad_examples: Vec::new(),
                 changes_outstanding: changes,
+                judge_count: me.judge_count,
             };
             if changes > 0 || unconverged > 0 || me.now() < next_verify {
                 return false;
@@ -503,14 +650,39 @@ impl Phases<'_, '_, '_> {
         last
     }
 
-    /// Takes the seconds the workers sent last and returns the run's timeline.
-    fn finish(mut self) -> Vec<reports::TimelinePoint> {
+    /// One worker second: into the timeline and the log, and into the measured
+    /// figures once the warm-up is over.
+    fn absorb(&mut self, interval: Interval) {
+        if let Some(m) = self.measured.as_mut() {
+            if (m.from..m.until).contains(&interval.second) {
+                m.stats.add(&interval.stats);
+            }
+        }
+        if let Some(server) = self.metrics {
+            self.running.add(&interval.stats);
+            let live = metrics::Live {
+                phase: self.phase,
+                outstanding: self.shared.sum(|p| &p.outstanding),
+                elapsed_s: self.now() as f64 / SECOND as f64,
+            };
+            server.publish(metrics::render(&self.running, &live));
+        }
+        self.collector.absorb(interval, Some(&mut *self.log));
+    }
+
+    /// Takes the seconds the workers sent last; returns the run's timeline and, with a
+    /// warm-up, the span measured (run clock) and what was recorded in it.
+    fn finish(mut self) -> (Vec<reports::TimelinePoint>, Option<(Nanos, Nanos, Stats)>) {
         while let Ok(interval) = self.intervals.try_recv() {
-            self.collector.absorb(interval, Some(&mut *self.log));
+            self.absorb(interval);
         }
         self.collector.flush(Some(&mut *self.log));
         self.live.finish();
-        std::mem::take(&mut self.collector.timeline)
+        let measured = self.measured.take().map(|m| {
+            let end = Nanos::from(m.until.max(m.from)) * SECOND;
+            (Nanos::from(m.from) * SECOND, end, m.stats)
+        });
+        (std::mem::take(&mut self.collector.timeline), measured)
     }
 }
 
@@ -688,9 +860,38 @@ mod tests {
             ..RunConfig::default()
         };
         assert!(resolve(&bad_threshold).unwrap_err().0.contains("threshold"));
-        let (p, t) = resolve(&RunConfig::default()).unwrap();
-        assert_eq!(p.name, "smoke");
-        assert_eq!(t.len(), 1, "smoke's own threshold");
+        let resolved = resolve(&RunConfig::default()).unwrap();
+        assert_eq!(resolved.whole.name, "smoke");
+        assert_eq!(resolved.thresholds.len(), 1, "smoke's own threshold");
+        let past = RunConfig {
+            start_at: Some(StartAt::At(std::time::UNIX_EPOCH)),
+            ..RunConfig::default()
+        };
+        assert!(resolve(&past).unwrap_err().0.contains("in the past"));
+        let too_many = RunConfig {
+            // Slice 2000 of 5000 would own services 1999, 6999, ...: smoke has 1000.
+            segment: Segment {
+                index: 2000,
+                count: 5000,
+            },
+            ..RunConfig::default()
+        };
+        assert!(resolve(&too_many)
+            .unwrap_err()
+            .0
+            .contains("owns no service"));
+        let half = RunConfig {
+            segment: Segment { index: 2, count: 2 },
+            multiple: Some(2.0),
+            ..RunConfig::default()
+        };
+        let resolved = resolve(&half).unwrap();
+        assert_eq!(resolved.whole.fleet.instances, 20_000);
+        assert_eq!(resolved.slice.fleet.instances, 10_000);
+        assert_eq!(
+            resolved.slice.steady.query_rate,
+            resolved.whole.steady.query_rate / 2.0
+        );
     }
 
     #[test]

@@ -353,7 +353,7 @@ impl Ctx {
         }
         let generation = state.subscribers[idx].generation.wrapping_add(1);
         state.subscribers[idx] = Subscriber {
-            service: global % self.naming().watched.max(1),
+            service: self.naming().subscriber_service(global),
             ip_group: group as u8,
             active: true,
             has_view: false,
@@ -1211,7 +1211,8 @@ impl Ctx {
     /// Queries of random services.
     fn send_queries(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
         while let Some(intended) = pacer.next_due(now) {
-            let service = state.below(u64::from(self.naming().services)) as u32;
+            let k = state.below(u64::from(self.naming().own_services())) as u32;
+            let service = self.naming().own_service(k);
             let req = Request {
                 op: Op::Query,
                 id: service,

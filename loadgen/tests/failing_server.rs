@@ -40,21 +40,29 @@ fn stalled_server() -> SocketAddr {
     addr
 }
 
+/// What a proxy does with the second request of a connection.
+#[derive(Clone, Copy)]
+enum Unanswered {
+    /// Closes the connection: the request fails as a broken connection.
+    Close,
+    /// Keeps the connection open and never answers: the request times out.
+    Stall,
+}
+
 /// A proxy in front of `upstream` that forwards the first request of each
-/// connection, then closes the connection on the second without answering it: every
-/// other request fails as a broken connection.
-fn every_other_proxy(upstream: SocketAddr) -> SocketAddr {
+/// connection and leaves the second unanswered: every other request fails.
+fn every_other_proxy(upstream: SocketAddr, unanswered: Unanswered) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for client in listener.incoming().flatten() {
-            std::thread::spawn(move || relay_every_other(client, upstream));
+            std::thread::spawn(move || relay_every_other(client, upstream, unanswered));
         }
     });
     addr
 }
 
-fn relay_every_other(mut client: TcpStream, upstream: SocketAddr) {
+fn relay_every_other(mut client: TcpStream, upstream: SocketAddr, unanswered: Unanswered) {
     let Ok(mut server) = TcpStream::connect(upstream) else {
         return;
     };
@@ -67,7 +75,12 @@ fn relay_every_other(mut client: TcpStream, upstream: SocketAddr) {
             return;
         };
         if answered_one {
-            return; // dropped unanswered: the connection closes
+            if let Unanswered::Stall = unanswered {
+                // Hold the connection until the client gives up on it.
+                let mut sink = [0u8; 1024];
+                while matches!(client.read(&mut sink), Ok(n) if n > 0) {}
+            }
+            return;
         }
         if server.write_all(&request[..len]).is_err() {
             return;
@@ -255,8 +268,15 @@ fn a_deregistration_with_nothing_to_deregister_is_a_skipped_slot() {
     assert_every_outcome_recorded(&stats);
 }
 
-#[test]
-fn a_server_answering_every_other_request_has_its_failures_in_the_report() {
+/// Runs the small profile through a proxy that leaves every other request
+/// unanswered; returns the report.
+fn run_through_every_other_proxy(unanswered: Unanswered, name: &str) -> reports::Report {
+    // A drain against a server that stalls retries failed deregistrations for its
+    // whole time limit: the stalling run ends after the steady phase.
+    let drain = match unanswered {
+        Unanswered::Close => "rate = 400",
+        Unanswered::Stall => "enabled = false",
+    };
     let registry = registry_server::Embedded::start({
         use clap::Parser as _;
         let mut config = registry_server::Config::parse_from(["registry"]);
@@ -266,15 +286,17 @@ fn a_server_answering_every_other_request_has_its_failures_in_the_report() {
         config
     })
     .unwrap();
-    let proxy = every_other_proxy(registry.http_addr);
+    let proxy = every_other_proxy(registry.http_addr, unanswered);
 
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("loadgen-every-other-{}", std::process::id()));
+        .join(format!("loadgen-every-other-{}", std::process::id()))
+        .join(name);
     std::fs::create_dir_all(&out).unwrap();
     let profile_path = out.join("every-other.toml");
     std::fs::write(
         &profile_path,
-        r#"
+        format!(
+            r#"
 name = "every-other"
 [fleet]
 services = 20
@@ -290,7 +312,7 @@ register_rate = 20
 deregister_rate = 20
 query_rate = 50
 [drain]
-rate = 400
+{drain}
 [connections]
 count = 4
 source_ips = 1
@@ -299,7 +321,8 @@ timeout = "500ms"
 [generator]
 workers = 1
 settle_timeout = "1s"
-"#,
+"#
+        ),
     )
     .unwrap();
     let report = loadgen::run(RunConfig {
@@ -314,7 +337,28 @@ settle_timeout = "1s"
         ..RunConfig::default()
     })
     .expect("the run completes");
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(find_json(&out)).unwrap()).unwrap();
+    reports::validate_against_schema(&value).unwrap();
+    registry.stop().unwrap();
+    for op in &report.operations {
+        eprintln!(
+            "{name}: {} count {} errors {:?} corrected count {} p99 {} us p99.9 {} us max {} us",
+            op.name,
+            op.count,
+            op.errors_by_class,
+            op.corrected.summary.count,
+            op.corrected.summary.p99_us,
+            op.corrected.summary.p999_us,
+            op.corrected.summary.max_us
+        );
+    }
+    report
+}
 
+#[test]
+fn a_server_answering_every_other_request_has_its_failures_in_the_report() {
+    let report = run_through_every_other_proxy(Unanswered::Close, "close");
     let mut connection_errors = 0;
     for op in &report.operations {
         assert_eq!(
@@ -327,10 +371,26 @@ settle_timeout = "1s"
     let register = report.operation("register").expect("registrations");
     assert!(register.errors > 0 && register.errors < register.count);
     assert!(connection_errors > 0);
-    let value: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(find_json(&out)).unwrap()).unwrap();
-    reports::validate_against_schema(&value).unwrap();
-    registry.stop().unwrap();
+}
+
+#[test]
+fn timeouts_of_a_server_stalling_every_other_request_set_the_tail() {
+    let report = run_through_every_other_proxy(Unanswered::Stall, "stall");
+    let query = report.operation("query").expect("queries");
+    assert_eq!(query.corrected.summary.count, query.count);
+    let timeouts = query.errors_by_class["timeout"];
+    // More than 0.1% of the queries timed out after 500 ms or more, so the corrected
+    // p99.9 is at least the timeout (3 significant digits).
+    assert!(
+        timeouts * 1000 > query.count,
+        "{timeouts} of {}",
+        query.count
+    );
+    assert!(
+        query.corrected.summary.p999_us >= 499_000,
+        "p99.9 {} µs leaves the timeouts out",
+        query.corrected.summary.p999_us
+    );
 }
 
 fn find_json(dir: &std::path::Path) -> PathBuf {

@@ -25,6 +25,8 @@ pub enum XAxis {
     Seconds,
     /// `1/(1-p)` on a log scale; x values are the inverse tail, ≥ 1.
     Percentile,
+    /// Offered load in operations per second, linear (`loadgen capacity`'s steps).
+    OfferedLoad,
 }
 
 /// How y values are labelled.
@@ -137,7 +139,7 @@ impl Chart {
         let x_kind = self.x;
         self.series.iter().flat_map(move |s| {
             s.points.iter().copied().filter(move |&(x, y)| {
-                x.is_finite() && y.is_finite() && (x_kind == XAxis::Seconds || x >= 1.0)
+                x.is_finite() && y.is_finite() && (x_kind != XAxis::Percentile || x >= 1.0)
             })
         })
     }
@@ -150,7 +152,7 @@ impl Chart {
 
         // x scale.
         let (x_lo, x_hi) = match self.x {
-            XAxis::Seconds => {
+            XAxis::Seconds | XAxis::OfferedLoad => {
                 let lo = points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
                 let hi = points.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
                 if !lo.is_finite() {
@@ -168,7 +170,7 @@ impl Chart {
         };
         let to_x = |x: f64| {
             let v = match self.x {
-                XAxis::Seconds => x,
+                XAxis::Seconds | XAxis::OfferedLoad => x,
                 XAxis::Percentile => x.log10(),
             };
             LEFT + (v - x_lo) / (x_hi - x_lo) * plot_w
@@ -229,6 +231,16 @@ impl Chart {
             XAxis::Percentile => (0..=x_hi as i32)
                 .map(|k| (10f64.powi(k), percentile_label(k)))
                 .collect(),
+            XAxis::OfferedLoad => {
+                let step = nice_step((x_hi - x_lo) / 6.0);
+                let mut ticks = Vec::new();
+                let mut t = (x_lo / step).ceil() * step;
+                while t <= x_hi + 1e-9 {
+                    ticks.push((t, rate_label(t)));
+                    t += step;
+                }
+                ticks
+            }
         };
         for (value, label) in x_ticks {
             let x = to_x(value);
@@ -242,6 +254,7 @@ impl Chart {
         let x_title = match self.x {
             XAxis::Seconds => "time since start",
             XAxis::Percentile => "percentile (log 1/(1-p))",
+            XAxis::OfferedLoad => "offered load (operations/s)",
         };
         let _ = write!(
             svg,
@@ -255,7 +268,7 @@ impl Chart {
         for (index, series) in self.series.iter().enumerate() {
             let mut d = String::new();
             for (x, y) in series.points.iter().copied().filter(|&(x, y)| {
-                x.is_finite() && y.is_finite() && (self.x == XAxis::Seconds || x >= 1.0)
+                x.is_finite() && y.is_finite() && (self.x != XAxis::Percentile || x >= 1.0)
             }) {
                 let _ = write!(
                     d,

@@ -19,6 +19,15 @@
 //!   with the value from the first process where it failed.
 //!
 //! Inputs of another format version or another profile are refused.
+//!
+//! Segments (`loadgen run --segment I/N`): when the inputs are segments, they must be
+//! exactly the segments `1/N ..= N/N` of one run. Each segment checked its own
+//! services' lists and its own subscribers' convergence, but could not judge the
+//! shared server's total: the merge does, comparing the sum of the segments'
+//! instances with the server's count as the last segment saw it (the smallest count
+//! reported: after a drain, the one taken when every segment had drained; this
+//! assumes the server held nothing else). The merged report covers the whole run, so
+//! it has no `segment`.
 
 use std::collections::BTreeMap;
 
@@ -54,6 +63,9 @@ pub enum MergeError {
         /// `name@config_hash` of this input.
         found: String,
     },
+    /// The inputs are not exactly the segments 1/N..N/N of one run.
+    #[error("segments: {0}")]
+    Segments(String),
     /// A histogram could not be decoded or added.
     #[error("operation {operation}: {source}")]
     Histogram {
@@ -86,6 +98,7 @@ pub fn merge(reports: &[Report]) -> Result<Report, MergeError> {
         }
     }
 
+    let segmented = check_segments(reports)?;
     let duration_s = reports.iter().map(|r| r.duration_s).fold(0.0, f64::max);
     let mut merged = first.clone();
     merged.duration_s = duration_s;
@@ -106,7 +119,12 @@ pub fn merge(reports: &[Report]) -> Result<Report, MergeError> {
         .iter()
         .all(|r| !r.target.embedded && r.target.url == first.target.url);
     merged.server = merge_server(reports, shared_server);
-    merged.verification = merge_verification(reports, shared_server);
+    merged.verification = if segmented {
+        merge_segment_verification(reports)
+    } else {
+        merge_verification(reports, shared_server)
+    };
+    merged.segment = None;
     merged.generator = GeneratorHealth {
         fell_behind: reports.iter().any(|r| r.generator.fell_behind),
         max_send_lag_us: reports
@@ -126,6 +144,68 @@ pub fn merge(reports: &[Report]) -> Result<Report, MergeError> {
     };
     merged.thresholds = merge_thresholds(reports);
     Ok(merged)
+}
+
+/// Whether the inputs are segments; an error unless they are all segments 1..=N of
+/// one N, each once, or none is.
+fn check_segments(reports: &[Report]) -> Result<bool, MergeError> {
+    let specs: Vec<Option<&str>> = reports.iter().map(|r| r.segment.as_deref()).collect();
+    if specs.iter().all(Option::is_none) {
+        return Ok(false);
+    }
+    let bad = |reason: String| Err(MergeError::Segments(reason));
+    let mut seen = Vec::new();
+    let mut count = None;
+    for (index, spec) in specs.iter().enumerate() {
+        let Some(spec) = spec else {
+            return bad(format!("input {index} is a whole run, the others segments"));
+        };
+        let parsed = spec
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.parse::<u32>().ok()?, n.parse::<u32>().ok()?)));
+        let Some((i, n)) = parsed.filter(|(i, n)| *i >= 1 && i <= n) else {
+            return bad(format!("input {index} has an invalid segment {spec:?}"));
+        };
+        if *count.get_or_insert(n) != n {
+            return bad(format!("input {index} is segment {spec} of another split"));
+        }
+        if seen.contains(&i) {
+            return bad(format!("segment {spec} is given twice"));
+        }
+        seen.push(i);
+    }
+    let n = count.unwrap_or(0);
+    let missing: Vec<String> = (1..=n)
+        .filter(|i| !seen.contains(i))
+        .map(|i| format!("{i}/{n}"))
+        .collect();
+    if !missing.is_empty() {
+        return bad(format!("missing {}", missing.join(", ")));
+    }
+    Ok(true)
+}
+
+fn merge_segment_verification(reports: &[Report]) -> Option<Verification> {
+    let parts: Vec<&Verification> = reports
+        .iter()
+        .filter_map(|r| r.verification.as_ref())
+        .collect();
+    if parts.len() != reports.len() {
+        return None;
+    }
+    let expected_instances = parts.iter().map(|p| p.expected_instances).sum();
+    let server_instances = parts.iter().map(|p| p.server_instances).min().unwrap_or(0);
+    let segments_ok = parts.iter().all(|p| p.ok);
+    Some(Verification {
+        expected_instances,
+        server_instances,
+        ok: segments_ok && server_instances == expected_instances,
+        detail: format!(
+            "{} segments: own lists and subscribers {}; server instances {server_instances} (expected {expected_instances} in all)",
+            parts.len(),
+            if segments_ok { "ok" } else { "FAILED" }
+        ),
+    })
 }
 
 fn profile_id(report: &Report) -> String {

@@ -58,6 +58,11 @@ pub struct Report {
     pub generator: GeneratorHealth,
     /// SLO thresholds evaluated at the end of the run.
     pub thresholds: Vec<ThresholdResult>,
+    /// The slice of the profile this report covers, `"I/N"`, when one run was split
+    /// over N processes (`loadgen run --segment I/N`); absent for a whole run and for
+    /// the merge of every segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<String>,
 }
 
 /// The load profile a run used.
@@ -283,6 +288,7 @@ impl Report {
             verification: None,
             generator: GeneratorHealth::default(),
             thresholds: Vec::new(),
+            segment: None,
         }
     }
 

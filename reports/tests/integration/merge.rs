@@ -130,3 +130,45 @@ fn damaged_histograms_are_errors() {
     let err = merge(&[a, b]).unwrap_err();
     assert!(matches!(err, MergeError::Histogram { ref operation, .. } if operation == "beat"));
 }
+
+#[test]
+fn segments_merge_only_as_a_complete_split_and_the_server_total_is_judged() {
+    let segment = |i: u32, n: u32, expected: u64, server: u64| {
+        let mut r = sample_report(u64::from(i), 1.0);
+        r.segment = Some(format!("{i}/{n}"));
+        let v = r.verification.as_mut().unwrap();
+        v.expected_instances = expected;
+        v.server_instances = server;
+        v.ok = true;
+        r
+    };
+    // The second segment finished last and saw the server hold both segments' 100.
+    let merged = merge(&[segment(1, 2, 40, 70), segment(2, 2, 60, 100)]).unwrap();
+    let v = merged.verification.as_ref().unwrap();
+    assert_eq!((v.expected_instances, v.server_instances), (100, 70));
+    assert!(!v.ok, "the smallest count seen is judged: 70 of 100");
+    let merged = merge(&[segment(1, 2, 40, 100), segment(2, 2, 60, 100)]).unwrap();
+    assert!(merged.verification.as_ref().unwrap().ok);
+    assert_eq!(merged.segment, None, "the merge covers the whole run");
+    let value = serde_json::to_value(&merged).unwrap();
+    reports::validate_against_schema(&value).unwrap();
+    let value = serde_json::to_value(segment(1, 2, 1, 1)).unwrap();
+    reports::validate_against_schema(&value).unwrap();
+
+    for (inputs, why) in [
+        (vec![segment(1, 2, 1, 1)], "missing 2/2"),
+        (vec![segment(1, 2, 1, 1), segment(1, 2, 1, 1)], "twice"),
+        (
+            vec![segment(1, 2, 1, 1), segment(2, 3, 1, 1)],
+            "another split",
+        ),
+        (
+            vec![segment(1, 2, 1, 1), sample_report(9, 1.0)],
+            "whole run",
+        ),
+    ] {
+        let e = merge(&inputs).unwrap_err();
+        assert!(matches!(e, MergeError::Segments(_)), "{e}");
+        assert!(e.to_string().contains(why), "{e}");
+    }
+}

@@ -1,0 +1,344 @@
+//! `--metrics-listen ADDR`: loadgen's own figures in the Prometheus text format while
+//! it runs, so a long run can be watched on a dashboard.
+//!
+//! The runner renders the page from what the workers report each second (the running
+//! totals of every operation, its errors by class, skipped slots, corrected-latency
+//! quantiles, send and scheduling lag) and from the live counters (requests
+//! outstanding, the phase), and hands the text to a [`MetricsServer`]: one plain
+//! thread answering `GET /metrics` with the latest page. Nothing on the workers' paths
+//! changes: they already send their seconds to the runner.
+
+use std::fmt::Write as _;
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::plan::Phase;
+use crate::recorder::{ErrorClass, Op, Stats};
+
+/// Serves the latest page at `/metrics`.
+#[derive(Debug)]
+pub struct MetricsServer {
+    addr: SocketAddr,
+    page: Arc<Mutex<String>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Binds `addr` (port 0 picks one) and starts serving an empty page.
+    pub fn start(addr: SocketAddr) -> std::io::Result<MetricsServer> {
+        let listener = TcpListener::bind(addr)?;
+        // Polled, so that stop() needs no connection to wake the thread.
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let page = Arc::new(Mutex::new(String::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (served, stopped) = (page.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("loadgen-metrics".into())
+            .spawn(move || {
+                while !stopped.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((stream, _)) => answer(stream, &served),
+                        Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    }
+                }
+            })?;
+        Ok(MetricsServer {
+            addr,
+            page,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The address it serves on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Replaces the page.
+    pub fn publish(&self, page: String) {
+        if let Ok(mut p) = self.page.lock() {
+            *p = page;
+        }
+    }
+
+    /// Stops serving.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Answers one request (one per connection, bounded in size and time).
+fn answer(mut stream: TcpStream, page: &Mutex<String>) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    let (status, body) = if line.starts_with(b"GET /metrics ") {
+        ("200 OK", page.lock().map(|p| p.clone()).unwrap_or_default())
+    } else {
+        ("404 Not Found", "not found: try GET /metrics\n".to_owned())
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// What the page shows besides the recorded totals.
+#[derive(Debug, Clone, Copy)]
+pub struct Live {
+    /// The current phase.
+    pub phase: Phase,
+    /// Requests queued or in flight.
+    pub outstanding: u64,
+    /// Seconds since the run started.
+    pub elapsed_s: f64,
+}
+
+const QUANTILES: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 0.9999];
+
+/// The page for `total` (everything recorded so far) and `live`.
+pub fn render(total: &Stats, live: &Live) -> String {
+    let mut out = String::new();
+    family(
+        &mut out,
+        "loadgen_operations_total",
+        "counter",
+        "Operations that ended (answered or failed).",
+    );
+    for op in Op::ALL {
+        let _ = writeln!(
+            out,
+            "loadgen_operations_total{{op=\"{}\"}} {}",
+            op.name(),
+            total.op(op).count
+        );
+    }
+    family(
+        &mut out,
+        "loadgen_intended_total",
+        "counter",
+        "Operations whose intended send time came.",
+    );
+    for op in Op::ALL {
+        let _ = writeln!(
+            out,
+            "loadgen_intended_total{{op=\"{}\"}} {}",
+            op.name(),
+            total.op(op).intended
+        );
+    }
+    family(
+        &mut out,
+        "loadgen_errors_total",
+        "counter",
+        "Failed operations by class.",
+    );
+    for op in Op::ALL {
+        for class in ErrorClass::ALL {
+            let _ = writeln!(
+                out,
+                "loadgen_errors_total{{op=\"{}\",class=\"{}\"}} {}",
+                op.name(),
+                class.key(),
+                total.op(op).errors[class as usize]
+            );
+        }
+    }
+    family(
+        &mut out,
+        "loadgen_skipped_slots_total",
+        "counter",
+        "Schedule slots the generator could not fill (invalidates the run).",
+    );
+    for op in Op::ALL {
+        let _ = writeln!(
+            out,
+            "loadgen_skipped_slots_total{{op=\"{}\"}} {}",
+            op.name(),
+            total.op(op).skipped
+        );
+    }
+    family(
+        &mut out,
+        "loadgen_latency_seconds",
+        "summary",
+        "Corrected latency (from the intended send time), failures included.",
+    );
+    for op in Op::ALL {
+        summary(
+            &mut out,
+            "loadgen_latency_seconds",
+            &format!("op=\"{}\",", op.name()),
+            &total.op(op).corrected,
+        );
+    }
+    family(
+        &mut out,
+        "loadgen_send_lag_seconds",
+        "summary",
+        "Actual send time minus intended send time.",
+    );
+    summary(&mut out, "loadgen_send_lag_seconds", "", &total.send_lag);
+    family(
+        &mut out,
+        "loadgen_schedule_lag_seconds",
+        "summary",
+        "Dispatch time minus intended send time: the generator's own lag.",
+    );
+    summary(
+        &mut out,
+        "loadgen_schedule_lag_seconds",
+        "",
+        &total.sched_lag,
+    );
+    family(
+        &mut out,
+        "loadgen_push_latency_seconds",
+        "summary",
+        "Change-to-receipt latency of pushes.",
+    );
+    summary(&mut out, "loadgen_push_latency_seconds", "", &total.push);
+    family(
+        &mut out,
+        "loadgen_outstanding_requests",
+        "gauge",
+        "Requests queued or in flight.",
+    );
+    let _ = writeln!(out, "loadgen_outstanding_requests {}", live.outstanding);
+    family(
+        &mut out,
+        "loadgen_phase",
+        "gauge",
+        "1 for the current phase of the run.",
+    );
+    let _ = writeln!(out, "loadgen_phase{{phase=\"{}\"}} 1", live.phase);
+    family(
+        &mut out,
+        "loadgen_elapsed_seconds",
+        "gauge",
+        "Seconds since the run started.",
+    );
+    let _ = writeln!(out, "loadgen_elapsed_seconds {:.3}", live.elapsed_s);
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// A Prometheus summary of a histogram in microseconds, in seconds.
+fn summary(out: &mut String, name: &str, labels: &str, h: &Histogram<u64>) {
+    for q in QUANTILES {
+        let value = if h.is_empty() {
+            0
+        } else {
+            h.value_at_quantile(q)
+        };
+        let _ = writeln!(
+            out,
+            "{name}{{{labels}quantile=\"{q}\"}} {}",
+            value as f64 / 1e6
+        );
+    }
+    let braces = if labels.is_empty() {
+        String::new()
+    } else {
+        format!("{{{}}}", labels.trim_end_matches(','))
+    };
+    let sum = h.mean() * h.len() as f64 / 1e6;
+    let _ = writeln!(out, "{name}_sum{braces} {sum}");
+    let _ = writeln!(out, "{name}_count{braces} {}", h.len());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::Recorder;
+    use crate::target::ControlClient;
+
+    #[test]
+    fn the_page_holds_every_outcome_and_lag() {
+        let mut r = Recorder::new();
+        r.dispatched(Op::Beat, 0, 1_000);
+        r.completed(Op::Beat, 0, 1_000, 2_000_000, Ok(()));
+        r.dispatched(Op::Beat, 0, 1_000);
+        r.failed(Op::Beat, ErrorClass::Timeout, 0, Some(1_000), 3_000_000_000);
+        r.skip(Op::Deregister);
+        let page = render(
+            &r.finish(),
+            &Live {
+                phase: Phase::Steady,
+                outstanding: 7,
+                elapsed_s: 12.5,
+            },
+        );
+        for line in [
+            "loadgen_operations_total{op=\"beat\"} 2",
+            "loadgen_intended_total{op=\"beat\"} 2",
+            "loadgen_errors_total{op=\"beat\",class=\"timeout\"} 1",
+            "loadgen_skipped_slots_total{op=\"deregister\"} 1",
+            "loadgen_latency_seconds_count{op=\"beat\"} 2",
+            "loadgen_outstanding_requests 7",
+            "loadgen_phase{phase=\"steady\"} 1",
+            "# TYPE loadgen_latency_seconds summary",
+        ] {
+            assert!(
+                page.lines().any(|l| l == line),
+                "missing {line:?} in\n{page}"
+            );
+        }
+        // The timeout is the slowest beat: 3 s, within the histogram's precision.
+        let max = page
+            .lines()
+            .find(|l| l.starts_with("loadgen_latency_seconds{op=\"beat\",quantile=\"0.9999\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap();
+        assert!((2.99..=3.01).contains(&max), "{max}");
+    }
+
+    #[test]
+    fn serves_the_latest_page_over_http() {
+        let server = MetricsServer::start("127.0.0.1:0".parse().unwrap()).unwrap();
+        server.publish("loadgen_up 1\n".into());
+        let mut client = ControlClient::new(server.local_addr());
+        let (status, body) = client.get("/metrics").unwrap();
+        assert_eq!((status, body.as_slice()), (200, &b"loadgen_up 1\n"[..]));
+        server.publish("loadgen_up 2\n".into());
+        let (_, body) = client.get("/metrics").unwrap();
+        assert_eq!(body, b"loadgen_up 2\n");
+        assert_eq!(client.get("/other").unwrap().0, 404);
+        server.stop();
+    }
+}
