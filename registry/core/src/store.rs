@@ -364,17 +364,19 @@ impl Store {
         ServicePage { count, services }
     }
 
-    /// Visits every service's key, in no particular order, without a lock
-    /// and without loading snapshots: for scans of names only (the
-    /// console's search index). A service created or removed during the
-    /// visit may or may not be seen.
-    pub fn for_each_service_key(&self, mut f: impl FnMut(&ServiceKey)) {
-        for shard in self.shards.iter() {
-            let map = shard.services.pin();
-            for (k, _) in map.iter() {
-                f(k);
-            }
-        }
+    /// Visits the services of `namespace` in the order of
+    /// [`Store::list_services`] until `visit` returns false: for searches
+    /// by substring (the console). Holds the sorted index's read lock for
+    /// the visit, so a service being created waits for it; keep `visit`
+    /// cheap.
+    pub fn scan_services(&self, namespace: &str, visit: impl FnMut(&ServiceKey) -> bool) {
+        self.index.scan(namespace, visit);
+    }
+
+    /// Every namespace holding services, with its service count, sorted
+    /// by namespace; O(namespaces × groups).
+    pub fn namespace_counts(&self) -> Vec<(String, usize)> {
+        self.index.namespace_counts()
     }
 
     /// When `instance` of `service` last renewed its lease, as encoded in

@@ -609,22 +609,31 @@ fn last_beat_follows_beats_and_the_sweeper() {
 }
 
 #[test]
-fn for_each_service_key_visits_every_service_once() {
+fn scans_and_namespace_counts_follow_the_sorted_index() {
     let s = store();
     for i in 0..50 {
-        let name = format!("G@@s{i}");
+        let name = format!("G@@s{i:02}");
         let ns = if i % 2 == 0 { "public" } else { "dev" };
         s.register(ServiceRef::new(ns, &name), &spec(80), Millis(0))
             .unwrap();
     }
     let mut seen = Vec::new();
-    s.for_each_service_key(|k| {
-        seen.push(format!("{}/{}", k.namespace(), k.grouped_name()));
+    s.scan_services("dev", |k| {
+        seen.push(k.grouped_name().to_string());
+        true
     });
-    seen.sort();
-    seen.dedup();
-    assert_eq!(seen.len(), 50);
-    assert!(seen.contains(&"dev/G@@s49".to_string()));
+    assert_eq!(seen.len(), 25);
+    assert_eq!((seen[0].as_str(), seen[24].as_str()), ("G@@s01", "G@@s49"));
+    let mut first = Vec::new();
+    s.scan_services("public", |k| {
+        first.push(k.grouped_name().to_string());
+        first.len() < 3
+    });
+    assert_eq!(first, ["G@@s00", "G@@s02", "G@@s04"]);
+    assert_eq!(
+        s.namespace_counts(),
+        [("dev".to_string(), 25), ("public".to_string(), 25)]
+    );
 }
 
 // ----- bounded sweeper steps ---------------------------------------------------

@@ -122,9 +122,7 @@ export async function render(root, params) {
     searchForm(p),
     rows,
     pager(p, r.count),
-    el('p', { class: 'muted small' }, `Answered in ${elapsed.toFixed(0)} ms.`, r.indexAgeMs >= 1000
-      ? ` Search results list the services as of ${Math.round(r.indexAgeMs / 1000)} s ago; their counts are live.`
-      : null),
+    el('p', { class: 'muted small' }, `Answered in ${elapsed.toFixed(0)} ms.`),
     ipForm(p.namespaceId),
   );
 }

@@ -143,11 +143,6 @@ pub async fn run_app(
     let cluster_tasks = cluster::start(&app, &stages.sweeper);
     let health_stop = tokio_util::sync::CancellationToken::new();
     let health = tokio::spawn(health::run(app.health_checks(), health_stop.clone()));
-    // Ends with the HTTP stage; holds the app weakly, so nothing waits for it.
-    tokio::spawn(console::index::refresh(
-        Arc::downgrade(&app),
-        stages.http.clone(),
-    ));
     let connections = tokio_util::task::TaskTracker::new();
     let acceptor = tokio::spawn(http::serve(
         app.clone(),

@@ -22,8 +22,6 @@
 //! - `auth`: read-only after start.
 //! - `cluster`: `None` for a single node; else membership, replication and
 //!   relaying (see [`crate::cluster`]), which also sees every change event.
-//! - `console`: the console's name index, written by console page views
-//!   and its refresher (see `crate::console::index`).
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
@@ -77,8 +75,6 @@ pub struct App {
     pub auth: Option<Arc<Auth>>,
     /// Cluster membership and Distro; `None` without `--members`.
     pub cluster: Option<Arc<Cluster>>,
-    /// The web console's state between requests.
-    pub console: crate::console::index::Console,
     /// Change events on their way to the notifier.
     pub changes: Arc<ChangeFeed>,
 }
@@ -197,7 +193,6 @@ impl App {
             health_stats: Arc::default(),
             auth,
             cluster: None,
-            console: Default::default(),
             changes: Arc::default(),
             config,
         }

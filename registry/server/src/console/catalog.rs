@@ -10,7 +10,7 @@ use registry_proto::params::Params;
 use serde::Serialize;
 
 use super::bounded;
-use super::index::Query;
+use super::search::{search, Query};
 use crate::clock::Clock;
 use crate::convert::MetadataJson;
 use crate::http::error::Failure;
@@ -43,10 +43,6 @@ struct ServiceRow<'a> {
 struct ServicesPage<'a> {
     count: usize,
     service_list: Vec<ServiceRow<'a>>,
-    /// How old the list of matches is: 0 without a search (the store's
-    /// own index), the console index's age with one (see
-    /// `console::index`). The counts are always live.
-    index_age_ms: u64,
 }
 
 /// Counts of one snapshot's instances.
@@ -78,7 +74,7 @@ fn counts(s: &ServiceSnapshot) -> Counts {
 /// whose name and group contain the search texts (ignoring case), sorted by
 /// grouped name, with live instance and subscriber counts for the page.
 /// Without a search, a page of the store's own sorted index (O(page),
-/// exact); with one, one pass over the console's name index.
+/// exact); with one, one pass over that index (see `console::search`).
 pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Result<(), Failure> {
     let namespace = params.optional_or("namespaceId", registry_core::DEFAULT_NAMESPACE);
     let name = params.optional_or("serviceNameParam", "").trim();
@@ -86,25 +82,19 @@ pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Re
     let page_no = bounded(params, "pageNo", 1, MAX_PAGE_NO)?;
     let page_size = bounded(params, "pageSize", 10, MAX_SERVICES_PAGE)?;
 
-    let now = app.clock.now();
-    let (count, keys, index_age_ms) = if name.is_empty() && group.is_empty() {
+    let (count, keys) = if name.is_empty() && group.is_empty() {
         // The store's own sorted index: exact and O(page).
         let page = app.store.list_services(namespace, None, page_no, page_size);
-        (page.count, page.services, 0)
+        (page.count, page.services)
     } else {
-        let index = app.console.index(&app.store, now);
-        let (count, names) = index.search(&Query {
+        let query = Query {
             namespace,
             name,
             group,
             page_no,
             page_size,
-        });
-        let keys = names
-            .iter()
-            .map(|n| ServiceKey::new(namespace, n))
-            .collect();
-        (count, keys, now.0.saturating_sub(index.built_at.0))
+        };
+        search(&app.store, &query)
     };
 
     let snapshots: Vec<_> = keys
@@ -135,7 +125,6 @@ pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Re
         &ServicesPage {
             count,
             service_list,
-            index_age_ms,
         },
     )
 }

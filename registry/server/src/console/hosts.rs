@@ -1,5 +1,5 @@
 //! Across services: the namespaces with their service counts
-//! (`/nacos/v1/console/namespaces`, from the name index), and every
+//! (`/nacos/v1/console/namespaces`, from the store's sorted service index), and every
 //! instance of one IP (`/nacos/v1/console/instances?ip=`), which the
 //! console's "take this IP offline" action then disables one by one
 //! through the public API.
@@ -43,12 +43,12 @@ struct Envelope<T> {
 /// `GET /nacos/v1/console/namespaces`: every namespace holding a service
 /// (and always `public`), with its service count.
 pub(super) fn namespaces(app: &App, body: &mut Vec<u8>) -> Result<(), Failure> {
-    let index = app.console.index(&app.store, app.clock.now());
+    let counts = app.store.namespace_counts();
     let mut data: Vec<NamespaceRow> = Vec::new();
-    if index.namespaces().all(|(n, _)| n != DEFAULT_NAMESPACE) {
+    if counts.iter().all(|(n, _)| n != DEFAULT_NAMESPACE) {
         data.push(row(DEFAULT_NAMESPACE, 0));
     }
-    data.extend(index.namespaces().map(|(n, count)| row(n, count)));
+    data.extend(counts.iter().map(|(n, count)| row(n, *count)));
     // `public` first, as Nacos lists it.
     data.sort_by_key(|r| r.kind);
     encode(

@@ -10,11 +10,11 @@
 //! `/v1/console/namespaces`, `/v1/console/server/state`).
 //!
 //! Cost: a page of services is a page of the store's sorted index, O(page);
-//! a search is one pass over the console's own copy of the names in one
-//! contiguous buffer ([`index`]); the counts come from the page's
-//! snapshots. Instances,
+//! a search is one pass over that same index ([`search`]), nothing built or
+//! cached for it; the counts come from the page's snapshots. Instances,
 //! subscribers and details cost O(page). Nothing here takes a shard's
-//! writer lock, so the console cannot stall registrations or beats.
+//! writer lock, so the console cannot stall beats; a search delays the
+//! creation of a service by at most its own pass (the index's read lock).
 //!
 //! Served before the naming routes (see `crate::http::answer`): outside the
 //! in-flight bound and the per-route metrics, which describe client traffic.
@@ -27,12 +27,12 @@
 //! - `catalog`: services, one service, its instances and its subscribers.
 //! - `hosts`: namespaces and the instances of one IP across services.
 //! - `state`: what the console's header and live view show about the server.
-//! - [`index`]: the sorted name index and its refresher.
+//! - [`search`]: searches by name and group substring.
 
 pub mod assets;
 mod catalog;
 mod hosts;
-pub mod index;
+pub mod search;
 mod state;
 
 use std::net::SocketAddr;
