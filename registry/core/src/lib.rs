@@ -44,4 +44,6 @@ pub use model::{
 };
 pub use snapshot::{Selection, ServiceSnapshot, View};
 pub use store::{BeatOutcome, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written};
-pub use subscribers::{Subscribed, SubscriberConfig, SubscriberView, Subscribers, Subscription};
+pub use subscribers::{
+    Subscribed, Subscriber, SubscriberConfig, SubscriberView, Subscribers, Subscription,
+};

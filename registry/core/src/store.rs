@@ -962,6 +962,9 @@ fn check_name(service: ServiceRef<'_>) -> Result<(), RegistryError> {
     }
 }
 
+#[path = "store_held.rs"]
+mod held;
+
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
