@@ -3,13 +3,16 @@
 //! - `store`: written by HTTP handlers and the sweeper through its shard
 //!   locks; read lock-free by everyone.
 //! - `subscribers`: written by list handlers (one refresh per subscriber per
-//!   poll), read by the notifier when a service is due; one mutex.
+//!   poll) and gRPC subscribe requests, read by the notifier when a service
+//!   is due; sharded internally (see `registry_core::subscribers`).
 //! - `lists`: the encoded-list cache, filled by whoever encodes first.
 //! - change events: sent by writers, received only by the notifier.
 //! - `persist`: its queue is written by persistent-write handlers; the
 //!   database is owned by the writer thread once it starts.
 //! - `health_targets`: written by persistent writes and the restore,
 //!   pruned by the health checker; one mutex, never on ephemeral paths.
+//! - `grpc`: the gRPC connection table (written by stream tasks) and the
+//!   queue of gRPC push acks to the notifier (see `crate::grpc`).
 //! - `auth`: read-only after start.
 
 use std::collections::HashSet;
@@ -51,7 +54,7 @@ pub struct App {
     /// Encoded instance lists.
     pub lists: ListCache,
     /// Push subscriptions.
-    pub subscribers: Mutex<Subscribers>,
+    pub subscribers: Subscribers,
     /// Requests being handled now, for the in-flight bound.
     pub inflight: AtomicUsize,
     /// The durable store of persistent state; `None` without `--data-dir`.
@@ -62,6 +65,8 @@ pub struct App {
     pub health_stats: HealthStats,
     /// Access control; `None` without `--auth-users`.
     pub auth: Option<Arc<Auth>>,
+    /// The gRPC (Nacos 2.x) connections and ack queue.
+    pub grpc: crate::grpc::Grpc,
     events: mpsc::Sender<ChangeEvent>,
     receiver: Mutex<Option<mpsc::Receiver<ChangeEvent>>>,
     /// Services whose events did not fit in the queue; never more than one
@@ -142,16 +147,17 @@ impl App {
                 ..ParseLimits::default()
             },
             lists: ListCache::new(config.list_cache_bytes),
-            subscribers: Mutex::new(Subscribers::new(SubscriberConfig {
+            subscribers: Subscribers::new(SubscriberConfig {
                 lease_ms: config.subscriber_lease_ms,
                 max_per_ip: config.max_subscribers_per_ip,
                 max_total: config.max_subscribers,
-            })),
+            }),
             inflight: AtomicUsize::new(0),
             persist,
             health_targets: Targets::default(),
             health_stats: HealthStats::default(),
             auth,
+            grpc: crate::grpc::Grpc::new(config.grpc_limits()),
             events,
             receiver: Mutex::new(Some(receiver)),
             overflow: Mutex::new(HashSet::new()),

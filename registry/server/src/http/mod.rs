@@ -328,6 +328,7 @@ fn dispatch(
                 p.stats.render(&mut scratch.body);
             }
             app.health_stats.render(&mut scratch.body);
+            app.grpc.metrics.render(&mut scratch.body);
             if let Some(a) = &app.auth {
                 a.stats.render(&mut scratch.body);
             }

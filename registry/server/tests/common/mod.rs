@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 pub struct TestServer {
     pub http_addr: SocketAddr,
     pub udp_addr: SocketAddr,
+    pub grpc_addr: SocketAddr,
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
@@ -32,6 +33,7 @@ impl TestServer {
     pub async fn with(config: Config) -> TestServer {
         let listeners = Listeners::bind(&config).expect("bind");
         let (http_addr, udp_addr) = (listeners.http_addr(), listeners.udp_addr());
+        let grpc_addr = listeners.grpc_addr();
         let app = Arc::new(App::new(config).expect("valid config"));
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(run_app(app.clone(), listeners, async {
@@ -40,6 +42,7 @@ impl TestServer {
         TestServer {
             http_addr,
             udp_addr,
+            grpc_addr,
             app,
             stop: Some(stop),
             handle: Some(handle),
