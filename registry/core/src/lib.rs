@@ -10,6 +10,8 @@
 //! - [`snapshot`]: immutable revisioned service state and the query views.
 //! - [`store`]: shards, every operation, expiry; who writes what.
 //! - [`lease`]: the per-shard slab of heartbeat deadlines.
+//! - `service_index`: service names sorted per namespace and group, so a
+//!   page of `/service/list` costs the page, not the registry.
 //! - [`event`]: change events for the notifier.
 //! - [`coalesce`]: merging change events per service within a window.
 //! - [`subscribers`]: push subscriptions, their leases and limits.
@@ -30,6 +32,7 @@ mod intern;
 pub mod lease;
 pub mod metadata;
 pub mod model;
+mod service_index;
 pub mod snapshot;
 pub mod store;
 pub mod subscribers;
@@ -43,7 +46,10 @@ pub use model::{
     ServiceRef, ServiceSpec, DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE,
 };
 pub use snapshot::{Selection, ServiceSnapshot, View};
-pub use store::{BeatOutcome, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written};
+pub use store::{
+    BeatOutcome, ExpirePass, ExpireReport, ServicePage, Store, StoreConfig, StoreStats, Written,
+    EXPIRE_STEP_BUDGET,
+};
 pub use subscribers::{
     Subscribed, Subscriber, SubscriberConfig, SubscriberView, Subscribers, Subscription,
 };

@@ -7,11 +7,22 @@
 //! - a [`LeaseTable`] of beat deadlines, renewed in place by beats;
 //! - one writer lock serialising every change to the shard's services.
 //!
+//! The store also keeps a sorted index of service names per namespace and
+//! group (`service_index`), written when a service is created or removed,
+//! so a page of `list_services` costs the page.
+//!
+//! Expiry scans each shard's compact lease slab (8 bytes per ephemeral
+//! instance, no lock) and then works through what is due in bounded steps
+//! ([`Store::expire_step`]), each holding the shard's writer lock for about
+//! [`EXPIRE_STEP_BUDGET`] instances, so a mass expiry never holds a shard
+//! for long.
+//!
 //! Reads (`query`, `beat`) load the current snapshot and never wait for a
 //! writer. A write takes its shard's lock, copies the one service it
 //! changes, publishes the copy with a new revision, and returns a
 //! [`ChangeEvent`] for the notifier. The store is pure: no clock, no I/O.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -28,6 +39,7 @@ use crate::model::{
     check_threshold, check_weight, Instance, InstanceAddr, InstancePatch, InstanceSpec,
     LeaseTimeouts, Millis, ServiceKey, ServiceRef, ServiceSpec,
 };
+use crate::service_index::ServiceIndex;
 use crate::snapshot::ServiceSnapshot;
 
 /// Store settings. Build with struct update syntax over `Default`.
@@ -110,6 +122,57 @@ pub struct ExpireReport {
     pub services_removed: usize,
 }
 
+/// Instances a sweeper step touches under one hold of a shard's writer
+/// lock, at most (a larger service is expired whole, alone): a few hundred
+/// microseconds of copying.
+pub const EXPIRE_STEP_BUDGET: usize = 4_096;
+
+/// A sweeper pass in progress: which shard, and what is left of it.
+/// Made by [`Store::expire_pass`], advanced by [`Store::expire_step`].
+pub struct ExpirePass {
+    now: Millis,
+    shard: usize,
+    phase: Phase,
+    /// Due slots of the shard not yet resolved to their service.
+    due: Vec<LeaseSlot>,
+    /// Due slots with their service, grouped by service.
+    work: Vec<(Arc<ServiceCell>, LeaseSlot)>,
+    holds: usize,
+    max_held: usize,
+}
+
+impl ExpirePass {
+    /// Writer-lock holds taken so far.
+    pub fn holds(&self) -> usize {
+        self.holds
+    }
+
+    /// Most instances touched under one hold so far.
+    pub fn max_held(&self) -> usize {
+        self.max_held
+    }
+
+    fn note_hold(&mut self, touched: usize) {
+        self.holds += 1;
+        self.max_held = self.max_held.max(touched);
+    }
+}
+
+/// Where a pass is within its current shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Scan the lease slab (no lock).
+    Scan,
+    /// Resolve due slots to their services, `budget` per hold.
+    Resolve,
+    /// Expire services, about `budget` instances per hold.
+    Expire,
+    /// Look at emptied services; `left` of the list still to visit.
+    Emptied { left: Option<usize> },
+    /// This shard is finished.
+    Done,
+}
+
 /// One page of a service listing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ServicePage {
@@ -152,8 +215,9 @@ struct Writer {
     /// Which service owns each lease slot, for the sweeper.
     owners: Vec<Option<Arc<ServiceCell>>>,
     interner: Interner,
-    /// Auto-created services that became empty, oldest first.
-    emptied: Vec<Arc<ServiceCell>>,
+    /// Auto-created services that became empty, oldest first (the
+    /// sweeper puts ones not yet due back at the end).
+    emptied: VecDeque<Arc<ServiceCell>>,
 }
 
 /// How `upsert` treats a missing instance.
@@ -168,6 +232,8 @@ enum Upsert {
 /// The registry: sharded services with lock-free snapshots and leases.
 pub struct Store {
     shards: Box<[Shard]>,
+    /// Service names sorted per namespace and group, for listings.
+    index: ServiceIndex,
     mask: u64,
     hasher: FixedState,
     config: StoreConfig,
@@ -196,7 +262,7 @@ impl Store {
                     slots: SlotAllocator::default(),
                     owners: Vec::new(),
                     interner: Interner::default(),
-                    emptied: Vec::new(),
+                    emptied: VecDeque::new(),
                 }),
                 services_count: AtomicUsize::new(0),
                 instances_count: AtomicUsize::new(0),
@@ -205,6 +271,7 @@ impl Store {
             .collect();
         Store {
             shards,
+            index: ServiceIndex::default(),
             mask: config.shards as u64 - 1,
             hasher: FixedState::with_seed(0x9e37_79b9),
             config,
@@ -282,6 +349,9 @@ impl Store {
 
     /// A page of the services in `namespace`, sorted by grouped name.
     /// `group` of `None` lists every group (Nacos's `*`). Pages count from 1.
+    ///
+    /// Cost: O(page) for the first page of one group, from a sorted index
+    /// per namespace and group; never a scan of every service.
     pub fn list_services(
         &self,
         namespace: &str,
@@ -289,26 +359,9 @@ impl Store {
         page_no: usize,
         page_size: usize,
     ) -> ServicePage {
-        let mut keys: Vec<ServiceKey> = Vec::new();
-        for shard in self.shards.iter() {
-            let map = shard.services.pin();
-            for (k, _) in map.iter() {
-                if k.namespace() == namespace && group.is_none_or(|g| k.group() == g) {
-                    keys.push(k.clone());
-                }
-            }
-        }
-        keys.sort_by(|a, b| a.grouped_name().cmp(b.grouped_name()));
-        let count = keys.len();
-        let start = page_no
-            .saturating_sub(1)
-            .saturating_mul(page_size)
-            .min(count);
-        let end = start.saturating_add(page_size).min(count);
-        ServicePage {
-            count,
-            services: keys.drain(start..end).collect(),
-        }
+        let offset = page_no.saturating_sub(1).saturating_mul(page_size);
+        let (count, services) = self.index.page(namespace, group, offset, page_size);
+        ServicePage { count, services }
     }
 
     // ----- the beat ------------------------------------------------------
@@ -665,6 +718,7 @@ impl Store {
             .instances_count
             .fetch_sub(old.instances.len(), Ordering::Relaxed);
         map.remove(&service);
+        self.index.remove(&old.key);
         shard.services_count.fetch_sub(1, Ordering::Relaxed);
         w.next_revision += 1;
         Ok(Written {
@@ -678,43 +732,153 @@ impl Store {
 
     // ----- expiry ---------------------------------------------------------
 
-    /// One sweeper pass: marks ephemeral instances unhealthy after their
-    /// beat timeout, deletes them after their delete timeout, and removes
-    /// auto-created services empty for longer than the configured TTL.
-    /// Persistent instances are never touched.
+    /// One whole sweeper pass: marks ephemeral instances unhealthy after
+    /// their beat timeout, deletes them after their delete timeout, and
+    /// removes auto-created services empty for longer than the configured
+    /// TTL. Persistent instances are never touched.
     ///
-    /// Cost: one linear scan of each shard's lease slab (no pointers, no
-    /// locks), plus work proportional to what is due.
+    /// Runs [`Store::expire_step`] with [`EXPIRE_STEP_BUDGET`] until the
+    /// pass is done; the sweeper calls the steps itself, publishing the
+    /// events of each as it goes.
     pub fn expire(&self, now: Millis) -> ExpireReport {
+        let mut pass = self.expire_pass(now);
         let mut report = ExpireReport::default();
-        let mut due = Vec::new();
-        for shard in self.shards.iter() {
-            due.clear();
-            shard.leases.scan_due(now, &mut due);
-            let emptied = shard.has_emptied.load(Ordering::Relaxed);
-            if due.is_empty() && !emptied {
-                continue;
-            }
-            let mut w = shard.writer.lock();
-            let mut work: Vec<(Arc<ServiceCell>, LeaseSlot)> = due
-                .iter()
-                .filter_map(|s| {
-                    let owner = w.owners.get(s.0 as usize)?.as_ref()?;
-                    Some((owner.clone(), *s))
-                })
-                .collect();
-            work.sort_by_key(|(c, s)| (Arc::as_ptr(c) as usize, *s));
-            let mut slots = Vec::new();
-            for run in work.chunk_by(|a, b| Arc::ptr_eq(&a.0, &b.0)) {
-                slots.clear();
-                slots.extend(run.iter().map(|(_, s)| *s));
-                self.expire_service(shard, &mut w, &run[0].0, &slots, now, &mut report);
-            }
-            if emptied {
-                self.remove_empty_services(shard, &mut w, now, &mut report);
-            }
-        }
+        while self.expire_step(&mut pass, EXPIRE_STEP_BUDGET, &mut report) {}
         report
+    }
+
+    /// Starts a sweeper pass at `now`; [`Store::expire_step`] advances it.
+    pub fn expire_pass(&self, now: Millis) -> ExpirePass {
+        ExpirePass {
+            now,
+            shard: 0,
+            phase: Phase::Scan,
+            due: Vec::new(),
+            work: Vec::new(),
+            holds: 0,
+            max_held: 0,
+        }
+    }
+
+    /// Advances `pass` by one bounded step and adds what it did to
+    /// `report`. Returns `false` once the pass is finished.
+    ///
+    /// A step takes at most one shard's writer lock once, and under it
+    /// touches about `budget` instances: lease slots resolved to their
+    /// service, instances copied into a service's next snapshot, or empty
+    /// services looked at. A service is always expired whole, in one
+    /// snapshot, so a service larger than `budget` makes one step alone.
+    /// Between steps the lock is free: writers and beats of that shard go
+    /// ahead, and everything a step acts on is re-checked under the lock
+    /// (a lease renewed or a slot reused since the scan is left alone).
+    ///
+    /// The scan itself (one linear pass over the shard's lease slab,
+    /// 8 bytes per instance) takes no lock.
+    pub fn expire_step(
+        &self,
+        pass: &mut ExpirePass,
+        budget: usize,
+        report: &mut ExpireReport,
+    ) -> bool {
+        let budget = budget.max(1);
+        let Some(shard) = self.shards.get(pass.shard) else {
+            return false;
+        };
+        let now = pass.now;
+        match pass.phase {
+            Phase::Scan => {
+                pass.due.clear();
+                pass.work.clear();
+                shard.leases.scan_due(now, &mut pass.due);
+                let emptied = shard.has_emptied.load(Ordering::Relaxed);
+                pass.phase = if !pass.due.is_empty() {
+                    Phase::Resolve
+                } else if emptied {
+                    Phase::Emptied { left: None }
+                } else {
+                    Phase::Done
+                };
+            }
+            Phase::Resolve => {
+                let w = shard.writer.lock();
+                let take = pass.due.len().min(budget);
+                for slot in pass.due.drain(pass.due.len() - take..) {
+                    if let Some(Some(owner)) = w.owners.get(slot.0 as usize) {
+                        pass.work.push((owner.clone(), slot));
+                    }
+                }
+                drop(w);
+                pass.note_hold(take);
+                if pass.due.is_empty() {
+                    // Grouped by service, each group's slots sorted; taken
+                    // from the back in `Expire`.
+                    pass.work
+                        .sort_by_key(|(c, s)| std::cmp::Reverse((Arc::as_ptr(c) as usize, *s)));
+                    pass.phase = Phase::Expire;
+                }
+            }
+            Phase::Expire => {
+                let mut w = shard.writer.lock();
+                let mut touched = 0;
+                let mut slots = Vec::new();
+                while touched < budget {
+                    let Some((cell, _)) = pass.work.last() else {
+                        break;
+                    };
+                    let cell = cell.clone();
+                    slots.clear();
+                    while let Some((c, s)) = pass.work.last() {
+                        if !Arc::ptr_eq(c, &cell) {
+                            break;
+                        }
+                        // Still this service's slot? It may have been freed
+                        // and handed to another instance since the scan.
+                        if matches!(w.owners.get(s.0 as usize), Some(Some(o)) if Arc::ptr_eq(o, &cell))
+                        {
+                            slots.push(*s);
+                        }
+                        pass.work.pop();
+                    }
+                    slots.sort_unstable();
+                    touched += cell.snapshot.load().instances.len().max(1);
+                    if !slots.is_empty() {
+                        self.expire_service(shard, &mut w, &cell, &slots, now, report);
+                    }
+                }
+                drop(w);
+                pass.note_hold(touched);
+                if pass.work.is_empty() {
+                    pass.phase = if shard.has_emptied.load(Ordering::Relaxed) {
+                        Phase::Emptied { left: None }
+                    } else {
+                        Phase::Done
+                    };
+                }
+            }
+            Phase::Emptied { left } => {
+                let mut w = shard.writer.lock();
+                // Visit each service that was on the list when this phase
+                // began once; kept ones go to the back.
+                let left = left.unwrap_or(w.emptied.len());
+                let take = left.min(budget);
+                self.remove_empty_services(shard, &mut w, now, take, report);
+                drop(w);
+                pass.note_hold(take);
+                pass.phase = if left > take {
+                    Phase::Emptied {
+                        left: Some(left - take),
+                    }
+                } else {
+                    Phase::Done
+                };
+            }
+            Phase::Done => {}
+        }
+        if pass.phase == Phase::Done {
+            pass.shard += 1;
+            pass.phase = Phase::Scan;
+        }
+        pass.shard < self.shards.len()
     }
 
     fn expire_service(
@@ -768,34 +932,43 @@ impl Store {
         }
     }
 
+    /// Looks at the `take` oldest entries of the shard's emptied list:
+    /// removes services empty past the TTL, drops ones no longer empty,
+    /// and puts the rest back at the end.
     fn remove_empty_services(
         &self,
         shard: &Shard,
         w: &mut Writer,
         now: Millis,
+        take: usize,
         report: &mut ExpireReport,
     ) {
         let ttl = self.config.empty_service_ttl_ms;
         let map = shard.services.pin();
-        w.emptied.retain(|cell| {
+        for _ in 0..take.min(w.emptied.len()) {
+            let Some(cell) = w.emptied.pop_front() else {
+                break;
+            };
             let snap = cell.snapshot.load();
             let Some(since) = snap.emptied_at else {
-                return false;
+                continue;
             };
             if snap.explicit || !snap.instances.is_empty() {
-                return false;
+                continue;
             }
             if now < since.plus(ttl) {
-                return true;
+                drop(snap);
+                w.emptied.push_back(cell);
+                continue;
             }
             let key = snap.key.as_ref();
-            if map.get(&key).is_some_and(|c| Arc::ptr_eq(c, cell)) {
+            if map.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
                 map.remove(&key);
+                self.index.remove(&snap.key);
                 shard.services_count.fetch_sub(1, Ordering::Relaxed);
                 report.services_removed += 1;
             }
-            false
-        });
+        }
         shard
             .has_emptied
             .store(!w.emptied.is_empty(), Ordering::Relaxed);
@@ -836,10 +1009,11 @@ impl Store {
                 now,
             )),
         });
+        self.index.insert(&key);
         shard.services.pin().insert(key, cell.clone());
         shard.services_count.fetch_add(1, Ordering::Relaxed);
         // Until an instance arrives it is an empty auto-created service.
-        w.emptied.push(cell.clone());
+        w.emptied.push_back(cell.clone());
         shard.has_emptied.store(true, Ordering::Relaxed);
         Ok(cell)
     }
@@ -873,7 +1047,7 @@ impl Store {
         let became_empty = next.instances.is_empty() && !old.instances.is_empty() && !old.explicit;
         let written = self.commit(w, cell, next, now);
         if became_empty {
-            w.emptied.push(cell.clone());
+            w.emptied.push_back(cell.clone());
             shard.has_emptied.store(true, Ordering::Relaxed);
         }
         written

@@ -583,3 +583,101 @@ fn shard_config_must_be_a_power_of_two() {
     };
     assert!(c.validate().is_err());
 }
+
+// ----- bounded sweeper steps ---------------------------------------------------
+
+/// 100k instances (1,000 services of 100) in one shard all expire at once.
+/// Each step holds the shard's writer lock for about the budget, never the
+/// whole pass, and the pass still marks every one unhealthy, one event per
+/// service.
+#[test]
+fn a_mass_expiry_runs_in_bounded_steps() {
+    let s = Store::new(StoreConfig {
+        shards: 1,
+        ..StoreConfig::default()
+    });
+    let names: Vec<String> = (0..1_000).map(|i| format!("DEFAULT_GROUP@@m{i}")).collect();
+    for name in &names {
+        for port in 0..100 {
+            s.register(ServiceRef::new(NS, name), &spec(port), Millis(0))
+                .unwrap();
+        }
+    }
+    let budget = 1_000;
+    let mut pass = s.expire_pass(Millis(15_000));
+    let mut report = ExpireReport::default();
+    while s.expire_step(&mut pass, budget, &mut report) {}
+    assert_eq!(report.unhealthy, 100_000);
+    assert_eq!(report.events.len(), 1_000);
+    assert!(
+        pass.max_held() <= budget,
+        "at most the budget under one hold: {}",
+        pass.max_held()
+    );
+    assert!(pass.holds() >= 200, "many short holds: {}", pass.holds());
+    let healthy = names
+        .iter()
+        .map(|n| {
+            s.read(ServiceRef::new(NS, n), |x| {
+                x.instances().iter().filter(|i| i.healthy).count()
+            })
+        })
+        .map(Option::unwrap)
+        .sum::<usize>();
+    assert_eq!(healthy, 0);
+}
+
+/// Between steps the lock is free: a write to the same shard goes through,
+/// and a beat that lands after the scan saves its instance.
+#[test]
+fn writes_and_beats_between_steps_are_respected() {
+    let s = Store::new(StoreConfig {
+        shards: 1,
+        ..StoreConfig::default()
+    });
+    let a = ServiceRef::new(NS, "DEFAULT_GROUP@@a");
+    for port in 0..50 {
+        s.register(a, &spec(port), Millis(0)).unwrap();
+    }
+    let mut pass = s.expire_pass(Millis(15_000));
+    let mut report = ExpireReport::default();
+    // Scan, then resolve a first chunk of 10 slots.
+    assert!(s.expire_step(&mut pass, 10, &mut report));
+    assert!(s.expire_step(&mut pass, 10, &mut report));
+    // The lock is free: these would deadlock otherwise.
+    s.register(
+        ServiceRef::new(NS, "DEFAULT_GROUP@@b"),
+        &spec(1),
+        Millis(15_000),
+    )
+    .unwrap();
+    assert!(matches!(
+        s.beat(a, addr(7), Millis(15_000)),
+        BeatOutcome::Renewed { .. }
+    ));
+    s.deregister(a, addr(8), true, Millis(15_000)).unwrap();
+    // A new instance takes the freed slot: it is not the one that was due.
+    s.register(a, &spec(100), Millis(15_000)).unwrap();
+    while s.expire_step(&mut pass, 10, &mut report) {}
+    assert_eq!(
+        report.unhealthy, 48,
+        "all but the beaten and the removed one"
+    );
+    let snap = s.snapshot(a).unwrap();
+    assert!(snap.find(addr(7), true).unwrap().healthy);
+    assert!(snap.find(addr(100), true).unwrap().healthy);
+    assert!(snap.find(addr(8), true).is_none());
+}
+
+/// A service larger than the budget is still expired in one snapshot.
+#[test]
+fn a_service_larger_than_the_budget_is_expired_whole() {
+    let s = store();
+    for port in 0..300 {
+        s.register(svc(), &spec(port), Millis(0)).unwrap();
+    }
+    let mut pass = s.expire_pass(Millis(15_000));
+    let mut report = ExpireReport::default();
+    while s.expire_step(&mut pass, 64, &mut report) {}
+    assert_eq!((report.unhealthy, report.events.len()), (300, 1));
+}

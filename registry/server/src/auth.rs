@@ -400,7 +400,7 @@ pub fn hash_password(password: &str, iterations: u32) -> anyhow::Result<String> 
     Ok(out)
 }
 
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     (1..=MAX_NAME).contains(&name.len())
         && name
             .bytes()

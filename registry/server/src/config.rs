@@ -98,6 +98,29 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_IDLE_TIMEOUT_MS", default_value_t = 60_000)]
     pub idle_timeout_ms: u64,
 
+    /// Time a whole request head may take to arrive, from its first byte,
+    /// in ms; past it the request is answered 408 and the connection closed.
+    /// Bytes trickling in do not extend it.
+    #[arg(long, env = "REGISTRY_HEAD_TIMEOUT_MS", default_value_t = 10_000)]
+    pub head_timeout_ms: u64,
+
+    /// Time a whole request body may take to arrive, from the end of its
+    /// head, in ms; past it the request is answered 408 and the connection
+    /// closed.
+    #[arg(long, env = "REGISTRY_BODY_TIMEOUT_MS", default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
+
+    /// Time one write of responses may take, in ms: a client that stops
+    /// reading is disconnected after it.
+    #[arg(long, env = "REGISTRY_WRITE_TIMEOUT_MS", default_value_t = 30_000)]
+    pub write_timeout_ms: u64,
+
+    /// Bytes of connection read buffers held at once, across connections.
+    /// A request that would need more is answered 503 and its connection
+    /// closed, so `--max-connections` × `--max-body-bytes` is never reached.
+    #[arg(long, env = "REGISTRY_MAX_BUFFERED_BYTES", default_value_t = 512 * 1024 * 1024)]
+    pub max_buffered_bytes: usize,
+
     /// Bytes of encoded instance lists kept cached.
     #[arg(long, env = "REGISTRY_LIST_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
     pub list_cache_bytes: usize,
@@ -215,7 +238,7 @@ pub struct Config {
     pub health_checker: String,
 
     /// File of users allowed in (`name:pbkdf2-sha256$ITERATIONS$SALT_HEX$HASH_HEX`
-    /// per line). When given, every API call but the login and `/metrics`
+    /// per line; `registry users add NAME --file FILE` writes them). When given, every API call but the login and `/metrics`
     /// needs an `accessToken` from `POST /nacos/v1/auth/login`. There are no
     /// default users and no default secret.
     #[arg(long, env = "REGISTRY_AUTH_USERS")]
@@ -257,6 +280,18 @@ impl Config {
         self.store_config().validate()?;
         if self.max_connections == 0 || self.max_inflight == 0 {
             return Err("--max-connections and --max-inflight must be positive".into());
+        }
+        if self.head_timeout_ms == 0 || self.body_timeout_ms == 0 || self.write_timeout_ms == 0 {
+            return Err(
+                "--head-timeout-ms, --body-timeout-ms and --write-timeout-ms must be positive"
+                    .into(),
+            );
+        }
+        if self.max_buffered_bytes < crate::http::READ_CHUNK {
+            return Err(format!(
+                "--max-buffered-bytes must hold at least one read buffer ({} bytes)",
+                crate::http::READ_CHUNK
+            ));
         }
         if self.sweep_interval_ms == 0 {
             return Err("--sweep-interval-ms must be positive".into());
@@ -333,6 +368,19 @@ impl Config {
             max_subscriptions_per_connection: self.grpc_max_subscriptions_per_connection,
             idle_ms: self.grpc_idle_ms,
             detect_timeout_ms: self.grpc_detect_timeout_ms,
+        }
+    }
+
+    /// The health checker's part of the configuration.
+    pub fn health_settings(&self) -> crate::health::HealthSettings {
+        crate::health::HealthSettings {
+            interval: Duration::from_millis(self.health_check_interval_ms),
+            timeout: Duration::from_millis(self.health_check_timeout_ms),
+            concurrency: self.health_check_concurrency,
+            threshold: self.health_check_threshold,
+            // Validated at start; a bad value falls back to Nacos's default.
+            default_checker: crate::health::Checker::parse(&self.health_checker)
+                .unwrap_or(crate::health::Checker::Tcp),
         }
     }
 

@@ -20,6 +20,12 @@
 //! e.g. `PUT /nacos/v1/ns/service?serviceName=s&protectThreshold=0&metadata=preserved.health.checker.c1=HTTP:/health`.
 //! A value that does not parse falls back to `--health-checker`.
 //!
+//! # What it needs
+//! [`HealthChecks`] holds exactly what the checker touches: the store, the
+//! change feed, the clock, the [`Targets`], its counters and its
+//! [`HealthSettings`]. It does not see the server state
+//! ([`crate::state::App`]), so it runs and is tested on its own.
+//!
 //! [`Store::set_health`]: registry_core::Store::set_health
 
 use std::collections::{HashMap, HashSet};
@@ -35,8 +41,9 @@ use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
+use crate::events::ChangeFeed;
 use crate::metrics::Counter;
-use crate::state::App;
 
 /// Metadata key naming the checker of all of a service's clusters; append
 /// `.<cluster>` for one cluster.
@@ -149,7 +156,7 @@ impl HealthStats {
     }
 }
 
-/// One instance to probe.
+/// One instance to probe; [`round`] keeps a streak per target.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Target {
     service: ServiceKey,
@@ -158,15 +165,45 @@ struct Target {
     port: u16,
 }
 
+/// The checker's settings (from `--health-check-*` and `--health-checker`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HealthSettings {
+    /// Time between rounds; zero turns the checker off.
+    pub interval: Duration,
+    /// Time one probe may take.
+    pub timeout: Duration,
+    /// Most probes in flight.
+    pub concurrency: usize,
+    /// Consecutive disagreeing results before an instance flips.
+    pub threshold: u32,
+    /// The checker of clusters whose service names none.
+    pub default_checker: Checker,
+}
+
+/// Everything the health checker reads and writes.
+#[derive(Clone)]
+pub struct HealthChecks {
+    /// The registry whose persistent instances are probed.
+    pub store: Arc<Store>,
+    /// Where health flips are published for push.
+    pub feed: Arc<ChangeFeed>,
+    /// The core's time for the writes.
+    pub clock: Clock,
+    /// Services holding persistent instances.
+    pub targets: Arc<Targets>,
+    /// Counters.
+    pub stats: Arc<HealthStats>,
+    /// Settings.
+    pub settings: HealthSettings,
+}
+
 /// Runs until `cancel` fires. Does nothing with an interval of 0.
-pub async fn run(app: Arc<App>, cancel: CancellationToken) {
-    let every = app.config.health_check_interval_ms;
-    if every == 0 {
+pub async fn run(checks: HealthChecks, cancel: CancellationToken) {
+    let every = checks.settings.interval;
+    if every.is_zero() {
         return;
     }
-    // Validated at start; a bad value cannot reach here.
-    let default = Checker::parse(&app.config.health_checker).unwrap_or(Checker::Tcp);
-    let mut tick = tokio::time::interval(Duration::from_millis(every));
+    let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     // Consecutive disagreeing results per instance; holds only instances
     // seen in the last round.
@@ -178,17 +215,18 @@ pub async fn run(app: Arc<App>, cancel: CancellationToken) {
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
-            _ = round(&app, &default, &mut streaks) => {}
+            _ = round(&checks, &mut streaks) => {}
         }
     }
 }
 
 /// One pass over every persistent instance.
-async fn round(app: &Arc<App>, default: &Checker, streaks: &mut HashMap<Target, u32>) {
+async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
+    let default = &checks.settings.default_checker;
     let mut due: Vec<(Target, Checker, bool)> = Vec::new();
-    for service in app.health_targets.list() {
+    for service in checks.targets.list() {
         let before = due.len();
-        app.store.read(service.as_ref(), |s| {
+        checks.store.read(service.as_ref(), |s| {
             for i in s.instances().iter().filter(|i| !i.ephemeral) {
                 let checker = checker_for(s.metadata(), &i.cluster, default);
                 if checker == Checker::None {
@@ -204,11 +242,11 @@ async fn round(app: &Arc<App>, default: &Checker, streaks: &mut HashMap<Target, 
             }
         });
         if due.len() == before {
-            app.health_targets.prune(&app.store, &service);
+            checks.targets.prune(&checks.store, &service);
         }
     }
-    let timeout = Duration::from_millis(app.config.health_check_timeout_ms);
-    let limit = app.config.health_check_concurrency;
+    let timeout = checks.settings.timeout;
+    let limit = checks.settings.concurrency;
     let mut seen: HashMap<Target, u32> = HashMap::with_capacity(due.len());
     let mut running: JoinSet<(Target, bool, bool)> = JoinSet::new();
     let mut pending = due.into_iter();
@@ -228,7 +266,7 @@ async fn round(app: &Arc<App>, default: &Checker, streaks: &mut HashMap<Target, 
         let Ok((target, healthy, up)) = done else {
             continue;
         };
-        let stats = &app.health_stats;
+        let stats = &checks.stats;
         if up {
             stats.up.inc()
         } else {
@@ -238,16 +276,16 @@ async fn round(app: &Arc<App>, default: &Checker, streaks: &mut HashMap<Target, 
             continue;
         }
         let streak = streaks.get(&target).copied().unwrap_or(0) + 1;
-        if streak < app.config.health_check_threshold {
+        if streak < checks.settings.threshold {
             seen.insert(target, streak);
             continue;
         }
-        flip(app, &target, up);
+        flip(checks, &target, up);
     }
     *streaks = seen;
 }
 
-fn flip(app: &App, target: &Target, up: bool) {
+fn flip(checks: &HealthChecks, target: &Target, up: bool) {
     let addr = InstanceAddr {
         cluster: &target.cluster,
         ip: target.ip,
@@ -255,14 +293,15 @@ fn flip(app: &App, target: &Target, up: bool) {
     };
     // An error means it was deregistered while being probed: nothing to mark.
     if let Ok(written) =
-        app.store
-            .set_health(target.service.as_ref(), addr, false, up, app.clock.now())
+        checks
+            .store
+            .set_health(target.service.as_ref(), addr, false, up, checks.clock.now())
     {
         if written.event.is_some() {
             if up {
-                app.health_stats.revived.inc();
+                checks.stats.revived.inc();
             } else {
-                app.health_stats.failed.inc();
+                checks.stats.failed.inc();
             }
             tracing::info!(
                 service = target.service.grouped_name(),
@@ -273,7 +312,7 @@ fn flip(app: &App, target: &Target, up: bool) {
                 "health check changed a persistent instance"
             );
         }
-        app.publish(written.event);
+        checks.feed.publish(written.event);
     }
 }
 
@@ -342,6 +381,70 @@ fn status_is_success(head: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use registry_core::{InstanceSpec, Millis, ServiceRef, StoreConfig};
+
+    /// The checker alone: a store, a feed and a real socket that stops
+    /// listening. Three failed rounds flip the instance, one flip is
+    /// published; a listening port brings it back.
+    #[tokio::test]
+    async fn rounds_flip_a_persistent_instance_after_the_threshold() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let store = Arc::new(Store::new(StoreConfig {
+            shards: 1,
+            ..StoreConfig::default()
+        }));
+        let service = ServiceRef::new("public", "DEFAULT_GROUP@@db");
+        let spec = InstanceSpec {
+            ephemeral: false,
+            ..InstanceSpec::new("DEFAULT", addr.ip(), addr.port())
+        };
+        store.register(service, &spec, Millis(0)).unwrap();
+        let targets = Arc::new(Targets::default());
+        targets.insert(service);
+        let feed = Arc::new(ChangeFeed::default());
+        let mut events = feed.take_receiver().unwrap();
+        let checks = HealthChecks {
+            store: store.clone(),
+            feed,
+            clock: Clock::start(),
+            targets,
+            stats: Arc::default(),
+            settings: HealthSettings {
+                interval: Duration::from_secs(5),
+                timeout: Duration::from_secs(5),
+                concurrency: 4,
+                threshold: 3,
+                default_checker: Checker::Tcp,
+            },
+        };
+        let healthy = || store.read(service, |s| s.instances()[0].healthy).unwrap();
+        let mut streaks = HashMap::new();
+        round(&checks, &mut streaks).await;
+        assert_eq!(checks.stats.up.get(), 1);
+        drop(listener);
+        for _ in 0..2 {
+            round(&checks, &mut streaks).await;
+            assert!(healthy(), "not before the threshold");
+        }
+        round(&checks, &mut streaks).await;
+        assert!(!healthy(), "flipped on the third failure");
+        assert_eq!(checks.stats.failed.get(), 1);
+        assert_eq!(
+            events.try_recv().unwrap().service.grouped_name(),
+            "DEFAULT_GROUP@@db"
+        );
+        // Back up: the port listens again (the kernel may hand it elsewhere;
+        // then there is nothing to revive and the test says so).
+        let Ok(_again) = std::net::TcpListener::bind(addr) else {
+            return;
+        };
+        for _ in 0..3 {
+            round(&checks, &mut streaks).await;
+        }
+        assert!(healthy());
+        assert_eq!(checks.stats.revived.get(), 1);
+    }
 
     #[test]
     fn parses_checkers() {

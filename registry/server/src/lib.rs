@@ -7,6 +7,7 @@
 //!   errors become Nacos statuses and texts.
 //! - [`convert`]: mapping between wire types (`registry-proto`) and the core.
 //! - [`list_cache`]: encoded instance lists, once per revision and view.
+//! - [`events`]: the change feed from every writer to the notifier.
 //! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
 //!   batched UDP sends, acks and the one resend.
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
@@ -15,7 +16,8 @@
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
-//! - [`auth`]: optional Nacos-compatible login and access tokens.
+//! - [`auth`]: optional Nacos-compatible login and access tokens;
+//!   [`users`]: `registry users add|remove`, editing its users file.
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -31,6 +33,7 @@ pub mod clock;
 pub mod config;
 pub mod convert;
 pub mod embed;
+pub mod events;
 pub mod grpc;
 pub mod health;
 pub mod http;
@@ -42,6 +45,7 @@ pub mod pusher;
 pub mod shutdown;
 pub mod state;
 pub mod sweeper;
+pub mod users;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -144,11 +148,14 @@ pub async fn run_app(
     let grpc_listener = tokio::net::TcpListener::from_std(listeners.grpc)?;
     let grace = app.config.grace();
 
-    let writer = persist::Persist::start(app.clone())?;
+    let writer = match &app.persist {
+        Some(p) => p.start(app.store.clone())?,
+        None => None,
+    };
     let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
     let health_stop = tokio_util::sync::CancellationToken::new();
-    let health = tokio::spawn(health::run(app.clone(), health_stop.clone()));
+    let health = tokio::spawn(health::run(app.health_checks(), health_stop.clone()));
     let connections = tokio_util::task::TaskTracker::new();
     let acceptor = tokio::spawn(http::serve(
         app.clone(),

@@ -1,17 +1,36 @@
 //! Encoded instance lists, computed at most once per service revision and
 //! view while cached, shared by every reader and every push of it.
 //!
-//! Keys name the service and the view (clusters exactly as sent,
-//! healthy-only, and whether the reader is a push subscriber, which changes
-//! `cacheMillis`); values carry the revision they encode, so a newer
-//! revision simply replaces them. The cache holds at most its byte budget:
-//! when an insert crosses it, entries are evicted until it is back under
-//! three quarters. 600k cold services cost nothing until they are read.
+//! # Keys and revisions
+//! The cache is keyed by (service, revision, view): the map key names the
+//! service and the view (clusters exactly as sent, healthy-only, and
+//! whether the reader is a push subscriber, which changes `cacheMillis`),
+//! and the value carries the revision it encodes. A lookup hits only the
+//! revision asked for. An insert replaces a cached entry only with a
+//! *newer* revision: a reader that loaded an older snapshot and encoded it
+//! late never pushes the newer encoding out (it still answers with its
+//! own). 600k cold services cost nothing until they are read.
+//!
+//! # Memory and eviction
+//! The cache holds about `budget` bytes (bodies, keys and a fixed overhead
+//! per entry). Requests never evict: an insert only adds, and above
+//! 1.25 × budget it stops caching (the reader still gets its encoding), so
+//! memory is bounded even when eviction falls behind. Eviction runs on the
+//! sweeper's thread ([`ListCache::evict`]) with a CLOCK policy (second
+//! chance): entries sit on a ring in insertion order; a hit marks its entry
+//! (one relaxed load, and a store only the first time); eviction pops the
+//! ring's head, gives a marked entry another round, and drops an unmarked
+//! one, until the cache is under three quarters of its budget or the
+//! call's bounded number of steps is spent. So lists read since the last
+//! round stay, one-off reads go first, and no request waits for it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use foldhash::fast::FixedState;
+use papaya::{Compute, Operation};
+use parking_lot::Mutex;
 
 /// One encoded list.
 pub struct CachedList {
@@ -19,25 +38,55 @@ pub struct CachedList {
     pub revision: u64,
     /// The JSON body.
     pub body: Box<[u8]>,
+    /// Read since eviction last looked at it.
+    referenced: AtomicBool,
+}
+
+impl CachedList {
+    fn new(revision: u64, body: Vec<u8>) -> CachedList {
+        CachedList {
+            revision,
+            body: body.into_boxed_slice(),
+            referenced: AtomicBool::new(false),
+        }
+    }
+
+    fn mark(&self) {
+        // Loaded first, so a hot entry's cache line stays shared between
+        // cores instead of being written on every hit.
+        if !self.referenced.load(Ordering::Relaxed) {
+            self.referenced.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The cache.
 pub struct ListCache {
-    map: papaya::HashMap<Box<str>, Arc<CachedList>, FixedState>,
+    map: papaya::HashMap<Arc<str>, Arc<CachedList>, FixedState>,
+    /// Keys in insertion order, for the CLOCK hand. Locked by inserts of
+    /// new keys (cache misses) and by eviction in short batches.
+    ring: Mutex<VecDeque<Arc<str>>>,
     bytes: AtomicUsize,
     budget: usize,
 }
 
 /// Overhead charged per entry beyond its body and key.
-const ENTRY_OVERHEAD: usize = 96;
+const ENTRY_OVERHEAD: usize = 128;
+/// Ring entries eviction handles per hold of the ring's lock.
+const EVICT_BATCH: usize = 256;
+
+fn weight(key: &str, entry: &CachedList) -> usize {
+    entry.body.len() + key.len() + ENTRY_OVERHEAD
+}
 
 impl ListCache {
-    /// A cache holding at most `budget` bytes (0 disables caching).
+    /// A cache holding about `budget` bytes (0 disables caching).
     pub fn new(budget: usize) -> ListCache {
         ListCache {
             map: papaya::HashMap::builder()
                 .hasher(FixedState::with_seed(0x11))
                 .build(),
+            ring: Mutex::new(VecDeque::new()),
             bytes: AtomicUsize::new(0),
             budget,
         }
@@ -66,49 +115,89 @@ impl ListCache {
     /// The cached list for `key` if it encodes `revision`.
     pub fn get(&self, key: &str, revision: u64) -> Option<Arc<CachedList>> {
         let map = self.map.pin();
-        map.get(key).filter(|c| c.revision == revision).cloned()
+        let hit = map.get(key).filter(|c| c.revision == revision)?;
+        hit.mark();
+        Some(hit.clone())
     }
 
-    /// Caches `body` as the encoding of `revision`, unless a newer one is
-    /// already there. Returns the shared entry.
+    /// Caches `body` as the encoding of `revision`, unless the same or a
+    /// newer revision is already there, or the cache is full. Returns the
+    /// entry for the caller to answer with (its own revision either way).
     pub fn put(&self, key: &str, revision: u64, body: Vec<u8>) -> Arc<CachedList> {
-        let entry = Arc::new(CachedList {
-            revision,
-            body: body.into_boxed_slice(),
-        });
+        let entry = Arc::new(CachedList::new(revision, body));
         if self.budget == 0 {
             return entry;
         }
-        let size = entry.body.len() + key.len() + ENTRY_OVERHEAD;
-        let map = self.map.pin();
-        self.bytes.fetch_add(size, Ordering::Relaxed);
-        if let Some(old) = map.insert(Box::from(key), entry.clone()) {
-            self.bytes.fetch_sub(
-                old.body.len() + key.len() + ENTRY_OVERHEAD,
-                Ordering::Relaxed,
-            );
+        let size = weight(key, &entry);
+        if self.bytes.load(Ordering::Relaxed) + size > self.ceiling() {
+            // Full until the sweeper's eviction catches up: no work here.
+            return entry;
         }
-        if self.bytes.load(Ordering::Relaxed) > self.budget {
-            self.evict(&map);
+        let map = self.map.pin();
+        let key: Arc<str> = Arc::from(key);
+        let outcome = map.compute(key.clone(), |old| match old {
+            Some((_, cached)) if cached.revision >= revision => Operation::Abort(()),
+            _ => Operation::Insert(entry.clone()),
+        });
+        match outcome {
+            Compute::Inserted(..) => {
+                self.bytes.fetch_add(size, Ordering::Relaxed);
+                self.ring.lock().push_back(key);
+            }
+            Compute::Updated { old: (_, old), .. } => {
+                self.bytes.fetch_add(size, Ordering::Relaxed);
+                self.bytes.fetch_sub(weight(&key, old), Ordering::Relaxed);
+            }
+            Compute::Removed(..) | Compute::Aborted(()) => {}
         }
         entry
     }
 
-    fn evict(
-        &self,
-        map: &papaya::HashMapRef<'_, Box<str>, Arc<CachedList>, FixedState, impl papaya::Guard>,
-    ) {
+    /// The most the cache holds before inserts stop.
+    fn ceiling(&self) -> usize {
+        self.budget.saturating_add(self.budget / 4)
+    }
+
+    /// Whether [`ListCache::evict`] has work to do.
+    pub fn over_budget(&self) -> bool {
+        self.budget > 0 && self.bytes.load(Ordering::Relaxed) > self.budget
+    }
+
+    /// Evicts with the CLOCK policy until the cache is under three quarters
+    /// of its budget, looking at no more than `max_steps` entries. Returns
+    /// the entries removed. Called off the request path (the sweeper).
+    pub fn evict(&self, max_steps: usize) -> usize {
+        if !self.over_budget() {
+            return 0;
+        }
         let target = self.budget / 4 * 3;
-        let victims: Vec<Box<str>> = map.keys().cloned().collect();
-        for k in victims {
-            if self.bytes.load(Ordering::Relaxed) <= target {
+        let map = self.map.pin();
+        let (mut steps, mut removed) = (0, 0);
+        while steps < max_steps && self.bytes.load(Ordering::Relaxed) > target {
+            let mut ring = self.ring.lock();
+            if ring.is_empty() {
                 break;
             }
-            if let Some(v) = map.remove(&k) {
-                self.bytes
-                    .fetch_sub(v.body.len() + k.len() + ENTRY_OVERHEAD, Ordering::Relaxed);
+            for _ in 0..EVICT_BATCH.min(max_steps - steps) {
+                let Some(key) = ring.pop_front() else { break };
+                steps += 1;
+                let Some(entry) = map.get(&*key) else {
+                    continue;
+                };
+                if entry.referenced.swap(false, Ordering::Relaxed) {
+                    ring.push_back(key);
+                    continue;
+                }
+                if let Some(old) = map.remove(&*key) {
+                    self.bytes.fetch_sub(weight(&key, old), Ordering::Relaxed);
+                    removed += 1;
+                }
+                if self.bytes.load(Ordering::Relaxed) <= target {
+                    break;
+                }
             }
         }
+        removed
     }
 
     /// Bytes held.
@@ -131,11 +220,16 @@ impl ListCache {
 mod tests {
     use super::*;
 
+    fn key(name: &str) -> String {
+        let mut k = String::new();
+        ListCache::key(&mut k, "public", name, "", false, false);
+        k
+    }
+
     #[test]
     fn hits_only_the_same_revision() {
         let c = ListCache::new(1 << 20);
-        let mut k = String::new();
-        ListCache::key(&mut k, "public", "G@@a", "", false, false);
+        let k = key("G@@a");
         c.put(&k, 3, b"three".to_vec());
         assert_eq!(&*c.get(&k, 3).unwrap().body, b"three");
         assert!(c.get(&k, 4).is_none());
@@ -144,17 +238,45 @@ mod tests {
         assert_eq!(c.len(), 1);
     }
 
+    /// A reader that encoded an older revision late does not replace the
+    /// newer one; it still gets its own encoding back.
     #[test]
-    fn stays_within_budget() {
+    fn an_older_revision_never_replaces_a_newer_one() {
+        let c = ListCache::new(1 << 20);
+        let k = key("G@@a");
+        c.put(&k, 5, b"five".to_vec());
+        let late = c.put(&k, 4, b"four".to_vec());
+        assert_eq!((late.revision, &*late.body), (4, &b"four"[..]));
+        assert_eq!(&*c.get(&k, 5).expect("newer kept").body, b"five");
+        assert!(c.get(&k, 4).is_none());
+        let again = c.put(&k, 5, b"other".to_vec());
+        assert_eq!(&*again.body, b"other");
+        assert_eq!(&*c.get(&k, 5).unwrap().body, b"five", "first encoding kept");
+        assert_eq!(c.bytes(), weight(&k, &CachedList::new(5, b"five".to_vec())));
+    }
+
+    /// Inserts never evict; they stop at 1.25 × budget. Eviction (the
+    /// sweeper's) brings it under three quarters in bounded steps, and
+    /// spares entries read since its last round.
+    #[test]
+    fn eviction_is_the_sweepers_bounded_clock() {
         let budget = 64 * 1024;
         let c = ListCache::new(budget);
-        let mut k = String::new();
-        for i in 0..1000 {
-            ListCache::key(&mut k, "public", &format!("G@@s{i}"), "", false, false);
-            c.put(&k, 1, vec![b'x'; 1000]);
-            assert!(c.bytes() <= budget + 2000, "{} bytes", c.bytes());
+        for i in 0..200 {
+            c.put(&key(&format!("G@@s{i}")), 1, vec![b'x'; 1000]);
+            assert!(c.bytes() <= budget + budget / 4, "{} bytes", c.bytes());
         }
-        assert!(c.len() < 1000);
-        assert!(!c.is_empty());
+        let full = c.len();
+        assert!(full > budget / 1200, "filled past the budget: {full}");
+        assert!(c.over_budget());
+        // The first entry was read: it gets a second chance.
+        assert!(c.get(&key("G@@s0"), 1).is_some());
+        assert_eq!(c.evict(10), 10 - 1, "ten steps, one spared");
+        assert_eq!(c.len(), full - 9);
+        c.evict(usize::MAX);
+        assert!(c.bytes() <= budget / 4 * 3, "{} bytes", c.bytes());
+        assert!(c.get(&key("G@@s0"), 1).is_some(), "the read entry stayed");
+        assert!(c.get(&key("G@@s1"), 1).is_none(), "an unread old one went");
+        assert_eq!(c.evict(usize::MAX), 0, "nothing to do under budget");
     }
 }

@@ -1,15 +1,83 @@
-//! `registry`: the Nacos-1.x-compatible naming server.
+//! `registry`: the Nacos-1.x-compatible naming server, and `registry users`
+//! to manage the `--auth-users` file.
 
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::Parser;
-use registry_server::{run_app, shutdown, App, Config, Listeners};
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use registry_server::{run_app, shutdown, users, App, Config, Listeners};
 
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Without a subcommand: serve (the flags below). `registry users ...`
+/// edits a users file.
+#[derive(Parser)]
+#[command(
+    name = "registry",
+    version,
+    about,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    config: Config,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Add or remove users of the `--auth-users` file.
+    Users {
+        #[command(subcommand)]
+        action: UsersAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum UsersAction {
+    /// Add a user, or set a new password for an existing one. The password
+    /// is read from the terminal without echo (twice), or as one line from
+    /// standard input when that is not a terminal.
+    Add {
+        /// User name: 1-64 characters of A-Z a-z 0-9 _ . @ -.
+        name: String,
+        /// The users file (created, mode 0600, if missing).
+        #[arg(long, env = "REGISTRY_AUTH_USERS")]
+        file: PathBuf,
+        /// PBKDF2-HMAC-SHA256 iterations of the hash.
+        #[arg(long, default_value_t = users::DEFAULT_ITERATIONS,
+              value_parser = clap::value_parser!(u32).range(i64::from(registry_server::auth::MIN_ITERATIONS)..))]
+        iterations: u32,
+    },
+    /// Remove a user.
+    Remove {
+        /// User name.
+        name: String,
+        /// The users file.
+        #[arg(long, env = "REGISTRY_AUTH_USERS")]
+        file: PathBuf,
+    },
+}
+
 fn main() -> anyhow::Result<()> {
-    let config = Config::parse();
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Users { action }) => {
+            if let Err(e) = manage_users(action) {
+                eprintln!("registry users: {e:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        None => serve(cli.config),
+    }
+}
+
+fn serve(config: Config) -> anyhow::Result<()> {
     if let Err(e) = config.validate() {
         eprintln!("registry: {e}");
         std::process::exit(2);
@@ -32,6 +100,71 @@ fn main() -> anyhow::Result<()> {
         listeners.udp_addr()
     );
     runtime.block_on(run_app(app, listeners, shutdown::signal()))
+}
+
+fn manage_users(action: UsersAction) -> anyhow::Result<()> {
+    match action {
+        UsersAction::Add {
+            name,
+            file,
+            iterations,
+        } => {
+            let password = read_password()?;
+            let added = users::add(&file, &name, &password, iterations)?;
+            let what = match added {
+                users::Added::Created => "added",
+                users::Added::Replaced => "password changed for",
+            };
+            println!("{what} user {name} in {}", file.display());
+        }
+        UsersAction::Remove { name, file } => {
+            let left = users::remove(&file, &name)?;
+            println!("removed user {name} from {}", file.display());
+            if left == 0 {
+                eprintln!(
+                    "note: {} has no users left; a server started with --auth-users on it refuses to start",
+                    file.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The password: typed twice without echo on a terminal, else the first
+/// line of standard input (for scripts).
+fn read_password() -> anyhow::Result<String> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        let mut line = String::new();
+        stdin
+            .lock()
+            .read_line(&mut line)
+            .context("reading the password from standard input")?;
+        return Ok(line.trim_end_matches(['\n', '\r']).to_owned());
+    }
+    let first = prompt_hidden("Password: ")?;
+    let second = prompt_hidden("Again: ")?;
+    anyhow::ensure!(first == second, "the two passwords differ");
+    Ok(first)
+}
+
+/// Reads one line from the terminal with echo off, restoring it after.
+fn prompt_hidden(prompt: &str) -> anyhow::Result<String> {
+    use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
+    let stdin = std::io::stdin();
+    eprint!("{prompt}");
+    let _ = std::io::stderr().flush();
+    let saved = tcgetattr(&stdin).context("reading the terminal settings")?;
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(LocalFlags::ECHO);
+    quiet.local_flags.insert(LocalFlags::ECHONL);
+    tcsetattr(&stdin, SetArg::TCSANOW, &quiet).context("turning echo off")?;
+    let mut line = String::new();
+    let read = stdin.lock().read_line(&mut line);
+    let _ = tcsetattr(&stdin, SetArg::TCSANOW, &saved);
+    read.context("reading the password")?;
+    Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
 fn init_tracing(format: &str) {

@@ -196,12 +196,22 @@ pub struct Metrics {
     pub expired_removed: Counter,
     /// Empty auto-created services removed by the sweeper.
     pub services_removed: Counter,
+    /// Sweeper passes finished.
+    pub sweeps: Counter,
     /// Open HTTP connections.
     pub connections: Gauge,
     /// Connections refused at the connection limit.
     pub connections_refused: Counter,
     /// Requests answered 503 at the in-flight limit.
     pub requests_shed: Counter,
+    /// Requests whose head did not arrive within `--head-timeout-ms`.
+    pub head_timeouts: Counter,
+    /// Requests whose body did not arrive within `--body-timeout-ms`.
+    pub body_timeouts: Counter,
+    /// Connections closed because a write took longer than `--write-timeout-ms`.
+    pub write_timeouts: Counter,
+    /// Connections refused or closed because the read-buffer budget was spent.
+    pub buffer_refusals: Counter,
     /// Push and subscription metrics.
     pub push: PushMetrics,
 }
@@ -217,9 +227,14 @@ impl Default for Metrics {
             expired_unhealthy: Counter::default(),
             expired_removed: Counter::default(),
             services_removed: Counter::default(),
+            sweeps: Counter::default(),
             connections: Gauge::default(),
             connections_refused: Counter::default(),
             requests_shed: Counter::default(),
+            head_timeouts: Counter::default(),
+            body_timeouts: Counter::default(),
+            write_timeouts: Counter::default(),
+            buffer_refusals: Counter::default(),
             push: PushMetrics::default(),
         }
     }
@@ -325,6 +340,35 @@ impl Metrics {
         for (name, help, v) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
+        out.push_str(
+            "# HELP registry_http_timeouts_total Connections closed at a deadline, by kind.\n\
+             # TYPE registry_http_timeouts_total counter\n",
+        );
+        for (kind, c) in [
+            ("head", &self.head_timeouts),
+            ("body", &self.body_timeouts),
+            ("write", &self.write_timeouts),
+        ] {
+            let _ = writeln!(
+                out,
+                "registry_http_timeouts_total{{kind=\"{kind}\"}} {}",
+                c.get()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP registry_sweeps_total Sweeper passes finished.\n\
+             # TYPE registry_sweeps_total counter\n\
+             registry_sweeps_total {}",
+            self.sweeps.get()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP registry_http_buffer_refusals_total Connections refused or closed: read-buffer budget spent.\n\
+             # TYPE registry_http_buffer_refusals_total counter\n\
+             registry_http_buffer_refusals_total {}",
+            self.buffer_refusals.get()
+        );
         let counters: [(&str, &str, &Counter); 13] = [
             (
                 "registry_beats_total",

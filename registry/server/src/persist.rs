@@ -38,6 +38,12 @@
 //! again after a restart); the stored health is the one the instance had
 //! when its key was last written.
 //!
+//! # What it needs
+//! Only the store: [`Persist::restore`] loads into a [`Store`] and
+//! [`Persist::start`] hands the writer thread an `Arc<Store>` to read the
+//! state of the keys it commits. It does not see the server state
+//! ([`crate::state::App`]), so it is tested on its own.
+//!
 //! # On disk
 //! One file, `registry.redb`, with tables `meta` (schema version, the auth
 //! token key), `services` ((namespace, grouped name) → JSON settings) and
@@ -54,14 +60,13 @@ use anyhow::Context as _;
 use parking_lot::Mutex;
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 use registry_core::{
-    InstanceAddr, InstanceSpec, Metadata, ServiceKey, ServiceRef, ServiceSpec, Store,
+    InstanceAddr, InstanceSpec, Metadata, Millis, ServiceKey, ServiceRef, ServiceSpec, Store,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::convert::MetadataJson;
 use crate::metrics::Counter;
-use crate::state::App;
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "registry.redb";
@@ -305,18 +310,24 @@ impl Persist {
         }
     }
 
-    /// Loads every explicit service and persistent instance into `app`'s
-    /// store. Runs before the server answers anything.
+    /// Loads every explicit service and persistent instance into `store`
+    /// at time `now`, calling `persistent` for the service of each
+    /// instance loaded (the health checker's targets). Runs before the
+    /// server answers anything.
     ///
     /// # Errors
     /// When the database cannot be read or holds a record that does not
     /// decode: starting without it would silently drop acknowledged state.
-    pub fn restore(&self, app: &App) -> anyhow::Result<Restored> {
+    pub fn restore(
+        &self,
+        store: &Store,
+        now: Millis,
+        mut persistent: impl FnMut(ServiceRef<'_>),
+    ) -> anyhow::Result<Restored> {
         let started = Instant::now();
         let parts = self.parts.lock();
         let (db, _) = parts.as_ref().context("the writer owns the database")?;
         let txn = db.begin_read()?;
-        let now = app.clock.now();
         let mut restored = Restored::default();
         for entry in txn.open_table(SERVICES)?.iter()? {
             let (key, value) = entry?;
@@ -330,7 +341,7 @@ impl Persist {
                 selector: record.selector.map(Arc::from),
             };
             let service = ServiceRef::new(namespace, name);
-            match app.store.create_service(service, &spec, now) {
+            match store.create_service(service, &spec, now) {
                 Ok(_) => restored.services += 1,
                 Err(e) => {
                     tracing::warn!(namespace, service = name, error = %e, "stored service refused");
@@ -357,10 +368,10 @@ impl Persist {
                 ..InstanceSpec::new(cluster, ip, port)
             };
             let service = ServiceRef::new(namespace, name);
-            match app.store.register(service, &spec, now) {
+            match store.register(service, &spec, now) {
                 Ok(_) => {
                     restored.instances += 1;
-                    app.health_targets.insert(service);
+                    persistent(service);
                 }
                 Err(e) => {
                     tracing::warn!(instance = %what(), error = %e, "stored instance refused");
@@ -372,21 +383,19 @@ impl Persist {
         Ok(restored)
     }
 
-    /// Starts the writer thread. `None` without persistence, or when it
-    /// already runs.
+    /// Starts the writer thread, which commits the state `store` holds for
+    /// each queued key. `None` when it already runs.
     ///
     /// # Errors
     /// When the thread cannot be started.
-    pub fn start(app: Arc<App>) -> anyhow::Result<Option<Writer>> {
-        let Some(persist) = app.persist.as_ref() else {
+    pub fn start(self: &Arc<Self>, store: Arc<Store>) -> anyhow::Result<Option<Writer>> {
+        let Some((db, receiver)) = self.parts.lock().take() else {
             return Ok(None);
         };
-        let Some((db, receiver)) = persist.parts.lock().take() else {
-            return Ok(None);
-        };
+        let persist = self.clone();
         let thread = std::thread::Builder::new()
             .name("registry-persist".into())
-            .spawn(move || write_loop(&app, db, receiver))
+            .spawn(move || write_loop(&persist, &store, db, receiver))
             .context("starting the persistence writer")?;
         Ok(Some(Writer { thread }))
     }
@@ -404,10 +413,7 @@ impl Writer {
     }
 }
 
-fn write_loop(app: &App, db: Database, mut receiver: mpsc::Receiver<Msg>) {
-    let Some(persist) = app.persist.as_ref() else {
-        return;
-    };
+fn write_loop(persist: &Persist, store: &Store, db: Database, mut receiver: mpsc::Receiver<Msg>) {
     let stats = &persist.stats;
     let mut batch: Vec<(Change, oneshot::Sender<Result<(), PersistError>>)> =
         Vec::with_capacity(persist.max_batch.min(1024));
@@ -440,7 +446,7 @@ fn write_loop(app: &App, db: Database, mut receiver: mpsc::Receiver<Msg>) {
             continue;
         }
         let started = Instant::now();
-        let result = commit(&app.store, &db, &batch);
+        let result = commit(store, &db, &batch);
         let us = started.elapsed().as_micros() as u64;
         match &result {
             Ok(()) => {
@@ -646,4 +652,70 @@ fn encode_service(s: &registry_core::ServiceSnapshot, out: &mut Vec<u8>) {
             selector: s.selector(),
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use registry_core::StoreConfig;
+
+    fn store() -> Arc<Store> {
+        Arc::new(Store::new(StoreConfig {
+            shards: 2,
+            ..StoreConfig::default()
+        }))
+    }
+
+    /// Persistence alone: a store, a data directory, the writer thread.
+    /// An acknowledged write is found by a restore into a fresh store.
+    #[tokio::test]
+    async fn an_acknowledged_write_is_restored_into_a_fresh_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = ServiceRef::new("public", "DEFAULT_GROUP@@db");
+        let ip: IpAddr = "10.0.0.7".parse().unwrap();
+        {
+            let persist = Arc::new(Persist::open(dir.path(), 1 << 20, 16, 16).unwrap());
+            let live = store();
+            let writer = persist.start(live.clone()).unwrap().expect("first start");
+            assert!(persist.start(live.clone()).unwrap().is_none(), "one writer");
+            let ticket = persist.reserve().unwrap();
+            let spec = InstanceSpec {
+                ephemeral: false,
+                weight: 2.5,
+                ..InstanceSpec::new("c1", ip, 3306)
+            };
+            live.register(service, &spec, Millis(0)).unwrap();
+            let durable = ticket.submit(Change::Instance {
+                service: ServiceKey::new(service.namespace, service.name),
+                cluster: Arc::from("c1"),
+                ip,
+                port: 3306,
+            });
+            assert_eq!(durable.await.unwrap(), Ok(()));
+            persist.stop().await;
+            writer.join().await;
+            assert_eq!(persist.stats.writes.get(), 1);
+        }
+        let persist = Persist::open(dir.path(), 1 << 20, 16, 16).unwrap();
+        let fresh = store();
+        let mut seen = Vec::new();
+        let restored = persist
+            .restore(&fresh, Millis(5), |s| seen.push(s.name.to_owned()))
+            .unwrap();
+        assert_eq!((restored.instances, restored.skipped), (1, 0));
+        assert_eq!(seen, ["DEFAULT_GROUP@@db"]);
+        let weight = fresh
+            .read(service, |s| s.instances()[0].weight)
+            .expect("restored");
+        assert_eq!(weight, 2.5);
+    }
+
+    #[test]
+    fn a_full_queue_is_busy_not_a_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let persist = Persist::open(dir.path(), 1 << 20, 1, 1).unwrap();
+        let _held = persist.reserve().unwrap();
+        assert_eq!(persist.reserve().err(), Some(PersistError::Busy));
+        assert_eq!(persist.stats.shed.get(), 1);
+    }
 }

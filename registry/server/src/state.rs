@@ -1,12 +1,21 @@
-//! The state every part of the server shares, and who writes what in it.
+//! The state the request path shares, and who writes what in it.
 //!
-//! - `store`: written by HTTP handlers and the sweeper through its shard
-//!   locks; read lock-free by everyone.
+//! [`App`] is what HTTP handlers, the sweeper and the notifier see. The
+//! parts that run on their own take only their pieces, never the whole
+//! `App`: the health checker a [`HealthChecks`] (store, change feed, clock,
+//! targets, counters, settings), persistence an `Arc<Store>`. So the module
+//! graph points one way: `state` → `health`, `persist`, `events`,
+//! `list_cache`, … and none of those reach back into `state`.
+//!
+//! - `store`: written by HTTP handlers, the sweeper and the health checker
+//!   through its shard locks; read lock-free by everyone.
 //! - `subscribers`: written by list handlers (one refresh per subscriber per
 //!   poll) and gRPC subscribe requests, read by the notifier when a service
 //!   is due; sharded internally (see `registry_core::subscribers`).
-//! - `lists`: the encoded-list cache, filled by whoever encodes first.
-//! - change events: sent by writers, received only by the notifier.
+//! - `lists`: the encoded-list cache keyed by (service, view) holding one
+//!   revision each, filled by whoever encodes first (see [`ListCache`]).
+//! - `changes`: change events, sent by every writer, received only by the
+//!   notifier (see [`ChangeFeed`]).
 //! - `persist`: its queue is written by persistent-write handlers; the
 //!   database is owned by the writer thread once it starts.
 //! - `health_targets`: written by persistent writes and the restore,
@@ -15,34 +24,30 @@
 //!   queue of gRPC push acks to the notifier (see `crate::grpc`).
 //! - `auth`: read-only after start.
 
-use std::collections::HashSet;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use registry_core::{ChangeEvent, ServiceKey, Store, SubscriberConfig, Subscribers};
 use registry_proto::http1::Limits;
 use registry_proto::naming::ParseLimits;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 use crate::auth::Auth;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::health::{HealthStats, Targets};
+use crate::events::ChangeFeed;
+use crate::health::{HealthChecks, HealthStats, Targets};
+use crate::http::BufferBudget;
 use crate::list_cache::ListCache;
 use crate::metrics::Metrics;
 use crate::persist::Persist;
-
-/// Events buffered between writers and the notifier before the overflow
-/// set takes over.
-const EVENT_QUEUE: usize = 65_536;
 
 /// The server's shared state.
 pub struct App {
     /// The configuration it was started with.
     pub config: Config,
     /// The registry.
-    pub store: Store,
+    pub store: Arc<Store>,
     /// Monotonic and wall time.
     pub clock: Clock,
     /// Prometheus metrics.
@@ -57,22 +62,20 @@ pub struct App {
     pub subscribers: Subscribers,
     /// Requests being handled now, for the in-flight bound.
     pub inflight: AtomicUsize,
+    /// Connection read buffers, within `--max-buffered-bytes`.
+    pub buffers: BufferBudget,
     /// The durable store of persistent state; `None` without `--data-dir`.
-    pub persist: Option<Persist>,
+    pub persist: Option<Arc<Persist>>,
     /// Services holding persistent instances, for the health checker.
-    pub health_targets: Targets,
+    pub health_targets: Arc<Targets>,
     /// Health check counters.
-    pub health_stats: HealthStats,
+    pub health_stats: Arc<HealthStats>,
     /// Access control; `None` without `--auth-users`.
     pub auth: Option<Arc<Auth>>,
     /// The gRPC (Nacos 2.x) connections and ack queue.
     pub grpc: crate::grpc::Grpc,
-    events: mpsc::Sender<ChangeEvent>,
-    receiver: Mutex<Option<mpsc::Receiver<ChangeEvent>>>,
-    /// Services whose events did not fit in the queue; never more than one
-    /// entry per service, so bounded by the store.
-    overflow: Mutex<HashSet<ServiceKey>>,
-    overflow_ready: Notify,
+    /// Change events on their way to the notifier.
+    pub changes: Arc<ChangeFeed>,
 }
 
 impl App {
@@ -84,14 +87,23 @@ impl App {
     /// When the configuration is invalid, or the data directory or users
     /// file cannot be used.
     pub fn new(config: Config) -> anyhow::Result<App> {
+        App::with_clock(config, Clock::start())
+    }
+
+    /// [`App::new`] on a given clock: tests pass [`Clock::adjustable`] to
+    /// move the server's time forward instead of sleeping.
+    ///
+    /// # Errors
+    /// As [`App::new`].
+    pub fn with_clock(config: Config, clock: Clock) -> anyhow::Result<App> {
         config.validate().map_err(anyhow::Error::msg)?;
         let persist = match &config.data_dir {
-            Some(dir) => Some(Persist::open(
+            Some(dir) => Some(Arc::new(Persist::open(
                 dir,
                 config.data_cache_bytes,
                 config.max_pending_writes,
                 config.max_commit_batch,
-            )?),
+            )?)),
             None => None,
         };
         let auth = match &config.auth_users {
@@ -110,10 +122,11 @@ impl App {
             }
             None => None,
         };
-        let app = App::build(config, persist, auth);
+        let app = App::build(config, clock, persist, auth);
         match &app.persist {
             Some(p) => {
-                let r = p.restore(&app)?;
+                let targets = &app.health_targets;
+                let r = p.restore(&app.store, app.clock.now(), |s| targets.insert(s))?;
                 tracing::info!(
                     dir = %p.dir().display(),
                     services = r.services,
@@ -130,11 +143,15 @@ impl App {
         Ok(app)
     }
 
-    fn build(config: Config, persist: Option<Persist>, auth: Option<Arc<Auth>>) -> App {
-        let (events, receiver) = mpsc::channel(EVENT_QUEUE);
+    fn build(
+        config: Config,
+        clock: Clock,
+        persist: Option<Arc<Persist>>,
+        auth: Option<Arc<Auth>>,
+    ) -> App {
         App {
-            store: Store::new(config.store_config()),
-            clock: Clock::start(),
+            store: Arc::new(Store::new(config.store_config())),
+            clock,
             metrics: Metrics::default(),
             http_limits: Limits {
                 max_url_len: config.max_url_bytes,
@@ -153,41 +170,46 @@ impl App {
                 max_total: config.max_subscribers,
             }),
             inflight: AtomicUsize::new(0),
+            buffers: BufferBudget::new(config.max_buffered_bytes),
             persist,
-            health_targets: Targets::default(),
-            health_stats: HealthStats::default(),
+            health_targets: Arc::default(),
+            health_stats: Arc::default(),
             auth,
             grpc: crate::grpc::Grpc::new(config.grpc_limits()),
-            events,
-            receiver: Mutex::new(Some(receiver)),
-            overflow: Mutex::new(HashSet::new()),
-            overflow_ready: Notify::new(),
+            changes: Arc::default(),
             config,
         }
     }
 
-    /// Hands a change to the notifier. Never blocks: when the queue is full
-    /// the service goes into the overflow set instead.
-    pub fn publish(&self, event: Option<ChangeEvent>) {
-        let Some(event) = event else { return };
-        if let Err(mpsc::error::TrySendError::Full(event)) = self.events.try_send(event) {
-            self.overflow.lock().insert(event.service);
-            self.overflow_ready.notify_one();
+    /// What the health checker needs, and nothing else.
+    pub fn health_checks(&self) -> HealthChecks {
+        HealthChecks {
+            store: self.store.clone(),
+            feed: self.changes.clone(),
+            clock: self.clock.clone(),
+            targets: self.health_targets.clone(),
+            stats: self.health_stats.clone(),
+            settings: self.config.health_settings(),
         }
+    }
+
+    /// Hands a change to the notifier (see [`ChangeFeed::publish`]).
+    pub fn publish(&self, event: Option<ChangeEvent>) {
+        self.changes.publish(event)
     }
 
     /// The event receiver; the notifier takes it once.
     pub(crate) fn take_events(&self) -> Option<mpsc::Receiver<ChangeEvent>> {
-        self.receiver.lock().take()
+        self.changes.take_receiver()
     }
 
     /// Services that overflowed the queue since the last call.
     pub(crate) fn take_overflow(&self) -> Vec<ServiceKey> {
-        self.overflow.lock().drain().collect()
+        self.changes.take_overflow()
     }
 
     /// Resolves when the overflow set has entries.
     pub(crate) async fn overflowed(&self) {
-        self.overflow_ready.notified().await
+        self.changes.overflowed().await
     }
 }

@@ -1245,7 +1245,6 @@ async fn random_requests_always_get_well_formed_answers() {
     })
     .await;
     let mut failures = Vec::new();
-    let started = Instant::now();
     for seed in 1..=600u64 {
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
         let (method, path, query) = *rng.pick(TEMPLATES);
@@ -1314,11 +1313,6 @@ async fn random_requests_always_get_well_formed_answers() {
         WORKER_PANICS.load(Ordering::SeqCst),
         0,
         "server tasks panicked"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(15),
-        "took {:?}",
-        started.elapsed()
     );
     still_serves(&server).await;
     let m = server

@@ -24,10 +24,22 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn require(path: PathBuf, what: &str) -> PathBuf {
+/// Fails with one line naming the install script unless `path` exists and
+/// `probe` (a command proving the client loads) succeeds.
+fn require(path: PathBuf, what: &str, probe: &[&str]) -> PathBuf {
+    let works = path.exists()
+        && probe.split_first().is_none_or(|(cmd, args)| {
+            std::process::Command::new(cmd)
+                .args(args)
+                .env("NODE_PATH", compat_dir().join("node/node_modules"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        });
     assert!(
-        path.exists(),
-        "{what} not found at {}: run scripts/deps/clients.sh (the test command does)",
+        works,
+        "{what} is not installed at {}: run scripts/deps/clients.sh (scripts/test.sh does)",
         path.display()
     );
     path
@@ -55,6 +67,7 @@ fn node(script_name: &str) -> tokio::process::Command {
     let modules = require(
         compat_dir().join("node/node_modules/nacos"),
         "Node nacos@2.6.3",
+        &["node", "-e", "require('nacos')"],
     );
     let mut cmd = tokio::process::Command::new("node");
     cmd.arg(script(script_name))
@@ -64,9 +77,12 @@ fn node(script_name: &str) -> tokio::process::Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_nacos_sdk_1_0_0() {
+    let venv_python = compat_dir().join("venv/bin/python");
+    let probe = venv_python.to_string_lossy().into_owned();
     let python = require(
-        compat_dir().join("venv/bin/python"),
+        venv_python,
         "Python nacos-sdk-python==1.0.0",
+        &[&probe, "-c", "import nacos"],
     );
     let server = TestServer::with(Config {
         beat_timeout_ms: 1_500,

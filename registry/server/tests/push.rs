@@ -273,8 +273,9 @@ async fn an_unacked_push_is_resent_once_then_counted_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lapsed_subscription_stops_pushes() {
-    let server = TestServer::with(Config {
-        subscriber_lease_ms: 300,
+    // The lease lapses on a clock the test moves, not by sleeping past it.
+    let (server, clock) = TestServer::with_clock(Config {
+        subscriber_lease_ms: 10_000,
         ..Config::for_test()
     })
     .await;
@@ -282,7 +283,7 @@ async fn a_lapsed_subscription_stops_pushes() {
     sub.subscribe(&server, "lapse").await;
     register(&server, "lapse", 80, "").await;
     sub.until_ports(&[80], Duration::from_secs(2)).await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    clock.advance(Duration::from_millis(10_001));
     register(&server, "lapse", 81, "").await;
     assert!(
         sub.next(Duration::from_millis(500)).await.is_none(),

@@ -1,23 +1,184 @@
-//! The accept loop and the per-connection loop.
+//! The accept loop and the per-connection loop, with the deadlines and the
+//! memory budget that keep slow or hostile clients from holding the server.
+//!
+//! # Deadlines
+//! A connection is always under exactly one deadline, and reading a byte
+//! never moves it (a client dribbling one byte a second gains nothing):
+//! - idle (nothing buffered): `--idle-timeout-ms` after its last response;
+//!   then it is closed quietly;
+//! - a request head started: `--head-timeout-ms` after its first byte
+//!   arrived, for the whole head;
+//! - the head is complete, the body is not: `--body-timeout-ms` after the
+//!   head completed, for the whole body.
+//!
+//! A request past its deadline is answered 408 and the connection closed.
+//! Every write of responses must finish within `--write-timeout-ms`, or the
+//! connection is closed: a client that never reads cannot park a task on
+//! a full socket buffer.
+//!
+//! # Memory
+//! Read buffers are charged to one [`BufferBudget`] shared by every
+//! connection (`--max-buffered-bytes`) before they are allocated. A
+//! connection whose buffer cannot grow (a large body while the budget is
+//! spent) is answered 503 and closed; a new connection that cannot get its
+//! first buffer is refused like one past `--max-connections`. So
+//! `max_connections × max_body` can never be allocated at once, whatever
+//! the clients send. Buffers grown for a large request shrink back once it
+//! is answered.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use registry_proto::http1::{needs_continue, parse_request, write_response, ContentType, CONTINUE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::error::{Failure, TOO_MANY_CONNECTIONS};
 use super::{answer, Answered, Later, Scratch};
 use crate::state::App;
 
 /// Write buffer size after which a pipelined batch is flushed before the
 /// rest is answered, bounding per-connection memory.
 const FLUSH_AT: usize = 256 * 1024;
-/// Initial read buffer size.
-const READ_CHUNK: usize = 16 * 1024;
+/// Initial read buffer size, and the step it grows by.
+pub const READ_CHUNK: usize = 16 * 1024;
+/// Longest a connection closed with an error response drains its input.
+const LINGER: Duration = Duration::from_millis(500);
+/// A buffer larger than this is shrunk back to [`READ_CHUNK`] once empty.
+const SHRINK_ABOVE: usize = 4 * READ_CHUNK;
+
+/// Bytes of connection read buffers the server may hold at once.
+#[derive(Debug)]
+pub struct BufferBudget {
+    used: AtomicUsize,
+    limit: usize,
+    peak: AtomicUsize,
+}
+
+impl BufferBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: usize) -> BufferBudget {
+        BufferBudget {
+            used: AtomicUsize::new(0),
+            limit,
+            peak: AtomicUsize::new(0),
+        }
+    }
+
+    /// Takes `n` bytes if they fit.
+    fn try_charge(&self, n: usize) -> bool {
+        let charged = self
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|total| *total <= self.limit)
+            });
+        match charged {
+            Ok(before) => {
+                self.peak.fetch_max(before + n, Ordering::Relaxed);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn release(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Bytes held now.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Most bytes ever held at once.
+    pub fn peak(&self) -> usize {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Appends the Prometheus text.
+    pub fn render(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        let _ = write!(
+            out,
+            "# HELP registry_http_buffer_bytes Bytes of connection read buffers held.\n\
+             # TYPE registry_http_buffer_bytes gauge\n\
+             registry_http_buffer_bytes {}\n\
+             # HELP registry_http_buffer_bytes_peak Most bytes of read buffers held at once.\n\
+             # TYPE registry_http_buffer_bytes_peak gauge\n\
+             registry_http_buffer_bytes_peak {}\n\
+             # HELP registry_http_buffer_bytes_limit The read-buffer budget (--max-buffered-bytes).\n\
+             # TYPE registry_http_buffer_bytes_limit gauge\n\
+             registry_http_buffer_bytes_limit {}\n",
+            self.used(),
+            self.peak(),
+            self.limit,
+        );
+    }
+}
+
+/// A connection's read buffer, whose capacity is charged to the budget.
+struct ReadBuffer<'a> {
+    bytes: Vec<u8>,
+    budget: &'a BufferBudget,
+}
+
+impl<'a> ReadBuffer<'a> {
+    /// The first buffer, or `None` when the budget is spent.
+    fn new(budget: &'a BufferBudget) -> Option<ReadBuffer<'a>> {
+        if !budget.try_charge(READ_CHUNK) {
+            return None;
+        }
+        Some(ReadBuffer {
+            bytes: Vec::with_capacity(READ_CHUNK),
+            budget,
+        })
+    }
+
+    /// Makes room for a read: at least a quarter chunk free. Grows by
+    /// doubling, each step charged first; `false` when the budget is spent.
+    fn make_room(&mut self) -> bool {
+        let (len, cap) = (self.bytes.len(), self.bytes.capacity());
+        if cap - len >= READ_CHUNK / 4 {
+            return true;
+        }
+        let want = (cap * 2).max(len + READ_CHUNK);
+        if !self.budget.try_charge(want - cap) {
+            return false;
+        }
+        self.bytes.reserve_exact(want - len);
+        // A Vec reports the capacity asked for; should it ever report more,
+        // charge that too, so that the release on drop matches.
+        let extra = self.bytes.capacity().saturating_sub(want);
+        self.budget.used.fetch_add(extra, Ordering::AcqRel);
+        true
+    }
+
+    /// Returns the memory of a large request once it is answered.
+    fn shrink_if_large(&mut self) {
+        let cap = self.bytes.capacity();
+        if cap > SHRINK_ABOVE && self.bytes.len() < READ_CHUNK {
+            self.bytes.shrink_to(READ_CHUNK);
+            self.budget
+                .release(cap.saturating_sub(self.bytes.capacity()));
+        }
+    }
+}
+
+impl Drop for ReadBuffer<'_> {
+    fn drop(&mut self) {
+        self.budget.release(self.bytes.capacity());
+    }
+}
 
 /// Accepts connections until `cancel` fires. Each connection runs as a task
 /// in `tracker`.
@@ -43,7 +204,7 @@ pub async fn serve(
         };
         if app.metrics.connections.get() as usize >= app.config.max_connections {
             app.metrics.connections_refused.inc();
-            refuse(stream);
+            refuse(stream, TOO_MANY_CONNECTIONS);
             continue;
         }
         let _ = stream.set_nodelay(true);
@@ -57,27 +218,99 @@ pub async fn serve(
 }
 
 /// Answers 503 without reading and closes. A best-effort single write: a
-/// connection past the limit must not cost a task.
-fn refuse(stream: TcpStream) {
+/// connection past a limit must not cost a task.
+fn refuse(stream: TcpStream, text: &str) {
     let mut out = Vec::with_capacity(160);
-    write_response(
-        &mut out,
-        503,
-        ContentType::Text,
-        b"too many connections, please try again later",
-        false,
-    );
+    write_response(&mut out, 503, ContentType::Text, text.as_bytes(), false);
     let _ = stream.try_write(&out);
 }
 
+/// Which deadline a connection is under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waiting {
+    /// Nothing buffered.
+    Idle,
+    /// Part of a request head.
+    Head,
+    /// A complete head, part of its body.
+    Body,
+}
+
+/// The deadline bookkeeping of one connection.
+struct Deadlines {
+    idle: Duration,
+    head: Duration,
+    body: Duration,
+    /// When the connection last went idle.
+    idle_since: Instant,
+    /// When the first byte of the buffered partial request arrived.
+    request_since: Option<Instant>,
+    /// When its head was complete.
+    body_since: Option<Instant>,
+}
+
+impl Deadlines {
+    fn new(app: &App) -> Deadlines {
+        let c = &app.config;
+        Deadlines {
+            idle: Duration::from_millis(c.idle_timeout_ms),
+            head: Duration::from_millis(c.head_timeout_ms),
+            body: Duration::from_millis(c.body_timeout_ms),
+            idle_since: Instant::now(),
+            request_since: None,
+            body_since: None,
+        }
+    }
+
+    /// Updates the state after a batch was answered; `buffered` is what is
+    /// left of a partial request, `completed` whether any request finished.
+    fn after_batch(&mut self, buffered: &[u8], completed: bool, now: Instant) {
+        if completed {
+            self.request_since = None;
+            self.body_since = None;
+        }
+        if buffered.is_empty() {
+            if completed || self.request_since.is_some() {
+                self.idle_since = now;
+            }
+            self.request_since = None;
+            self.body_since = None;
+            return;
+        }
+        self.request_since.get_or_insert(now);
+        if self.body_since.is_none() && head_complete(buffered) {
+            self.body_since = Some(now);
+        }
+    }
+
+    fn current(&self) -> (Waiting, Instant) {
+        match (self.request_since, self.body_since) {
+            (None, _) => (Waiting::Idle, self.idle_since + self.idle),
+            (Some(t), None) => (Waiting::Head, t + self.head),
+            (Some(_), Some(t)) => (Waiting::Body, t + self.body),
+        }
+    }
+}
+
+/// Whether `buffered` (a partial request) holds the end of its head.
+fn head_complete(buffered: &[u8]) -> bool {
+    buffered.windows(4).any(|w| w == b"\r\n\r\n") || buffered.windows(2).any(|w| w == b"\n\n")
+}
+
 async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: CancellationToken) {
-    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut wbuf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let Some(mut rbuf) = ReadBuffer::new(&app.buffers) else {
+        app.metrics.buffer_refusals.inc();
+        refuse(stream, &Failure::buffers_exhausted().text);
+        return;
+    };
+    // Allocated by the first response, not by a client that never sends one.
+    let mut wbuf: Vec<u8> = Vec::new();
     let mut scratch = Scratch::default();
     // Responses still to come (persistent writes, logins), each with the
     // write-buffer offset its bytes belong at, so the batch keeps its order.
     let mut later: Vec<(usize, Later<'_>)> = Vec::new();
-    let idle = Duration::from_millis(app.config.idle_timeout_ms);
+    let write_timeout = Duration::from_millis(app.config.write_timeout_ms);
+    let mut deadlines = Deadlines::new(app);
     let mut continued = false;
     loop {
         let shutting_down = cancel.is_cancelled();
@@ -85,7 +318,7 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
         let mut open = true;
         let mut backlog = false;
         while open {
-            match parse_request(&rbuf[consumed..], &app.http_limits) {
+            match parse_request(&rbuf.bytes[consumed..], &app.http_limits) {
                 Ok(Some((request, used))) => {
                     consumed += used;
                     continued = false;
@@ -104,7 +337,7 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
                     }
                 }
                 Ok(None) => {
-                    if !continued && needs_continue(&rbuf[consumed..], &app.http_limits) {
+                    if !continued && needs_continue(&rbuf.bytes[consumed..], &app.http_limits) {
                         wbuf.extend_from_slice(CONTINUE);
                         continued = true;
                     }
@@ -112,19 +345,20 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
                 }
                 Err(e) => {
                     // The stream cannot be resynchronised: answer and close.
+                    let f = Failure::from(e);
                     write_response(
                         &mut wbuf,
-                        e.status(),
+                        f.status,
                         ContentType::Text,
-                        e.to_string().as_bytes(),
+                        f.text.as_bytes(),
                         false,
                     );
-                    app.metrics.request(None, e.status(), Duration::ZERO);
+                    app.metrics.request(None, f.status, Duration::ZERO);
                     open = false;
                 }
             }
         }
-        rbuf.drain(..consumed);
+        rbuf.bytes.drain(..consumed);
         if !later.is_empty() {
             // Every deferred request of the batch is already queued (one
             // commit serves them all); insert each response where it goes.
@@ -137,11 +371,12 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
                 shift += bytes.len();
             }
         }
-        if !wbuf.is_empty() {
-            if stream.write_all(&wbuf).await.is_err() {
-                return;
-            }
-            wbuf.clear();
+        if !wbuf.is_empty() && !write_all(app, &mut stream, &wbuf, write_timeout).await {
+            return;
+        }
+        wbuf.clear();
+        if wbuf.capacity() > SHRINK_ABOVE {
+            wbuf.shrink_to(READ_CHUNK);
         }
         if !open || shutting_down {
             let _ = stream.shutdown().await;
@@ -151,17 +386,175 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             // Complete requests are still buffered: answer them first.
             continue;
         }
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
-            rbuf.reserve(READ_CHUNK);
+        rbuf.shrink_if_large();
+        deadlines.after_batch(&rbuf.bytes, consumed > 0, Instant::now());
+        if !rbuf.make_room() {
+            app.metrics.buffer_refusals.inc();
+            close_with(
+                app,
+                &mut stream,
+                Failure::buffers_exhausted(),
+                write_timeout,
+            )
+            .await;
+            return;
         }
+        let (waiting, deadline) = deadlines.current();
         let read = tokio::select! {
-            r = stream.read_buf(&mut rbuf) => r,
+            r = stream.read_buf(&mut rbuf.bytes) => r,
             _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep(idle) => return,
+            _ = tokio::time::sleep_until(deadline) => {
+                match waiting {
+                    Waiting::Idle => {}
+                    Waiting::Head => {
+                        app.metrics.head_timeouts.inc();
+                        close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+                    }
+                    Waiting::Body => {
+                        app.metrics.body_timeouts.inc();
+                        close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+                    }
+                }
+                return;
+            }
         };
         match read {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+    }
+}
+
+/// Writes `bytes` within `limit`; `false` (the connection is done) when the
+/// peer went away or did not read in time.
+async fn write_all(app: &App, stream: &mut TcpStream, bytes: &[u8], limit: Duration) -> bool {
+    match tokio::time::timeout(limit, stream.write_all(bytes)).await {
+        Ok(Ok(())) => true,
+        Ok(Err(_)) => false,
+        Err(_) => {
+            app.metrics.write_timeouts.inc();
+            false
+        }
+    }
+}
+
+/// Answers `failure` with `Connection: close` (best effort, within the
+/// write deadline) and shuts the connection down.
+async fn close_with(app: &App, stream: &mut TcpStream, failure: Failure, limit: Duration) {
+    let mut out = Vec::with_capacity(192);
+    write_response(
+        &mut out,
+        failure.status,
+        ContentType::Text,
+        failure.text.as_bytes(),
+        false,
+    );
+    app.metrics.request(None, failure.status, Duration::ZERO);
+    if !write_all(app, stream, &out, limit).await {
+        return;
+    }
+    let _ = tokio::time::timeout(limit, stream.shutdown()).await;
+    // A lingering close: closing with unread input makes the kernel send a
+    // reset, which can destroy the response before the client reads it.
+    // So read and drop what is still coming, for a short bounded time.
+    let linger = async {
+        let mut sink = [0u8; 4096];
+        while let Ok(n) = stream.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER.min(limit), linger).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_refuses_past_its_limit_and_takes_back_what_is_released() {
+        let budget = BufferBudget::new(2 * READ_CHUNK + READ_CHUNK / 2);
+        let a = ReadBuffer::new(&budget).unwrap();
+        let mut b = ReadBuffer::new(&budget).unwrap();
+        assert!(ReadBuffer::new(&budget).is_none(), "a third does not fit");
+        assert_eq!(budget.used(), 2 * READ_CHUNK);
+        // b wants to double: one chunk more would be 3 > 2.5.
+        b.bytes.resize(READ_CHUNK, b'x');
+        assert!(!b.make_room());
+        drop(a);
+        assert!(b.make_room(), "room after a's release");
+        assert_eq!(budget.used(), b.bytes.capacity());
+        assert!(budget.used() <= budget.limit());
+        b.bytes.clear();
+        drop(b);
+        assert_eq!(budget.used(), 0);
+        assert_eq!(budget.peak(), 2 * READ_CHUNK);
+    }
+
+    #[test]
+    fn large_buffers_shrink_back_and_release() {
+        let budget = BufferBudget::new(64 * READ_CHUNK);
+        let mut r = ReadBuffer::new(&budget).unwrap();
+        for _ in 0..4 {
+            let spare = r.bytes.capacity() - r.bytes.len();
+            r.bytes.resize(r.bytes.len() + spare, b'x');
+            assert!(r.make_room());
+        }
+        assert!(r.bytes.capacity() > SHRINK_ABOVE);
+        assert_eq!(budget.used(), r.bytes.capacity());
+        r.bytes.clear();
+        r.shrink_if_large();
+        assert_eq!(budget.used(), r.bytes.capacity());
+        assert!(budget.used() <= SHRINK_ABOVE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dribbled_bytes_do_not_move_the_head_deadline() {
+        let mut d = Deadlines {
+            idle: Duration::from_secs(60),
+            head: Duration::from_secs(10),
+            body: Duration::from_secs(30),
+            idle_since: Instant::now(),
+            request_since: None,
+            body_since: None,
+        };
+        let start = Instant::now();
+        assert_eq!(
+            d.current(),
+            (Waiting::Idle, start + Duration::from_secs(60))
+        );
+        d.after_batch(b"G", false, Instant::now());
+        for _ in 0..9 {
+            tokio::time::advance(Duration::from_secs(1)).await;
+            d.after_batch(b"GE", false, Instant::now());
+        }
+        assert_eq!(
+            d.current(),
+            (Waiting::Head, start + Duration::from_secs(10))
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let head_done = Instant::now();
+        d.after_batch(
+            b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nab",
+            false,
+            head_done,
+        );
+        assert_eq!(
+            d.current(),
+            (Waiting::Body, head_done + Duration::from_secs(30))
+        );
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let answered = Instant::now();
+        d.after_batch(b"", true, answered);
+        assert_eq!(
+            d.current(),
+            (Waiting::Idle, answered + Duration::from_secs(60))
+        );
+        // A request that completes while the next one starts: the next one's clock.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let next = Instant::now();
+        d.after_batch(b"GET /x", true, next);
+        assert_eq!(d.current(), (Waiting::Head, next + Duration::from_secs(10)));
     }
 }

@@ -1,13 +1,24 @@
 //! The one place errors become Nacos statuses and plain-text bodies.
 //!
-//! Parse errors carry their own Nacos text (`registry-proto`). Core errors
-//! need the operation and names to say what Nacos says, so each operation
-//! has its own mapping here.
+//! Every status and text the HTTP side answers with, other than a handler's
+//! success, is made here: framing errors, routing, the overload and
+//! connection bounds, authentication and logins, persistence, and the
+//! core's errors. Parse errors carry their own Nacos text
+//! (`registry-proto`). Core errors need the operation and names to say what
+//! Nacos says, so each operation has its own mapping ([`registry`]).
 
 use std::borrow::Cow;
 
 use registry_core::RegistryError;
+use registry_proto::http1::HttpError;
+use registry_proto::naming::route::RouteError;
 use registry_proto::ProtoError;
+
+use crate::auth::Denied;
+use crate::persist::PersistError;
+
+/// Body of the 503 a connection past `--max-connections` gets.
+pub const TOO_MANY_CONNECTIONS: &str = "too many connections, please try again later";
 
 /// A request that failed: the status and the plain-text reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +42,78 @@ impl Failure {
 impl From<ProtoError> for Failure {
     fn from(e: ProtoError) -> Failure {
         Failure::new(e.status(), e.to_string())
+    }
+}
+
+impl From<HttpError> for Failure {
+    /// A request that cannot be framed (413, 414, 431, 400, ...): answered,
+    /// then the connection is closed.
+    fn from(e: HttpError) -> Failure {
+        Failure::new(e.status(), e.to_string())
+    }
+}
+
+impl From<PersistError> for Failure {
+    fn from(e: PersistError) -> Failure {
+        match e {
+            PersistError::Busy | PersistError::Stopped => Failure::new(503, e.to_string()),
+            PersistError::Storage(_) => Failure::new(500, format!("Server failed,{e}")),
+        }
+    }
+}
+
+impl Failure {
+    /// No route for the request; Nacos names the method as sent.
+    pub fn route(e: &RouteError<'_>, method_token: &str) -> Failure {
+        match e {
+            RouteError::NoSuchApi { path, .. } | RouteError::MethodNotAllowed { path, .. } => {
+                Failure::new(e.status(), format!("no such api:{method_token}:{path}"))
+            }
+            other => Failure::new(other.status(), other.to_string()),
+        }
+    }
+
+    /// Past `--max-inflight`.
+    pub fn overloaded() -> Failure {
+        Failure::new(503, "server is overloaded, please try again later")
+    }
+
+    /// Past the request-buffer memory budget (`--max-buffered-bytes`).
+    pub fn buffers_exhausted() -> Failure {
+        Failure::new(
+            503,
+            "server is out of request buffer memory, please try again later",
+        )
+    }
+
+    /// A request head or body that did not arrive within its deadline.
+    pub fn request_timeout() -> Failure {
+        Failure::new(408, "request not received in time")
+    }
+
+    /// No valid access token (or a login refused).
+    pub fn denied(d: Denied) -> Failure {
+        Failure::new(403, d.to_string())
+    }
+
+    /// A login on a server without `--auth-users`.
+    pub fn auth_disabled() -> Failure {
+        Failure::new(403, "authentication is not enabled on this server")
+    }
+
+    /// Past `--auth-max-logins`.
+    pub fn too_many_logins() -> Failure {
+        Failure::new(503, "too many logins in progress, please try again later")
+    }
+
+    /// The key derivation of a login did not finish (its thread died).
+    pub fn login_aborted() -> Failure {
+        Failure::new(500, "Server failed,login aborted")
+    }
+
+    /// `GET /service` for a service that does not exist.
+    pub fn no_such_service(grouped: &str) -> Failure {
+        Failure::new(404, format!("service {grouped} is not found!"))
     }
 }
 

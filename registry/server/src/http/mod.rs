@@ -14,7 +14,9 @@
 //! gets a 503 and is closed at once); at most `max_inflight` requests being
 //! handled across connections, deferred ones included until they finish
 //! (past it a request gets a 503); request size limits from the
-//! configuration; idle connections close after the idle timeout.
+//! configuration; deadlines for an idle connection, a request head, a
+//! body and a write, and one memory budget for every connection's read
+//! buffer (see `conn`).
 //!
 //! With `--auth-users`, every route but the login and `/metrics` needs a
 //! valid `accessToken` parameter (see [`crate::auth`]); the check runs
@@ -46,7 +48,7 @@ use registry_proto::http1::{
 use registry_proto::naming::route::{route, Route, RouteError};
 use registry_proto::params::Params;
 
-pub use conn::serve;
+pub use conn::{serve, BufferBudget, READ_CHUNK};
 use error::Failure;
 pub(crate) use instance::PUSH_CACHE_MILLIS;
 
@@ -216,21 +218,12 @@ pub(crate) fn answer<'a>(
     let routed = route(request.method, request.path);
     let result = match routed {
         // Name the method as sent, not our enum's catch-all.
-        Err(
-            e @ (RouteError::NoSuchApi { path, .. } | RouteError::MethodNotAllowed { path, .. }),
-        ) => Err(Failure::new(
-            e.status(),
-            format!("no such api:{}:{path}", request.method_token),
-        )),
-        Err(e) => Err(Failure::new(e.status(), e.to_string())),
+        Err(e) => Err(Failure::route(&e, request.method_token)),
         Ok(r) => {
             let inflight = Inflight(app);
             if app.inflight.fetch_add(1, Ordering::Relaxed) >= app.config.max_inflight {
                 app.metrics.requests_shed.inc();
-                Err(Failure::new(
-                    503,
-                    "server is overloaded, please try again later",
-                ))
+                Err(Failure::overloaded())
             } else {
                 match dispatch(app, r, request, peer, scratch, started) {
                     Ok(Reply::Later(deferred)) => {
@@ -295,7 +288,7 @@ fn dispatch(
         // source address (see `crate::auth`).
         if !matches!(route, Route::AuthLogin | Route::PrometheusMetrics) {
             auth.check(params.get("accessToken"))
-                .map_err(|d| Failure::new(403, d.to_string()))?;
+                .map_err(Failure::denied)?;
         }
     }
     let ex = Exchange {
@@ -329,6 +322,7 @@ fn dispatch(
             }
             app.health_stats.render(&mut scratch.body);
             app.grpc.metrics.render(&mut scratch.body);
+            app.buffers.render(&mut scratch.body);
             if let Some(a) = &app.auth {
                 a.stats.render(&mut scratch.body);
             }
@@ -341,17 +335,11 @@ fn dispatch(
 /// thread, at most `--auth-max-logins` at once.
 fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let Some(auth) = &ex.app.auth else {
-        return Err(Failure::new(
-            403,
-            "authentication is not enabled on this server",
-        ));
+        return Err(Failure::auth_disabled());
     };
     let req = LoginRequest::parse(&ex.params)?;
     let Some(slot) = auth.login_slot() else {
-        return Err(Failure::new(
-            503,
-            "too many logins in progress, please try again later",
-        ));
+        return Err(Failure::too_many_logins());
     };
     let (name, password) = (req.username.to_owned(), req.password.to_owned());
     let auth = auth.clone();
@@ -373,8 +361,8 @@ fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
                 .encode(&mut body);
                 Ok(Done::Json(body))
             }
-            Ok(Err(denied)) => Err(Failure::new(403, denied.to_string())),
-            Err(_) => Err(Failure::new(500, "Server failed,login aborted")),
+            Ok(Err(denied)) => Err(Failure::denied(denied)),
+            Err(_) => Err(Failure::login_aborted()),
         }
     })))
 }
@@ -387,7 +375,7 @@ fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
 pub(crate) fn reserve(app: &App) -> Result<Option<Ticket<'_>>, Failure> {
     match &app.persist {
         None => Ok(None),
-        Some(p) => p.reserve().map(Some).map_err(persist_failure),
+        Some(p) => p.reserve().map(Some).map_err(Failure::from),
     }
 }
 
@@ -408,17 +396,8 @@ pub(crate) fn durable_with(
     Reply::Later(Box::pin(async move {
         match committed.await {
             Ok(Ok(())) => Ok(done),
-            Ok(Err(e)) => Err(persist_failure(e)),
-            Err(_) => Err(persist_failure(PersistError::Stopped)),
+            Ok(Err(e)) => Err(Failure::from(e)),
+            Err(_) => Err(Failure::from(PersistError::Stopped)),
         }
     }))
-}
-
-/// Statuses for persistence errors. (Belongs with the other mappings in
-/// `error`; kept here while that file has another owner.)
-fn persist_failure(e: PersistError) -> Failure {
-    match e {
-        PersistError::Busy | PersistError::Stopped => Failure::new(503, e.to_string()),
-        PersistError::Storage(_) => Failure::new(500, format!("Server failed,{e}")),
-    }
 }

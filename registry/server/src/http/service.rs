@@ -98,7 +98,7 @@ pub(crate) fn detail(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, 
         .store
         .snapshot(ServiceRef::new(key.namespace_id, &name))
     else {
-        return Err(Failure::new(404, format!("service {name} is not found!")));
+        return Err(Failure::no_such_service(&name));
     };
     let selector = Selector::parse(snap.selector()).unwrap_or_default();
     let no_metadata = registry_core::Metadata::empty();

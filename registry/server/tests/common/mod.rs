@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use registry_proto::http1::{parse_response, write_request, Method};
+use registry_server::clock::{Clock, ClockControl};
 use registry_server::{run_app, App, Config, Listeners};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -32,9 +33,36 @@ impl TestServer {
     /// Starts a server with `config`.
     pub async fn with(config: Config) -> TestServer {
         let listeners = Listeners::bind(&config).expect("bind");
+        let app = Arc::new(App::new(config).expect("valid config"));
+        Self::serve(app, listeners)
+    }
+
+    /// Starts a server with `config` on a clock the test moves forward
+    /// (time-driven behaviour without sleeping: see `Clock::adjustable`).
+    pub async fn with_clock(config: Config) -> (TestServer, ClockControl) {
+        let listeners = Listeners::bind(&config).expect("bind");
+        let (clock, control) = Clock::adjustable();
+        let app = Arc::new(App::with_clock(config, clock).expect("valid config"));
+        (Self::serve(app, listeners), control)
+    }
+
+    /// Waits until the sweeper has run a whole pass that started after
+    /// this call (so after any clock advance made before it).
+    pub async fn swept(&self) {
+        let target = self.app.metrics.sweeps.get() + 2;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while self.app.metrics.sweeps.get() < target {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no sweeper pass within 20 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    fn serve(app: Arc<App>, listeners: Listeners) -> TestServer {
         let (http_addr, udp_addr) = (listeners.http_addr(), listeners.udp_addr());
         let grpc_addr = listeners.grpc_addr();
-        let app = Arc::new(App::new(config).expect("valid config"));
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(run_app(app.clone(), listeners, async {
             let _ = stopped.await;
