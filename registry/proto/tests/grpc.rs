@@ -130,6 +130,8 @@ fn responses_have_every_field_the_clients_require() {
     assert_eq!(v["requestId"], "7");
     assert_eq!(v["connectionId"], "1_127.0.0.1_5");
     assert_eq!(v["supportAbilityNegotiation"], false);
+    // No `null` strings: the Python client's models refuse them.
+    assert!(v.get("message").is_none(), "{v}");
 
     let refusal = decode("Nope", b"{}", &limits()).unwrap_err();
     let e = refusal_payload(&refusal);

@@ -21,7 +21,9 @@ pub trait Message {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct RequestHead {
-    /// Chosen by the sender; the answer echoes it.
+    /// Chosen by the sender; the answer echoes it. Left out when `None` (the Python
+    /// client refuses `null` strings).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// Request headers (also sent in the payload metadata).
     pub headers: BTreeMap<String, String>,
@@ -251,9 +253,11 @@ pub struct ResponseHead {
     pub result_code: i32,
     /// 0 on success; Nacos's error code otherwise.
     pub error_code: i32,
-    /// Why it failed.
+    /// Why it failed. Left out when `None`: the Python client refuses `null`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// The request's id.
+    /// The request's id (left out when `None`, as `message`).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// `resultCode == 200`, as Java's getter writes it.
     pub success: bool,
