@@ -142,7 +142,9 @@ mod tests {
             ip: "10.0.0.1".parse().unwrap(),
             port: 1,
         };
-        store.deregister(svc, addr, true, Millis(10_000_001)).unwrap();
+        store
+            .deregister(svc, addr, true, Millis(10_000_001))
+            .unwrap();
         assert_eq!(store.snapshot(svc).unwrap().instances().len(), 1);
     }
 
@@ -164,7 +166,9 @@ mod tests {
             weight: -1.0,
             ..spec(4)
         };
-        assert!(store.register_held(svc, &[spec(2), bad], Millis(2)).is_err());
+        assert!(store
+            .register_held(svc, &[spec(2), bad], Millis(2))
+            .is_err());
         assert_eq!(store.snapshot(svc).unwrap().instances().len(), 1);
     }
 

@@ -263,13 +263,15 @@ impl Subscribers {
             let shard = self.shard(service).lock();
             if let Some(views) = shard.services.get(service) {
                 for (view, subs) in views {
-                    out.extend(subs.iter().filter(|(_, at)| **at > now).map(
-                        |(subscriber, at)| Subscription {
-                            subscriber: *subscriber,
-                            view: view.clone(),
-                            expires_at: *at,
-                        },
-                    ));
+                    out.extend(
+                        subs.iter()
+                            .filter(|(_, at)| **at > now)
+                            .map(|(subscriber, at)| Subscription {
+                                subscriber: *subscriber,
+                                view: view.clone(),
+                                expires_at: *at,
+                            }),
+                    );
                 }
             }
         }
@@ -429,7 +431,13 @@ mod tests {
         let t = Subscribers::new(SubscriberConfig::default());
         t.subscribe(&key(), at(1), "", false, Millis(0));
         t.subscribe(&key(), Subscriber::Connection(1), "", false, Millis(0));
-        t.subscribe(&key(), Subscriber::Connection(2), "DEFAULT", false, Millis(0));
+        t.subscribe(
+            &key(),
+            Subscriber::Connection(2),
+            "DEFAULT",
+            false,
+            Millis(0),
+        );
         let mut out = Vec::new();
         t.targets(&key(), Millis(1), &mut out);
         assert_eq!(out.len(), 3);

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use prost::Message as _;
 use proptest::prelude::*;
+use prost::Message as _;
 use registry_proto::grpc::message::{
-    BatchInstanceRequest, InstanceRequest, NamingHead, RequestHead, ServerCheckResponse,
-    ResponseHead, SubscribeServiceRequest, WireInstance,
+    BatchInstanceRequest, InstanceRequest, NamingHead, RequestHead, ResponseHead,
+    ServerCheckResponse, SubscribeServiceRequest, WireInstance,
 };
 use registry_proto::grpc::{code, decode, refusal_payload, ClientMessage, InstanceOp, Payload};
 use registry_proto::naming::ParseLimits;
@@ -69,7 +69,10 @@ fn refusals_carry_nacos_codes_and_the_request_id() {
         (r#"{"ip":"10.0.0.1","port":70000}"#, "between 0 and 65535"),
         (r#"{"ip":"10.0.0.1","port":1,"weight":20000}"#, "weights"),
         (r#"{"ip":"999.1.1.1","port":1}"#, "IP"),
-        (r#"{"ip":"10.0.0.1","port":1,"clusterName":"a b"}"#, "cluster name"),
+        (
+            r#"{"ip":"10.0.0.1","port":1,"clusterName":"a b"}"#,
+            "cluster name",
+        ),
     ] {
         let r = decode("InstanceRequest", &instance_json(instance), &l).unwrap_err();
         assert_eq!(r.code, code::INVALID_PARAM, "{instance}: {r:?}");
@@ -168,8 +171,8 @@ fn wire_instance() -> impl Strategy<Value = WireInstance> {
         prop::option::of("[a-zA-Z0-9-]{1,12}"),
         prop::collection::btree_map("[a-z]{1,8}", "[ -~]{0,16}", 0..4),
     )
-        .prop_map(|((a, b, c, d), port, weight, (h, e, eph), cluster, metadata)| {
-            WireInstance {
+        .prop_map(
+            |((a, b, c, d), port, weight, (h, e, eph), cluster, metadata)| WireInstance {
                 ip: Some(format!("{a}.{b}.{c}.{d}")),
                 port: Some(i64::from(port)),
                 weight: Some(f64::from(weight)),
@@ -179,8 +182,8 @@ fn wire_instance() -> impl Strategy<Value = WireInstance> {
                 cluster_name: cluster,
                 metadata: Some(metadata),
                 ..WireInstance::default()
-            }
-        })
+            },
+        )
 }
 
 proptest! {

@@ -82,9 +82,8 @@ impl Listeners {
         let grpc_addr = config
             .grpc_addr()
             .context("the HTTP port + 1000 is past 65535: set --grpc-listen")?;
-        let grpc = std::net::TcpListener::bind(grpc_addr).with_context(|| {
-            format!("binding gRPC {grpc_addr} (set --grpc-listen to move it)")
-        })?;
+        let grpc = std::net::TcpListener::bind(grpc_addr)
+            .with_context(|| format!("binding gRPC {grpc_addr} (set --grpc-listen to move it)"))?;
         grpc.set_nonblocking(true)?;
         Ok(Listeners { http, udp, grpc })
     }
@@ -164,11 +163,7 @@ pub async fn run_app(
         stages.http.clone(),
     ));
 
-    let grpc = tokio::spawn(grpc::serve(
-        app.clone(),
-        grpc_listener,
-        stages.http.clone(),
-    ));
+    let grpc = tokio::spawn(grpc::serve(app.clone(), grpc_listener, stages.http.clone()));
 
     shutdown.await;
     tracing::info!("shutting down");

@@ -142,6 +142,9 @@ pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
         let now = n.app.clock.now();
         n.push_due(now).await;
         n.resend_expired().await;
+        // Both tables hold exactly the pending acks (see `settle`).
+        debug_assert_eq!(n.timeouts.len(), n.acks.len());
+        n.app.metrics.push.pending.set(n.timeouts.len() as u64);
     }
 }
 
@@ -240,7 +243,12 @@ impl Notifier {
         let sent_at = Instant::now();
         let mut to: Vec<SocketAddr> = Vec::with_capacity(addrs.len());
         for a in addrs {
-            if self.expect_ack(Subscriber::Udp(*a), seq, Packet::Udp(packet.clone()), sent_at) {
+            if self.expect_ack(
+                Subscriber::Udp(*a),
+                seq,
+                Packet::Udp(packet.clone()),
+                sent_at,
+            ) {
                 to.push(*a);
             }
         }
@@ -381,14 +389,16 @@ impl Notifier {
             }
             let now = Instant::now();
             parsed.clear();
-            parsed.extend(self.inbox.datagrams().map(|(from, data)| {
-                match data.map(parse_ack) {
-                    Some(Ok(ack)) if ack.kind == AckKind::PushAck => {
-                        Some((from, ack.last_ref_time))
-                    }
-                    _ => None,
-                }
-            }));
+            parsed.extend(
+                self.inbox
+                    .datagrams()
+                    .map(|(from, data)| match data.map(parse_ack) {
+                        Some(Ok(ack)) if ack.kind == AckKind::PushAck => {
+                            Some((from, ack.last_ref_time))
+                        }
+                        _ => None,
+                    }),
+            );
             for ack in parsed.drain(..) {
                 let settled = ack.and_then(|(from, seq)| self.settle(Subscriber::Udp(from), seq));
                 let metrics = &self.app.metrics.push;

@@ -168,7 +168,10 @@ async fn rust_nacos_sdk_0_8_over_grpc() {
         .get_service_list(1, 10, None)
         .await
         .expect("service list");
-    assert!(count >= 1 && names.contains(&"rs-grpc".to_owned()), "{names:?}");
+    assert!(
+        count >= 1 && names.contains(&"rs-grpc".to_owned()),
+        "{names:?}"
+    );
 
     writer
         .batch_register_instance(
@@ -227,9 +230,11 @@ async fn a_1x_client_and_a_2x_client_see_each_other() {
         .unwrap_or_default();
     assert!(first.starts_with("SEEN"), "1.x client: {first}");
     // The 2.x subscriber was pushed the 1.x registration.
-    eventually("2.x callback sees [7070, 9090]", Duration::from_secs(5), || {
-        seen.last_is(&[7070, 9090])
-    })
+    eventually(
+        "2.x callback sees [7070, 9090]",
+        Duration::from_secs(5),
+        || seen.last_is(&[7070, 9090]),
+    )
     .await;
     // The 1.x client deregisters when its stdin closes; the 2.x side is pushed that.
     drop(child.stdin.take());

@@ -75,7 +75,10 @@ async fn server_check_names_the_connection_and_requests_before_setup_are_refused
 
     let refused: ErrorResponse = raw.expect(&register("early", 1)).await;
     assert_eq!(refused.head.error_code, 301);
-    assert_eq!(refused.head.message.as_deref(), Some("Connection is unregistered."));
+    assert_eq!(
+        refused.head.message.as_deref(),
+        Some("Connection is unregistered.")
+    );
     assert!(ports(&server, "early").is_empty(), "nothing applied");
     server.stop().await;
 }
@@ -96,10 +99,16 @@ async fn bad_payloads_get_nacos_error_codes_and_change_nothing() {
         (e.head.error_code, e.head.message.unwrap_or_default())
     };
     // Not JSON.
-    let (code, _) = error(raw.call(Payload::new("InstanceRequest", &b"{\"serviceName\":"[..])).await);
+    let (code, _) = error(
+        raw.call(Payload::new("InstanceRequest", &b"{\"serviceName\":"[..]))
+            .await,
+    );
     assert_eq!(code, 502);
     // Unknown type.
-    let (code, text) = error(raw.call(Payload::new("ConfigQueryRequest", &b"{}"[..])).await);
+    let (code, text) = error(
+        raw.call(Payload::new("ConfigQueryRequest", &b"{}"[..]))
+            .await,
+    );
     assert_eq!((code, text.as_str()), (302, "RequestHandler Not Found"));
     // No type at all.
     let (code, _) = error(raw.call(Payload::default()).await);
@@ -156,7 +165,10 @@ async fn ephemeral_instances_belong_to_their_connection() {
     assert_eq!(ports(&server, "owned"), vec![2, 3]);
     // The sweeper never expires them: no beats in 2.x.
     let now = server.app.clock.now();
-    server.app.store.expire(registry_core::Millis(now.0 + 3_600_000));
+    server
+        .app
+        .store
+        .expire(registry_core::Millis(now.0 + 3_600_000));
     assert_eq!(ports(&server, "owned"), vec![2, 3]);
 
     // Another connection sees them.
@@ -186,7 +198,10 @@ async fn ephemeral_instances_belong_to_their_connection() {
     // Closing the owner's connection removes its instances.
     drop(stream);
     drop(owner);
-    eventually("instances removed on close", || ports(&server, "owned").is_empty()).await;
+    eventually("instances removed on close", || {
+        ports(&server, "owned").is_empty()
+    })
+    .await;
     server.stop().await;
 }
 
@@ -221,16 +236,25 @@ async fn subscribers_are_pushed_and_an_unacked_push_is_sent_once_more() {
     assert_eq!(info.hosts[0].port, 8080);
     assert_eq!(req.service_name.as_deref(), Some("pushed"));
     // Not acked: the same push comes once more after the ack timeout...
-    let again = stream.next(Duration::from_secs(5)).await.expect("the resend");
+    let again = stream
+        .next(Duration::from_secs(5))
+        .await
+        .expect("the resend");
     let again_req: NotifySubscriberRequest = serde_json::from_slice(again.json()).unwrap();
     assert_eq!(again_req.head.request_id, req.head.request_id);
     // ...and then no more: the failure is counted.
     assert!(stream.next(Duration::from_millis(900)).await.is_none());
-    eventually("failure counted", || server.app.metrics.push.failed.get() == 1).await;
+    eventually("failure counted", || {
+        server.app.metrics.push.failed.get() == 1
+    })
+    .await;
 
     // An acked push is not resent.
     let _: InstanceResponse = writer.expect(&register("pushed", 8081)).await;
-    let push = stream.next(Duration::from_secs(5)).await.expect("second push");
+    let push = stream
+        .next(Duration::from_secs(5))
+        .await
+        .expect("second push");
     stream.answer("NotifySubscriberResponse", &push).await;
     eventually("ack counted", || server.app.metrics.push.acked.get() == 1).await;
     assert!(stream.next(Duration::from_millis(900)).await.is_none());
@@ -305,10 +329,41 @@ async fn a_connection_that_stops_answering_is_dropped_and_its_instances_removed(
         }
         (answered, alive_stream)
     });
-    eventually("silent connection dropped", || ports(&server, "idle") == vec![1]).await;
+    eventually("silent connection dropped", || {
+        ports(&server, "idle") == vec![1]
+    })
+    .await;
     let (answered, _keep) = answerer.await.unwrap();
     assert_eq!(answered, 3);
     assert_eq!(ports(&server, "idle"), vec![1]);
     assert_eq!(server.app.grpc.metrics.dropped_idle.get(), 1);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_empties_the_timeout_table_at_once() {
+    // With the default 10 s ack timeout, an acked push must leave no entry behind
+    // (the table used to keep acked entries until their deadline passed).
+    let server = TestServer::spawn().await;
+    let watcher = Raw::connect(server.grpc_addr).await;
+    let mut stream = watcher.set_up().await;
+    let _: SubscribeServiceResponse = watcher
+        .expect(&SubscribeServiceRequest {
+            naming: naming("acked"),
+            subscribe: Some(true),
+            ..SubscribeServiceRequest::default()
+        })
+        .await;
+    let writer = Raw::connect(server.grpc_addr).await;
+    let _w = writer.set_up().await;
+    for port in 1..=20 {
+        let _: InstanceResponse = writer.expect(&register("acked", port)).await;
+        let push = stream.next(Duration::from_secs(5)).await.expect("a push");
+        stream.answer("NotifySubscriberResponse", &push).await;
+    }
+    let push = &server.app.metrics.push;
+    eventually("every push acked", || push.acked.get() == push.sent.get()).await;
+    eventually("no pending entry left", || push.pending.get() == 0).await;
+    assert_eq!(push.retried.get(), 0);
     server.stop().await;
 }

@@ -211,11 +211,25 @@ pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Deco
         }
         InstanceRequest::TYPE => {
             let r: InstanceRequest = read(json)?;
-            instance(r.head.request_id, &r.naming, r.r#type, r.instance, false, limits)
+            instance(
+                r.head.request_id,
+                &r.naming,
+                r.r#type,
+                r.instance,
+                false,
+                limits,
+            )
         }
         PersistentInstanceRequest::TYPE => {
             let r: PersistentInstanceRequest = read(json)?;
-            instance(r.head.request_id, &r.naming, r.r#type, r.instance, true, limits)
+            instance(
+                r.head.request_id,
+                &r.naming,
+                r.r#type,
+                r.instance,
+                true,
+                limits,
+            )
         }
         BatchInstanceRequest::TYPE => {
             let r: BatchInstanceRequest = read(json)?;
@@ -316,7 +330,11 @@ fn service(head: &NamingHead, limits: &ParseLimits) -> Result<ServiceId, ProtoEr
     })
 }
 
-fn clusters(raw: Option<&str>, limits: &ParseLimits, id: &Option<String>) -> Result<String, Refusal> {
+fn clusters(
+    raw: Option<&str>,
+    limits: &ParseLimits,
+    id: &Option<String>,
+) -> Result<String, Refusal> {
     let c = raw.unwrap_or("").trim();
     bounded("clusters", c, limits).map_err(|e| Refusal::invalid(&e, id))?;
     Ok(c.to_owned())

@@ -49,8 +49,9 @@ pub fn instance_spec<'a>(
         request_id: request_id.clone(),
     };
     let ip = crate::convert::ip(&spec.ip).map_err(|e| invalid(e.to_string()))?;
-    let metadata = Metadata::from_pairs(spec.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .map_err(|_| invalid("metadata format incorrect".into()))?;
+    let metadata =
+        Metadata::from_pairs(spec.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|_| invalid("metadata format incorrect".into()))?;
     Ok(InstanceSpec {
         addr: InstanceAddr {
             cluster: &spec.cluster,

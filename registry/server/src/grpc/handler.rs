@@ -55,7 +55,10 @@ async fn answer(
         ));
     }
     if grpc.stopping() {
-        return Err(Refusal::new(code::INVALID_SERVER_STATUS, code::STARTING_TEXT));
+        return Err(Refusal::new(
+            code::INVALID_SERVER_STATUS,
+            code::STARTING_TEXT,
+        ));
     }
     let decoded = decode(payload.type_name(), json, &app.parse_limits)?;
     let id = decoded.request_id;

@@ -161,12 +161,7 @@ async fn serve(
     }
 }
 
-fn on_message(
-    app: &App,
-    conn: &Connection,
-    payload: &Payload,
-    probing: &mut Option<(u64, u64)>,
-) {
+fn on_message(app: &App, conn: &Connection, payload: &Payload, probing: &mut Option<(u64, u64)>) {
     match decode(payload.type_name(), payload.json(), &app.parse_limits) {
         Ok(d) => match d.message {
             ClientMessage::NotifyAck(head) => {

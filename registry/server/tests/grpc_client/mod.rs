@@ -64,7 +64,10 @@ impl Raw {
     }
 
     /// A typed request whose answer must be `R`.
-    pub async fn expect<T: Message + Serialize, R: Message + DeserializeOwned>(&self, body: &T) -> R {
+    pub async fn expect<T: Message + Serialize, R: Message + DeserializeOwned>(
+        &self,
+        body: &T,
+    ) -> R {
         let p = self.call(Payload::of(body)).await;
         assert_eq!(
             p.type_name(),
@@ -115,7 +118,10 @@ impl Raw {
             if p.type_name() == "HealthCheckResponse" {
                 return stream;
             }
-            assert!(tokio::time::Instant::now() < deadline, "setup not registered");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "setup not registered"
+            );
             tokio::task::yield_now().await;
         }
     }
