@@ -170,7 +170,9 @@ async fn drive(
         final_count = tokio::task::block_in_place(|| crate::verify::server_count(&mut control))?;
         expected = baseline;
         ok &= final_count == baseline;
-        detail.push_str(&format!("; after drain: server {final_count}, expected {baseline}"));
+        detail.push_str(&format!(
+            "; after drain: server {final_count}, expected {baseline}"
+        ));
     }
     let duration_s = fleet.clock.now() as f64 / SECOND as f64;
     let mut stats = Stats::default();
@@ -378,7 +380,12 @@ fn naming(p: &Profile, s: u32) -> NamingHead {
 /// Instance `i` of the fleet: a distinct address per instance.
 fn fleet_instance(p: &Profile, i: u32) -> WireInstance {
     WireInstance {
-        ip: Some(format!("10.{}.{}.{}", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff)),
+        ip: Some(format!(
+            "10.{}.{}.{}",
+            (i >> 16) & 0xff,
+            (i >> 8) & 0xff,
+            i & 0xff
+        )),
         port: Some(i64::from(p.fleet.port)),
         cluster_name: Some(p.fleet.cluster.clone()),
         ..WireInstance::default()
@@ -497,7 +504,10 @@ async fn load(fleet: &Arc<Fleet>) {
         // One batch per (client, service) pair holding instances.
         let mut groups: BTreeMap<(u32, u32), Vec<u32>> = BTreeMap::new();
         for i in 0..n {
-            groups.entry((i % clients, i % services)).or_default().push(i);
+            groups
+                .entry((i % clients, i % services))
+                .or_default()
+                .push(i);
         }
         let per_batch = f64::from(n) / groups.len().max(1) as f64;
         let pacer = Pacer::new(start, p.load.rate / per_batch, None);
@@ -510,7 +520,16 @@ async fn load(fleet: &Arc<Fleet>) {
                 instances: Some(members.iter().map(|i| fleet_instance(p, *i)).collect()),
                 ..BatchInstanceRequest::default()
             };
-            handles.push(fire(fleet, &fleet.clients[c as usize], Op::Register, intended, &req).await);
+            handles.push(
+                fire(
+                    fleet,
+                    &fleet.clients[c as usize],
+                    Op::Register,
+                    intended,
+                    &req,
+                )
+                .await,
+            );
         }
     } else {
         let pacer = Pacer::new(start, p.load.rate, None);
@@ -623,7 +642,8 @@ async fn churn(fleet: &Arc<Fleet>, start: Nanos, end: Nanos) -> VecDeque<(u64, u
                     instance: Some(churn_instance(p, seq)),
                     ..InstanceRequest::default()
                 };
-                handles.push(fire(fleet, &fleet.clients[client], Op::Deregister, next_d, &req).await);
+                handles
+                    .push(fire(fleet, &fleet.clients[client], Op::Deregister, next_d, &req).await);
             } else {
                 lock(&fleet.clients[0].recorder).skip(Op::Deregister);
             }
@@ -713,7 +733,16 @@ async fn drain(fleet: &Arc<Fleet>, churned: &VecDeque<(u64, usize)>) {
             instance: Some(churn_instance(p, *seq)),
             ..InstanceRequest::default()
         };
-        handles.push(fire(fleet, &fleet.clients[*client], Op::Deregister, intended, &req).await);
+        handles.push(
+            fire(
+                fleet,
+                &fleet.clients[*client],
+                Op::Deregister,
+                intended,
+                &req,
+            )
+            .await,
+        );
     }
     for h in handles {
         let _ = h.await;

@@ -221,7 +221,11 @@ fn run_grpc(
             "loadgen: profile {} over gRPC against {} ({}), {} clients",
             profile.name,
             server.grpc_addr(),
-            if server.embedded { "embedded" } else { "external" },
+            if server.embedded {
+                "embedded"
+            } else {
+                "external"
+            },
             profile.grpc.clients
         );
     }
