@@ -613,6 +613,7 @@ async fn churn(fleet: &Arc<Fleet>, start: Nanos, end: Nanos) -> VecDeque<(u64, u
         .then(|| Pacer::new(start + SECOND / 2, p.steady.deregister_rate, None));
     let (mut r, mut d) = (0u64, 0u64);
     let mut handles = Vec::new();
+    let mut pending: HashMap<u64, tokio::task::JoinHandle<()>> = HashMap::new();
     loop {
         let next_r = registers.intended(r);
         let next_d = deregisters.as_ref().map_or(Nanos::MAX, |x| x.intended(d));
@@ -630,12 +631,18 @@ async fn churn(fleet: &Arc<Fleet>, start: Nanos, end: Nanos) -> VecDeque<(u64, u
                 ..InstanceRequest::default()
             };
             fleet.common.changes[r as usize].store(fleet.clock.now().max(1), Ordering::Relaxed);
-            handles.push(fire(fleet, &fleet.clients[client], Op::Register, next_r, &req).await);
+            let registered = fire(fleet, &fleet.clients[client], Op::Register, next_r, &req).await;
+            pending.insert(r, registered);
             live.push_back((r, client));
             r += 1;
         } else {
-            // Deregister the oldest churn instance, if there is one.
+            // Deregister the oldest churn instance, if there is one, once its register
+            // is answered: the two travel on separate HTTP/2 streams, so a deregister
+            // sent earlier could overtake it and leave the instance behind.
             if let Some((seq, client)) = live.pop_front() {
+                if let Some(h) = pending.remove(&seq) {
+                    let _ = h.await;
+                }
                 let req = InstanceRequest {
                     naming: naming(p, (seq % watched) as u32),
                     r#type: Some("deregisterInstance".into()),
@@ -650,7 +657,7 @@ async fn churn(fleet: &Arc<Fleet>, start: Nanos, end: Nanos) -> VecDeque<(u64, u
             d += 1;
         }
     }
-    for h in handles {
+    for h in handles.into_iter().chain(pending.into_values()) {
         let _ = h.await;
     }
     live
