@@ -27,6 +27,8 @@ pub const PORT_OFFSET: u16 = 1000;
 
 /// Nacos's error codes (`NacosException`) and the texts Nacos answers with.
 pub mod code {
+    /// No right: missing, invalid or expired `accessToken` (`NO_RIGHT`).
+    pub const NO_RIGHT: i32 = 403;
     /// Invalid parameter (`NacosException.INVALID_PARAM`).
     pub const INVALID_PARAM: i32 = 400;
     /// A failure inside the server (`SERVER_ERROR`).

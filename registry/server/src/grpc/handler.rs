@@ -87,6 +87,19 @@ async fn answer(
         });
     };
     conn.touch(app.clock.now().0);
+    // With `--auth-users`, naming requests need the `accessToken` header, as on HTTP
+    // (a health check does not: it names no resource).
+    if let Some(auth) = &app.auth {
+        if !matches!(decoded.message, ClientMessage::HealthCheck) {
+            if let Err(denied) = auth.check(payload.header("accessToken")) {
+                return Err(Refusal {
+                    code: code::NO_RIGHT,
+                    message: denied.to_string(),
+                    request_id: id,
+                });
+            }
+        }
+    }
     match decoded.message {
         ClientMessage::HealthCheck => Ok(Payload::of(&HealthCheckResponse {
             head: ResponseHead::ok(id),
