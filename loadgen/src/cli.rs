@@ -109,6 +109,12 @@ pub struct RunArgs {
     /// Do not deregister the fleet at the end.
     #[arg(long, env = "LOADGEN_NO_DRAIN")]
     pub no_drain: bool,
+    /// The protocol: `http` (Nacos 1.x) or `grpc` (Nacos 2.x, on the HTTP port + 1000).
+    #[arg(long, env = "LOADGEN_PROTOCOL", value_enum)]
+    pub protocol: Option<crate::profile::Protocol>,
+    /// Simulated 2.x clients (gRPC connections) with `--protocol grpc`.
+    #[arg(long, env = "LOADGEN_GRPC_CLIENTS")]
+    pub grpc_clients: Option<u32>,
     /// Process id of an external server, for its RSS and CPU seconds in the report.
     #[arg(long, env = "LOADGEN_REGISTRY_PID")]
     pub registry_pid: Option<u32>,
@@ -168,6 +174,8 @@ impl RunArgs {
                 pipeline: self.pipeline,
                 workers: self.workers,
                 no_drain: self.no_drain,
+                protocol: self.protocol,
+                grpc_clients: self.grpc_clients,
             },
             target: TargetConfig {
                 url: self.target.clone(),

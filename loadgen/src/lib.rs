@@ -18,6 +18,8 @@
 //! - [`fleet`]: instances, subscribers, naming, change logs and expected sets.
 //! - [`conn`]: keep-alive, pipelined HTTP/1.1 client connections over `127.0.0.x`.
 //! - [`subscriber`]: UDP push receivers: decode, ack, fingerprint.
+//! - [`grpc`]: the Nacos 2.x fleet (`protocol = "grpc"`): one gRPC connection per
+//!   simulated client, pushes on its stream.
 //! - [`worker`]: one thread per core driving its share of the fleet.
 //! - [`recorder`]: per-worker histograms and counters.
 //! - [`target`]: the server under test (embedded or external) and the runner's client.
@@ -43,6 +45,7 @@ pub mod capacity;
 pub mod cli;
 pub mod conn;
 pub mod fleet;
+pub mod grpc;
 pub mod host;
 pub mod metrics;
 pub mod output;

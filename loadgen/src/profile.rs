@@ -30,6 +30,11 @@ pub const BUILT_IN: &[(&str, &str)] = &[
     ),
     ("push-fanout", include_str!("../profiles/push-fanout.toml")),
     ("churn", include_str!("../profiles/churn.toml")),
+    ("grpc-smoke", include_str!("../profiles/grpc-smoke.toml")),
+    (
+        "nacos-2x-report",
+        include_str!("../profiles/nacos-2x-report.toml"),
+    ),
 ];
 
 /// The profile `loadgen run` uses when none is named.
@@ -108,6 +113,45 @@ pub struct Profile {
     /// The generator's own settings and health limits.
     #[serde(default)]
     pub generator: Generator,
+    /// The protocol the fleet speaks: `http` (Nacos 1.x, the default) or `grpc`
+    /// (Nacos 2.x, see [`crate::grpc`]).
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// The 2.x fleet's settings (used when `protocol = "grpc"`).
+    #[serde(default)]
+    pub grpc: GrpcFleet,
+}
+
+/// The protocol a run speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Nacos 1.x: HTTP requests, beats, UDP push subscribers.
+    #[default]
+    Http,
+    /// Nacos 2.x: one gRPC connection per simulated client, pushes on its stream.
+    Grpc,
+}
+
+/// The simulated 2.x clients.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrpcFleet {
+    /// Clients, each with its own gRPC connection; instance `i` belongs to client
+    /// `i % clients`, subscription `j` to client `j % clients`.
+    pub clients: u32,
+    /// Register each client's instances of a service in one `BatchInstanceRequest`
+    /// (one `register` operation per batch) instead of one request per instance.
+    pub batch: bool,
+}
+
+impl Default for GrpcFleet {
+    fn default() -> Self {
+        GrpcFleet {
+            clients: 100,
+            batch: false,
+        }
+    }
 }
 
 /// The simulated fleet.
@@ -340,6 +384,10 @@ pub struct Overrides {
     pub workers: Option<u32>,
     /// `--no-drain`
     pub no_drain: bool,
+    /// `--protocol`
+    pub protocol: Option<Protocol>,
+    /// `--grpc-clients`
+    pub grpc_clients: Option<u32>,
 }
 
 impl Profile {
@@ -384,6 +432,12 @@ impl Profile {
 
     /// Applies command-line overrides.
     pub fn apply(&mut self, o: &Overrides) {
+        if let Some(p) = o.protocol {
+            self.protocol = p;
+        }
+        if let Some(c) = o.grpc_clients {
+            self.grpc.clients = c;
+        }
         let f = &mut self.fleet;
         if let Some(v) = o.services {
             f.services = v;

@@ -21,7 +21,7 @@ use crate::host;
 use crate::metrics::{self, MetricsServer};
 use crate::output::{self, Collector, Live, Notes};
 use crate::plan::Phase;
-use crate::profile::{Overrides, Profile, DEFAULT_PROFILE};
+use crate::profile::{Overrides, Profile, Protocol, DEFAULT_PROFILE};
 use crate::recorder::{ErrorClass, Op, Stats};
 use crate::schedule::{Clock, Nanos, MILLI, SECOND};
 use crate::segment::Segment;
@@ -203,6 +203,9 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         }
     }
     let server = Server::start(&config.target)?;
+    if profile.protocol == Protocol::Grpc {
+        return run_grpc(&config, &profile, &thresholds, server);
+    }
     let mut control = ControlClient::for_members(server.addrs.clone());
     let baseline = verify::server_count(&mut control).with_context(|| {
         format!(
@@ -316,6 +319,66 @@ fn wait_for_start(start: SystemTime, live: &Live, quiet: bool) {
         }
         std::thread::sleep(wait);
     }
+}
+
+/// [`run`] for a `protocol = "grpc"` profile: the 2.x fleet ([`crate::grpc`]) in
+/// place of the workers and phases, into the same report.
+fn run_grpc(
+    config: &RunConfig,
+    profile: &Profile,
+    thresholds: &[Threshold],
+    server: Server,
+) -> anyhow::Result<Report> {
+    let started_at = SystemTime::now();
+    let paths = ReportPaths::new(&config.out, &profile.name, started_at)?;
+    if !config.quiet {
+        println!(
+            "loadgen: profile {} over gRPC against {} ({}), {} clients",
+            profile.name,
+            server.grpc_addr(),
+            if server.embedded {
+                "embedded"
+            } else {
+                "external"
+            },
+            profile.grpc.clients
+        );
+    }
+    let outcome = crate::grpc::run(profile, &server, server.grpc_addr())?;
+    let mut report = new_report(config, profile, &server, started_at);
+    report.duration_s = outcome.duration_s;
+    add_operations(&mut report, &outcome.stats)?;
+    report.send_lag = Some(LatencyBlock::from_histogram(&outcome.stats.send_lag)?);
+    report.push = outcome.push;
+    report.server = server.stats();
+    report.verification = Some(outcome.verification);
+    report.generator = GeneratorLimits::of(profile).judge(&outcome.stats);
+    report.thresholds = thresholds.iter().map(|t| t.evaluate(&report)).collect();
+    report
+        .save(&paths.json)
+        .with_context(|| format!("saving {}", paths.json.display()))?;
+    if !config.quiet {
+        let limits = GeneratorLimits::of(profile);
+        let (_, peak) = host::memory(None);
+        let notes = Notes {
+            sched_lag_us: p99_and_max(&outcome.stats.sched_lag),
+            lag_limits_us: (limits.p99_us, limits.max_us),
+            steady_check: String::new(),
+            footprint: format!(
+                "peak RSS {} of the whole process{}; {} per connected 2.x client (RSS growth while connecting {} clients)",
+                peak.map_or("-".to_owned(), |b| reports::table::bytes(b as f64)),
+                if server.embedded { " (embedded registry included)" } else { "" },
+                outcome
+                    .bytes_per_client
+                    .map_or("-".to_owned(), |b| reports::table::bytes(b as f64)),
+                profile.grpc.clients
+            ),
+            files: vec![paths.json.display().to_string()],
+        };
+        println!("{}", output::summary(&report, &notes));
+    }
+    server.stop()?;
+    Ok(report)
 }
 
 /// Warns when the open-file limit cannot hold every subscriber socket and connection.

@@ -162,6 +162,20 @@ impl Server {
         bail!("this loadgen was built without the `embedded` feature: pass --target URL")
     }
 
+    /// Its gRPC (Nacos 2.x) address: the embedded registry's, else the HTTP port +
+    /// 1000 as every Nacos client assumes.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        #[cfg(feature = "embedded")]
+        if let Some(e) = &self.inner {
+            return e.grpc_addr;
+        }
+        let port = self
+            .addr
+            .port()
+            .saturating_add(registry_proto::grpc::PORT_OFFSET);
+        SocketAddr::new(self.addr.ip(), port)
+    }
+
     /// CPU seconds the server used since it was started or first seen.
     pub fn cpu_seconds(&self) -> Option<f64> {
         let now = if self.embedded {

@@ -51,4 +51,6 @@ pub use store::{
     Applied, BeatOutcome, ExpirePass, ExpireReport, Replica, ServicePage, Store, StoreConfig,
     StoreStats, Written, EXPIRE_STEP_BUDGET,
 };
-pub use subscribers::{Subscribed, SubscriberConfig, SubscriberView, Subscribers, Subscription};
+pub use subscribers::{
+    Subscribed, Subscriber, SubscriberConfig, SubscriberView, Subscribers, Subscription,
+};

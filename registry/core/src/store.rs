@@ -1198,6 +1198,9 @@ fn check_name(service: ServiceRef<'_>) -> Result<(), RegistryError> {
 mod replica;
 pub use replica::{Applied, Replica};
 
+#[path = "store_held.rs"]
+mod held;
+
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;

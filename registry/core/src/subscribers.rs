@@ -1,28 +1,47 @@
-//! Push subscriptions: who receives UDP pushes for which service and view.
+//! Push subscriptions of both protocols: who receives pushes of which service and view.
 //!
-//! A client subscribes by polling `instance/list` with a `udpPort`; the
-//! server records the HTTP peer's address with that port (never an address
-//! named in the request). Each poll refreshes the lease; a subscription not
-//! refreshed within the lease stops receiving pushes and is removed by
-//! [`Subscribers::expire`]. Subscriptions per source IP and in total are
-//! bounded, so a client cannot grow the table without limit.
+//! A subscriber is either a UDP socket ([`Subscriber::Udp`], Nacos 1.x: a client polls
+//! `instance/list` with a `udpPort`; the server records the HTTP peer's address with
+//! that port, never an address named in the request) or a gRPC connection
+//! ([`Subscriber::Connection`], Nacos 2.x: `SubscribeServiceRequest`).
 //!
-//! Plain data: the server guards one table with a mutex, written by list
-//! requests (one refresh per subscriber per poll interval) and read by the
-//! notifier when a service is due.
+//! - UDP subscriptions hold a lease: each poll renews it, and one not renewed stops
+//!   receiving pushes and is removed by [`Subscribers::expire`]. They are bounded per
+//!   source IP and in total.
+//! - Connection subscriptions have no lease: they last until unsubscribed or until the
+//!   connection closes (the server removes them then). They count towards the total.
+//!
+//! # Layout and who writes
+//! The table is sharded by service (a hash of the key), each shard behind its own
+//! mutex; within a shard, a service's subscriptions are indexed by view and then by
+//! subscriber, so a refresh, a subscribe or an unsubscribe is a hash lookup, never a
+//! scan. Writers are list handlers (one refresh per UDP subscriber per poll) and gRPC
+//! handlers; the reader is the notifier, once per due service. Per-IP counts are
+//! sharded the same way by IP. `expire` skips shards whose earliest lease is in the
+//! future, so a table of connection subscriptions costs the sweeper nothing.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use foldhash::fast::FixedState;
+use parking_lot::Mutex;
+
 use crate::model::{Millis, ServiceKey};
+
+/// Shards of the table; a power of two.
+const SHARDS: usize = 64;
+/// Lease of a connection subscription: never lapses.
+const NO_LEASE: Millis = Millis(u64::MAX);
 
 /// Limits and lease of the subscription table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubscriberConfig {
-    /// A subscription lapses this long after its last poll.
+    /// A UDP subscription lapses this long after its last poll.
     pub lease_ms: u64,
-    /// Most subscriptions from one source IP.
+    /// Most UDP subscriptions from one source IP.
     pub max_per_ip: usize,
     /// Most subscriptions in total.
     pub max_total: usize,
@@ -47,18 +66,27 @@ pub struct SubscriberView {
     pub healthy_only: bool,
 }
 
+/// Where pushes go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subscriber {
+    /// A UDP socket: the HTTP peer's IP and the `udpPort` parameter.
+    Udp(SocketAddr),
+    /// A gRPC connection, by the server's number for it.
+    Connection(u64),
+}
+
 /// One subscription.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Subscription {
-    /// Where pushes go: the HTTP peer's IP and the `udpPort` parameter.
-    pub addr: SocketAddr,
+    /// Where pushes go.
+    pub subscriber: Subscriber,
     /// What it asked for.
     pub view: SubscriberView,
-    /// When it lapses unless refreshed.
+    /// When it lapses unless refreshed (never, for a connection).
     pub expires_at: Millis,
 }
 
-/// What a poll did to the table.
+/// What a subscribe did to the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Subscribed {
     /// A new subscription.
@@ -72,18 +100,28 @@ pub enum Subscribed {
 }
 
 impl Subscribed {
-    /// True when the caller is subscribed after the poll.
+    /// True when the caller is subscribed afterwards.
     pub fn is_subscribed(self) -> bool {
         matches!(self, Subscribed::New | Subscribed::Refreshed)
     }
 }
 
+type ByView = HashMap<SubscriberView, HashMap<Subscriber, Millis, FixedState>, FixedState>;
+
+#[derive(Default)]
+struct Shard {
+    services: HashMap<ServiceKey, ByView, FixedState>,
+    /// No UDP lease in this shard lapses before this (a lower bound).
+    earliest: Option<Millis>,
+}
+
 /// The subscription table.
 pub struct Subscribers {
     config: SubscriberConfig,
-    by_service: HashMap<ServiceKey, Vec<Subscription>, foldhash::fast::FixedState>,
-    per_ip: HashMap<IpAddr, usize, foldhash::fast::FixedState>,
-    total: usize,
+    shards: Box<[Mutex<Shard>]>,
+    per_ip: Box<[Mutex<HashMap<IpAddr, usize, FixedState>>]>,
+    total: AtomicUsize,
+    hasher: FixedState,
 }
 
 impl Subscribers {
@@ -91,105 +129,207 @@ impl Subscribers {
     pub fn new(config: SubscriberConfig) -> Self {
         Subscribers {
             config,
-            by_service: HashMap::default(),
-            per_ip: HashMap::default(),
-            total: 0,
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            per_ip: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            total: AtomicUsize::new(0),
+            hasher: FixedState::with_seed(0x5ab5),
         }
     }
 
-    /// Subscribes `addr` to `service` with `view`, or renews its lease.
+    fn shard(&self, service: &ServiceKey) -> &Mutex<Shard> {
+        &self.shards[(self.hasher.hash_one(service) as usize) & (SHARDS - 1)]
+    }
+
+    fn ip_shard(&self, ip: IpAddr) -> &Mutex<HashMap<IpAddr, usize, FixedState>> {
+        &self.per_ip[(self.hasher.hash_one(ip) as usize) & (SHARDS - 1)]
+    }
+
+    /// Subscribes `subscriber` to `service` with a view, or renews its lease. A UDP
+    /// subscription lapses `lease_ms` after `now`; a connection's never does.
     pub fn subscribe(
-        &mut self,
+        &self,
         service: &ServiceKey,
-        addr: SocketAddr,
+        subscriber: Subscriber,
         clusters: &str,
         healthy_only: bool,
         now: Millis,
     ) -> Subscribed {
-        let expires_at = now.plus(self.config.lease_ms);
-        if let Some(list) = self.by_service.get_mut(service) {
-            if let Some(s) = list.iter_mut().find(|s| {
-                s.addr == addr
-                    && *s.view.clusters == *clusters
-                    && s.view.healthy_only == healthy_only
-            }) {
-                s.expires_at = expires_at;
-                return Subscribed::Refreshed;
-            }
-        }
-        if self.total >= self.config.max_total {
-            return Subscribed::TotalLimit;
-        }
-        let from_ip = self.per_ip.entry(addr.ip()).or_insert(0);
-        if *from_ip >= self.config.max_per_ip {
-            return Subscribed::PerIpLimit;
-        }
-        *from_ip += 1;
-        self.total += 1;
-        let sub = Subscription {
-            addr,
-            view: SubscriberView {
-                clusters: Arc::from(clusters),
-                healthy_only,
-            },
-            expires_at,
+        let expires_at = match subscriber {
+            Subscriber::Udp(_) => now.plus(self.config.lease_ms),
+            Subscriber::Connection(_) => NO_LEASE,
         };
-        match self.by_service.get_mut(service) {
-            Some(list) => list.push(sub),
-            None => {
-                self.by_service.insert(service.clone(), vec![sub]);
-            }
+        let view = SubscriberView {
+            clusters: Arc::from(clusters),
+            healthy_only,
+        };
+        let mut shard = self.shard(service).lock();
+        if let Some(at) = shard
+            .services
+            .get_mut(service)
+            .and_then(|v| v.get_mut(&view))
+            .and_then(|s| s.get_mut(&subscriber))
+        {
+            *at = expires_at;
+            return Subscribed::Refreshed;
         }
+        if let Err(refused) = self.admit(subscriber) {
+            return refused;
+        }
+        if let Subscriber::Udp(_) = subscriber {
+            shard.earliest = Some(shard.earliest.map_or(expires_at, |e| e.min(expires_at)));
+        }
+        shard
+            .services
+            .entry(service.clone())
+            .or_default()
+            .entry(view)
+            .or_default()
+            .insert(subscriber, expires_at);
         Subscribed::New
     }
 
-    /// Live subscriptions of `service`, appended to `out` sorted by view so
-    /// callers can encode once per view.
+    /// Takes a place in the total and, for UDP, in the source IP's count.
+    fn admit(&self, subscriber: Subscriber) -> Result<(), Subscribed> {
+        let taken = self.total.fetch_add(1, Ordering::Relaxed);
+        if taken >= self.config.max_total {
+            self.total.fetch_sub(1, Ordering::Relaxed);
+            return Err(Subscribed::TotalLimit);
+        }
+        if let Subscriber::Udp(addr) = subscriber {
+            let mut per_ip = self.ip_shard(addr.ip()).lock();
+            let n = per_ip.entry(addr.ip()).or_insert(0);
+            if *n >= self.config.max_per_ip {
+                drop(per_ip);
+                self.total.fetch_sub(1, Ordering::Relaxed);
+                return Err(Subscribed::PerIpLimit);
+            }
+            *n += 1;
+        }
+        Ok(())
+    }
+
+    /// Gives back what [`Self::admit`] took.
+    fn release(&self, subscriber: Subscriber) {
+        self.total.fetch_sub(1, Ordering::Relaxed);
+        if let Subscriber::Udp(addr) = subscriber {
+            let mut per_ip = self.ip_shard(addr.ip()).lock();
+            if let Some(n) = per_ip.get_mut(&addr.ip()) {
+                *n -= 1;
+                if *n == 0 {
+                    per_ip.remove(&addr.ip());
+                }
+            }
+        }
+    }
+
+    /// Removes one subscription; returns whether it existed.
+    pub fn unsubscribe(
+        &self,
+        service: &ServiceKey,
+        subscriber: Subscriber,
+        clusters: &str,
+        healthy_only: bool,
+    ) -> bool {
+        let view = SubscriberView {
+            clusters: Arc::from(clusters),
+            healthy_only,
+        };
+        let mut shard = self.shard(service).lock();
+        let Some(views) = shard.services.get_mut(service) else {
+            return false;
+        };
+        let Some(subs) = views.get_mut(&view) else {
+            return false;
+        };
+        if subs.remove(&subscriber).is_none() {
+            return false;
+        }
+        if subs.is_empty() {
+            views.remove(&view);
+            if views.is_empty() {
+                shard.services.remove(service);
+            }
+        }
+        drop(shard);
+        self.release(subscriber);
+        true
+    }
+
+    /// Live subscriptions of `service`, appended to `out` sorted by view so callers
+    /// can encode once per view.
     pub fn targets(&self, service: &ServiceKey, now: Millis, out: &mut Vec<Subscription>) {
         let start = out.len();
-        if let Some(list) = self.by_service.get(service) {
-            out.extend(list.iter().filter(|s| s.expires_at > now).cloned());
+        {
+            let shard = self.shard(service).lock();
+            if let Some(views) = shard.services.get(service) {
+                for (view, subs) in views {
+                    out.extend(
+                        subs.iter()
+                            .filter(|(_, at)| **at > now)
+                            .map(|(subscriber, at)| Subscription {
+                                subscriber: *subscriber,
+                                view: view.clone(),
+                                expires_at: *at,
+                            }),
+                    );
+                }
+            }
         }
         out[start..].sort_by(|a, b| a.view.cmp(&b.view));
     }
 
-    /// True when `addr` holds a live subscription to `service`.
-    pub fn is_subscribed(&self, service: &ServiceKey, addr: SocketAddr, now: Millis) -> bool {
-        self.by_service
-            .get(service)
-            .is_some_and(|l| l.iter().any(|s| s.addr == addr && s.expires_at > now))
+    /// True when `subscriber` holds a live subscription to `service` in any view.
+    pub fn is_subscribed(&self, service: &ServiceKey, subscriber: Subscriber, now: Millis) -> bool {
+        let shard = self.shard(service).lock();
+        shard.services.get(service).is_some_and(|views| {
+            views
+                .values()
+                .any(|s| s.get(&subscriber).is_some_and(|at| *at > now))
+        })
     }
 
-    /// Removes lapsed subscriptions; returns how many.
-    pub fn expire(&mut self, now: Millis) -> usize {
-        let mut removed = 0;
-        let per_ip = &mut self.per_ip;
-        self.by_service.retain(|_, list| {
-            list.retain(|s| {
-                let live = s.expires_at > now;
-                if !live {
-                    removed += 1;
-                    if let Some(n) = per_ip.get_mut(&s.addr.ip()) {
-                        *n -= 1;
-                    }
-                }
-                live
+    /// Removes lapsed UDP subscriptions; returns how many. Shards with no lease due
+    /// are skipped without looking inside.
+    pub fn expire(&self, now: Millis) -> usize {
+        let mut removed: Vec<Subscriber> = Vec::new();
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            if shard.earliest.is_none_or(|e| e > now) {
+                continue;
+            }
+            let mut earliest: Option<Millis> = None;
+            shard.services.retain(|_, views| {
+                views.retain(|_, subs| {
+                    subs.retain(|subscriber, at| {
+                        if *at > now {
+                            if let Subscriber::Udp(_) = subscriber {
+                                earliest = Some(earliest.map_or(*at, |e| e.min(*at)));
+                            }
+                            return true;
+                        }
+                        removed.push(*subscriber);
+                        false
+                    });
+                    !subs.is_empty()
+                });
+                !views.is_empty()
             });
-            !list.is_empty()
-        });
-        self.per_ip.retain(|_, n| *n > 0);
-        self.total -= removed;
-        removed
+            shard.earliest = earliest;
+        }
+        for s in &removed {
+            self.release(*s);
+        }
+        removed.len()
     }
 
     /// Subscriptions held.
     pub fn len(&self) -> usize {
-        self.total
+        self.total.load(Ordering::Relaxed)
     }
 
     /// True when nobody is subscribed.
     pub fn is_empty(&self) -> bool {
-        self.total == 0
+        self.len() == 0
     }
 }
 
@@ -201,13 +341,13 @@ mod tests {
         ServiceKey::new("public", "DEFAULT_GROUP@@demo")
     }
 
-    fn at(port: u16) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], port))
+    fn at(port: u16) -> Subscriber {
+        Subscriber::Udp(SocketAddr::from(([127, 0, 0, 1], port)))
     }
 
     #[test]
     fn subscribe_refresh_and_lapse() {
-        let mut t = Subscribers::new(SubscriberConfig::default());
+        let t = Subscribers::new(SubscriberConfig::default());
         assert_eq!(
             t.subscribe(&key(), at(1), "DEFAULT", false, Millis(0)),
             Subscribed::New
@@ -234,7 +374,7 @@ mod tests {
 
     #[test]
     fn limits_refuse_without_growing() {
-        let mut t = Subscribers::new(SubscriberConfig {
+        let t = Subscribers::new(SubscriberConfig {
             lease_ms: 10,
             max_per_ip: 2,
             max_total: 3,
@@ -249,11 +389,11 @@ mod tests {
             t.subscribe(&key(), at(3), "", false, Millis(0)),
             Subscribed::PerIpLimit
         );
-        let other = SocketAddr::from(([127, 0, 0, 2], 1));
+        let other = Subscriber::Udp(SocketAddr::from(([127, 0, 0, 2], 1)));
         assert!(t
             .subscribe(&key(), other, "", false, Millis(0))
             .is_subscribed());
-        let third = SocketAddr::from(([127, 0, 0, 3], 1));
+        let third = Subscriber::Udp(SocketAddr::from(([127, 0, 0, 3], 1)));
         assert_eq!(
             t.subscribe(&key(), third, "", false, Millis(0)),
             Subscribed::TotalLimit
@@ -264,5 +404,71 @@ mod tests {
         assert!(t
             .subscribe(&key(), at(3), "", false, Millis(10))
             .is_subscribed());
+    }
+
+    #[test]
+    fn connection_subscriptions_never_lapse_and_leave_on_unsubscribe() {
+        let t = Subscribers::new(SubscriberConfig::default());
+        let conn = Subscriber::Connection(7);
+        assert_eq!(
+            t.subscribe(&key(), conn, "", false, Millis(0)),
+            Subscribed::New
+        );
+        assert_eq!(t.expire(Millis(u64::MAX - 1)), 0);
+        assert!(t.is_subscribed(&key(), conn, Millis(u64::MAX - 1)));
+        // The wrong view removes nothing.
+        assert!(!t.unsubscribe(&key(), conn, "DEFAULT", false));
+        assert!(t.unsubscribe(&key(), conn, "", false));
+        assert!(!t.unsubscribe(&key(), conn, "", false));
+        assert!(t.is_empty());
+        let mut out = Vec::new();
+        t.targets(&key(), Millis(0), &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn both_kinds_of_subscriber_are_targets_of_one_service() {
+        let t = Subscribers::new(SubscriberConfig::default());
+        t.subscribe(&key(), at(1), "", false, Millis(0));
+        t.subscribe(&key(), Subscriber::Connection(1), "", false, Millis(0));
+        t.subscribe(
+            &key(),
+            Subscriber::Connection(2),
+            "DEFAULT",
+            false,
+            Millis(0),
+        );
+        let mut out = Vec::new();
+        t.targets(&key(), Millis(1), &mut out);
+        assert_eq!(out.len(), 3);
+        // Sorted by view: the two of view "" first.
+        assert_eq!(&*out[0].view.clusters, "");
+        assert_eq!(&*out[1].view.clusters, "");
+        assert_eq!(&*out[2].view.clusters, "DEFAULT");
+    }
+
+    #[test]
+    fn a_refresh_among_many_subscribers_finds_its_own_entry() {
+        // 50k subscribers of one service: each refresh is an indexed lookup (the old
+        // table scanned the service's list); the count proves no duplicate was made.
+        let t = Subscribers::new(SubscriberConfig::default());
+        let many: Vec<Subscriber> = (0..50_000u32)
+            .map(|i| {
+                Subscriber::Udp(SocketAddr::from((
+                    [127, 0, (i >> 8) as u8, i as u8],
+                    1000 + (i % 7) as u16,
+                )))
+            })
+            .collect();
+        for s in &many {
+            t.subscribe(&key(), *s, "", false, Millis(0));
+        }
+        for s in &many {
+            assert_eq!(
+                t.subscribe(&key(), *s, "", false, Millis(1)),
+                Subscribed::Refreshed
+            );
+        }
+        assert_eq!(t.len(), 50_000);
     }
 }

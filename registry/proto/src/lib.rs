@@ -1,4 +1,4 @@
-//! Nacos 1.x naming wire formats, shared by the registry server and the load generator.
+//! Nacos naming wire formats (1.x HTTP/UDP and 2.x gRPC), shared by the registry server and the load generator.
 //!
 //! Everything here is pure: bytes in, typed values out, and typed values in, bytes out.
 //! There are no sockets, no async runtime and no dependency on `registry-core`; the
@@ -20,6 +20,8 @@
 //! - [`distro`]: the cluster's peer protocol (membership reports, replication, checksums,
 //!   snapshots), request relaying and Nacos's member list.
 //! - [`auth`]: `POST /nacos/v1/auth/login` parameters and response.
+//! - [`grpc`]: the Nacos 2.x gRPC protocol: the `Payload` message, its JSON bodies, and
+//!   the decoder from a payload to a validated request with Nacos's error codes.
 //! - [`udp`]: the push packet ([`udp::push`]) and its acknowledgement ([`udp::ack`]).
 //! - `json` (private): hand-written JSON text for hot paths and lenient scalar readers.
 //!
@@ -32,6 +34,7 @@
 pub mod auth;
 pub mod distro;
 pub mod error;
+pub mod grpc;
 pub mod http1;
 mod json;
 pub mod naming;

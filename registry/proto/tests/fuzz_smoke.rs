@@ -8,6 +8,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
+use registry_proto::grpc::{self, Payload};
 use registry_proto::http1::{parse_request, Limits};
 use registry_proto::naming::beat::BeatRequest;
 use registry_proto::naming::instance::{InstanceKey, InstancePatch, InstanceRequest};
@@ -87,6 +88,36 @@ fn distro_pipeline(data: &[u8]) {
     round_trip::<SnapshotPart>(data);
 }
 
+/// `fuzz/fuzz_targets/grpc_payload.rs`.
+fn grpc_pipeline(data: &[u8]) {
+    const TYPES: &[&str] = &[
+        "ServerCheckRequest",
+        "ConnectionSetupRequest",
+        "HealthCheckRequest",
+        "InstanceRequest",
+        "PersistentInstanceRequest",
+        "BatchInstanceRequest",
+        "SubscribeServiceRequest",
+        "ServiceQueryRequest",
+        "ServiceListRequest",
+        "NotifySubscriberResponse",
+        "ClientDetectionResponse",
+        "NoSuchRequest",
+    ];
+    let limits = ParseLimits::default();
+    let ok_code = |c: i32| matches!(c, 300..=302 | 400 | 500 | 502 | 503);
+    if let Ok(p) = <Payload as prost::Message>::decode(data) {
+        if let Err(r) = grpc::decode(p.type_name(), p.json(), &limits) {
+            assert!(ok_code(r.code));
+        }
+    }
+    for t in TYPES {
+        if let Err(r) = grpc::decode(t, data, &limits) {
+            assert!(ok_code(r.code));
+        }
+    }
+}
+
 /// The seed inputs of the fuzz targets (`fuzz/seeds/<target>/`), when present.
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -103,6 +134,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "http_request" => b"PUT /nacos/v1/ns/instance/beat?serviceName=G%40%40s&ip=1.1.1.1&port=1&beat=%7B%22port%22%3A1%7D HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
         "udp_ack" => br#"{"type":"push-ack","lastRefTime":"7","data":""}"#.to_vec(),
         "distro_message" => br#"{"v":1,"from":"127.0.0.1:1","node":1,"body":{"part":0,"parts":1,"items":[]}}"#.to_vec(),
+        "grpc_payload" => br#"{"requestId":"1","serviceName":"s","type":"registerInstance","instance":{"ip":"1.1.1.1","port":1}}"#.to_vec(),
         _ => br#"{"type":"dom","data":"{}","lastRefTime":1}"#.to_vec(),
     });
     out
@@ -175,4 +207,9 @@ fn udp_push_smoke() {
 #[test]
 fn distro_message_smoke() {
     run("distro_message", distro_pipeline);
+}
+
+#[test]
+fn grpc_payload_smoke() {
+    run("grpc_payload", grpc_pipeline);
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::Parser;
 use registry_core::{LeaseTimeouts, StoreConfig};
 
-/// A Nacos-1.x-compatible naming server (HTTP API under `/nacos/v1/ns/` and
-/// UDP push with acks).
+/// A Nacos-compatible naming server: the 1.x HTTP API under `/nacos/v1/ns/`
+/// with UDP push and acks, and the 2.x gRPC protocol.
 #[derive(Clone, Debug, Parser)]
 #[command(name = "registry", version, about, long_about = None)]
 pub struct Config {
@@ -22,6 +22,12 @@ pub struct Config {
     /// a free port.
     #[arg(long, env = "REGISTRY_UDP_LISTEN", default_value = "127.0.0.1:0")]
     pub udp_listen: SocketAddr,
+
+    /// gRPC (Nacos 2.x) listen address. Default: the HTTP address with the
+    /// port + 1000, which every Nacos 2.x client assumes (port 0 when the
+    /// HTTP port is 0).
+    #[arg(long, env = "REGISTRY_GRPC_LISTEN")]
+    pub grpc_listen: Option<SocketAddr>,
 
     /// Number of store shards (a power of two).
     #[arg(long, env = "REGISTRY_SHARDS", default_value_t = 64)]
@@ -143,6 +149,33 @@ pub struct Config {
     /// Most subscriptions in total.
     #[arg(long, env = "REGISTRY_MAX_SUBSCRIBERS", default_value_t = 1_000_000)]
     pub max_subscribers: usize,
+
+    /// Largest gRPC request body answered normally, in bytes; a larger one
+    /// gets a 503 error payload.
+    #[arg(long, env = "REGISTRY_GRPC_MAX_BODY_BYTES", default_value_t = 10 * 1024 * 1024)]
+    pub grpc_max_body_bytes: usize,
+
+    /// Most gRPC connections set up at once; past it the server check is
+    /// answered with a 503 error payload.
+    #[arg(long, env = "REGISTRY_GRPC_MAX_CONNECTIONS", default_value_t = 20_000)]
+    pub grpc_max_connections: usize,
+
+    /// Most subscriptions one gRPC connection may hold.
+    #[arg(
+        long,
+        env = "REGISTRY_GRPC_MAX_SUBSCRIPTIONS_PER_CONNECTION",
+        default_value_t = 10_000
+    )]
+    pub grpc_max_subscriptions_per_connection: usize,
+
+    /// A gRPC connection quiet this long is sent a `ClientDetectionRequest`, in ms.
+    #[arg(long, env = "REGISTRY_GRPC_IDLE_MS", default_value_t = 20_000)]
+    pub grpc_idle_ms: u64,
+
+    /// A connection that leaves a detection unanswered this long is dropped,
+    /// and its instances removed, in ms.
+    #[arg(long, env = "REGISTRY_GRPC_DETECT_TIMEOUT_MS", default_value_t = 3_000)]
+    pub grpc_detect_timeout_ms: u64,
 
     /// Most pushes awaiting an ack; past it pushes are skipped and counted.
     #[arg(long, env = "REGISTRY_MAX_PENDING_ACKS", default_value_t = 1_000_000)]
@@ -285,6 +318,7 @@ impl Config {
     pub fn for_test() -> Config {
         let mut c = Config::parse_from(["registry"]);
         c.listen = "127.0.0.1:0".parse().expect("valid address");
+        c.grpc_listen = Some("127.0.0.1:0".parse().expect("valid address"));
         c.shards = 8;
         c.workers = 2;
         // In-process tests register persistent instances at made-up
@@ -333,6 +367,17 @@ impl Config {
         if self.auth_token_ttl_secs == 0 || self.auth_max_logins == 0 {
             return Err("--auth-token-ttl-secs and --auth-max-logins must be positive".into());
         }
+        if self.grpc_addr().is_none() {
+            return Err("--grpc-listen: the HTTP port + 1000 is past 65535; set it".into());
+        }
+        if self.grpc_max_body_bytes == 0
+            || self.grpc_max_connections == 0
+            || self.grpc_max_subscriptions_per_connection == 0
+            || self.grpc_idle_ms == 0
+            || self.grpc_detect_timeout_ms == 0
+        {
+            return Err("the --grpc-* limits and times must be positive".into());
+        }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err(format!(
                 "--log-format must be text or json, got {}",
@@ -354,6 +399,30 @@ impl Config {
             empty_service_ttl_ms: self.empty_service_ttl_ms,
             max_instances_per_service: self.max_instances_per_service,
             max_services: self.max_services,
+        }
+    }
+
+    /// The gRPC address: `--grpc-listen`, else the HTTP address with the port
+    /// + 1000 (0 stays 0). `None` when that port does not exist.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        if let Some(a) = self.grpc_listen {
+            return Some(a);
+        }
+        let port = match self.listen.port() {
+            0 => 0,
+            p => p.checked_add(registry_proto::grpc::PORT_OFFSET)?,
+        };
+        Some(SocketAddr::new(self.listen.ip(), port))
+    }
+
+    /// The gRPC server's bounds.
+    pub fn grpc_limits(&self) -> crate::grpc::Limits {
+        crate::grpc::Limits {
+            max_body_bytes: self.grpc_max_body_bytes,
+            max_connections: self.grpc_max_connections,
+            max_subscriptions_per_connection: self.grpc_max_subscriptions_per_connection,
+            idle_ms: self.grpc_idle_ms,
+            detect_timeout_ms: self.grpc_detect_timeout_ms,
         }
     }
 

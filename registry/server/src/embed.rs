@@ -20,6 +20,8 @@ pub struct Embedded {
     pub http_addr: SocketAddr,
     /// The UDP address pushes come from.
     pub udp_addr: SocketAddr,
+    /// The gRPC (Nacos 2.x) address.
+    pub grpc_addr: SocketAddr,
     /// The server state: store, metrics, configuration.
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
@@ -36,6 +38,7 @@ impl Embedded {
         config.validate().map_err(anyhow::Error::msg)?;
         let listeners = Listeners::bind(&config)?;
         let (http_addr, udp_addr) = (listeners.http_addr(), listeners.udp_addr());
+        let grpc_addr = listeners.grpc_addr();
         let workers = if config.workers == 0 {
             1
         } else {
@@ -65,6 +68,7 @@ impl Embedded {
         Ok(Embedded {
             http_addr,
             udp_addr,
+            grpc_addr,
             app,
             stop: Some(stop),
             thread: Some(thread),

@@ -1,5 +1,5 @@
-//! The registry server: the Nacos 1.x naming HTTP API and UDP push around
-//! the pure [`registry_core::Store`].
+//! The registry server: the Nacos 1.x naming HTTP API and UDP push, and the
+//! Nacos 2.x gRPC protocol, around the pure [`registry_core::Store`].
 //!
 //! # Layout
 //! - [`config`]: the flags (clap, each also an environment variable).
@@ -11,6 +11,7 @@
 //! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
 //!   batched UDP sends, acks and the one resend.
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
+//! - [`grpc`]: the Nacos 2.x gRPC server: connections, requests, streams.
 //! - [`sweeper`]: the lease sweeper task.
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
@@ -38,6 +39,7 @@ pub mod console;
 pub mod convert;
 pub mod embed;
 pub mod events;
+pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod list_cache;
@@ -66,6 +68,8 @@ pub struct Listeners {
     pub http: std::net::TcpListener,
     /// The UDP socket pushes leave from and acks arrive on.
     pub udp: std::net::UdpSocket,
+    /// The gRPC (Nacos 2.x) listener.
+    pub grpc: std::net::TcpListener,
 }
 
 impl Listeners {
@@ -80,7 +84,20 @@ impl Listeners {
         let udp = std::net::UdpSocket::bind(config.udp_listen)
             .with_context(|| format!("binding UDP {}", config.udp_listen))?;
         udp.set_nonblocking(true)?;
-        Ok(Listeners { http, udp })
+        let grpc_addr = config
+            .grpc_addr()
+            .context("the HTTP port + 1000 is past 65535: set --grpc-listen")?;
+        let grpc = std::net::TcpListener::bind(grpc_addr)
+            .with_context(|| format!("binding gRPC {grpc_addr} (set --grpc-listen to move it)"))?;
+        grpc.set_nonblocking(true)?;
+        Ok(Listeners { http, udp, grpc })
+    }
+
+    /// The bound gRPC address.
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc
+            .local_addr()
+            .expect("bound listener has an address")
     }
 
     /// The bound HTTP address.
@@ -114,8 +131,9 @@ pub async fn run(
 /// store and metrics.
 ///
 /// Shutdown order, each step bounded by the one grace period:
-/// 1. stop accepting; open connections finish their batch, including
-///    persistent writes waiting for their commit (the writer still runs);
+/// 1. stop accepting HTTP and gRPC; open HTTP connections finish their
+///    batch, including persistent writes waiting for their commit (the
+///    writer still runs); gRPC refuses new requests and ends its streams;
 /// 2. stop the health checker;
 /// 3. stop the sweeper;
 /// 4. the notifier flushes what is due and closes the UDP socket;
@@ -131,6 +149,7 @@ pub async fn run_app(
     let stages = shutdown::Stages::default();
     let http = tokio::net::TcpListener::from_std(listeners.http)?;
     let udp = tokio::net::UdpSocket::from_std(listeners.udp)?;
+    let grpc_listener = tokio::net::TcpListener::from_std(listeners.grpc)?;
     let grace = app.config.grace();
 
     let writer = match &app.persist {
@@ -151,12 +170,16 @@ pub async fn run_app(
         stages.http.clone(),
     ));
 
+    let grpc = tokio::spawn(grpc::serve(app.clone(), grpc_listener, stages.http.clone()));
+
     shutdown.await;
     tracing::info!("shutting down");
     let ordered = async {
-        // 1. Stop accepting; open connections finish their current batch.
+        // 1. Stop accepting; open connections finish their current batch;
+        //    gRPC streams end.
         stages.http.cancel();
         let _ = acceptor.await;
+        let _ = grpc.await;
         connections.close();
         connections.wait().await;
         // 2. Stop the health checker.

@@ -143,6 +143,8 @@ pub struct PushMetrics {
     pub subscribers: Gauge,
     /// Polls refused a subscription by a limit.
     pub subscribe_refused: Counter,
+    /// Pushes awaiting an ack (UDP and gRPC), as the notifier's tables hold them.
+    pub pending: Gauge,
     /// Datagrams sent (first sends and resends).
     pub sent: Counter,
     /// Pushes acknowledged.
@@ -168,6 +170,7 @@ impl Default for PushMetrics {
         PushMetrics {
             subscribers: Gauge::default(),
             subscribe_refused: Counter::default(),
+            pending: Gauge::default(),
             sent: Counter::default(),
             acked: Counter::default(),
             retried: Counter::default(),
@@ -453,6 +456,11 @@ impl Metrics {
             out,
             "# HELP registry_push_subscribe_refused_total Polls refused a subscription by a limit.\n# TYPE registry_push_subscribe_refused_total counter\nregistry_push_subscribe_refused_total {}",
             self.push.subscribe_refused.get()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP registry_push_pending_acks Pushes awaiting an ack.\n# TYPE registry_push_pending_acks gauge\nregistry_push_pending_acks {}",
+            self.push.pending.get()
         );
         out.push_str("# HELP registry_push_batch_size Datagrams per batched send.\n# TYPE registry_push_batch_size histogram\n");
         self.push

@@ -6,22 +6,35 @@
 //! - the fan-out: for each due service, the packet is encoded once per
 //!   subscriber view and sent to every subscriber of that view in batches
 //!   with `sendmmsg`;
-//! - the ack table, keyed by (subscriber address, `lastRefTime`), bounded;
-//!   acks are read in batches with `recvmmsg`;
-//! - the resend queue: one resend after the ack timeout, then a counted
-//!   failure (Nacos's two sends in total).
+//! - the fan-out to gRPC connections: per due service and view, one
+//!   `NotifySubscriberRequest` payload (its body shared, not copied) queued
+//!   on each subscribed connection's stream;
+//! - the ack table of both protocols, keyed by (subscriber, sequence),
+//!   bounded; UDP acks are read in batches with `recvmmsg`, gRPC acks arrive
+//!   from the stream tasks through a bounded queue;
+//! - the timeout table: one entry per pending ack, dropped when the ack
+//!   comes, so it never holds more than the ack table;
+//! - the resend: one resend after the ack timeout, then a counted failure
+//!   (Nacos's two sends in total).
 //!
-//! `lastRefTime` is a counter, not a clock: it stays below 2^53 so a
-//! JavaScript client echoes it back exactly.
+//! Acks are read before new change events: under a flood of events, acks
+//! waiting in the socket or queue would otherwise time out and be resent
+//! needlessly.
+//!
+//! The sequence (UDP `lastRefTime`, gRPC `requestId`) is a counter, not a
+//! clock: it stays below 2^53 so a JavaScript client echoes it back exactly.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use registry_core::{
-    ChangeEvent, Coalescer, Due, Millis, ServiceKey, ServiceSnapshot, SubscriberView, Subscription,
+    ChangeEvent, Coalescer, Due, Millis, ServiceKey, ServiceSnapshot, Subscriber, SubscriberView,
+    Subscription,
 };
+use registry_proto::grpc::message::{NotifySubscriberRequest, RequestHead};
+use registry_proto::grpc::Payload;
 use registry_proto::naming::ServiceName;
 use registry_proto::udp::ack::{parse_ack, AckKind};
 use registry_proto::udp::push::encode_push;
@@ -37,9 +50,17 @@ use crate::list_cache::{CachedList, ListCache};
 use crate::pusher::{send_batch, RecvBatch, BATCH};
 use crate::state::App;
 
+/// What was sent, kept for the one resend.
+#[derive(Clone)]
+enum Packet {
+    Udp(Arc<[u8]>),
+    Grpc(Payload),
+}
+
 struct Pending {
-    packet: Arc<[u8]>,
+    packet: Packet,
     sent_at: Instant,
+    deadline: Instant,
     resent: bool,
 }
 
@@ -48,10 +69,10 @@ struct Notifier {
     app: Arc<App>,
     udp: UdpSocket,
     coalescer: Coalescer,
-    acks: HashMap<(SocketAddr, u64), Pending, foldhash::fast::FixedState>,
-    /// (deadline, key) in send order; every push has the same timeout, so
-    /// this is also deadline order. Entries already acked are skipped.
-    timeouts: VecDeque<(Instant, SocketAddr, u64)>,
+    acks: HashMap<(Subscriber, u64), Pending, foldhash::fast::FixedState>,
+    /// (deadline, key) of every pending ack, in deadline order; an ack
+    /// removes its entry, so this holds exactly the pending acks.
+    timeouts: BTreeSet<(Instant, Subscriber, u64)>,
     next_ref: u64,
     ack_timeout: Duration,
     max_pending: usize,
@@ -64,10 +85,14 @@ pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
         tracing::error!("notifier started twice");
         return;
     };
+    let Some(mut grpc_acks) = app.grpc.take_acks() else {
+        tracing::error!("notifier started twice");
+        return;
+    };
     let mut n = Notifier {
         coalescer: Coalescer::new(app.config.push_window_ms),
         acks: HashMap::default(),
-        timeouts: VecDeque::new(),
+        timeouts: BTreeSet::new(),
         next_ref: 1,
         ack_timeout: Duration::from_millis(app.config.push_ack_timeout_ms),
         max_pending: app.config.max_pending_acks,
@@ -76,6 +101,7 @@ pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
         app,
     };
     let mut batch: Vec<ChangeEvent> = Vec::with_capacity(1024);
+    let mut acked: Vec<(u64, u64)> = Vec::with_capacity(1024);
     loop {
         let wake = n.next_wake();
         tokio::select! {
@@ -84,6 +110,17 @@ pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
                 // Last batch: everything pending is due now.
                 n.push_due(Millis(u64::MAX)).await;
                 return;
+            }
+            // Acks before events (see the module header).
+            ready = n.udp.readable() => {
+                if ready.is_ok() {
+                    n.receive_acks();
+                }
+            }
+            got = grpc_acks.recv_many(&mut acked, 1024) => {
+                if got > 0 {
+                    n.receive_grpc_acks(&mut acked);
+                }
             }
             got = events.recv_many(&mut batch, 1024) => {
                 if got == 0 {
@@ -100,16 +137,14 @@ pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
                     n.coalescer.offer(ChangeEvent { service, revision: 0 }, now);
                 }
             }
-            ready = n.udp.readable() => {
-                if ready.is_ok() {
-                    n.receive_acks();
-                }
-            }
             _ = sleep_until(wake) => {}
         }
         let now = n.app.clock.now();
         n.push_due(now).await;
         n.resend_expired().await;
+        // Both tables hold exactly the pending acks (see `settle`).
+        debug_assert_eq!(n.timeouts.len(), n.acks.len());
+        n.app.metrics.push.pending.set(n.timeouts.len() as u64);
     }
 }
 
@@ -126,7 +161,7 @@ impl Notifier {
             .coalescer
             .next_due()
             .map(|t| self.app.clock.instant_at(t));
-        let ack = self.timeouts.front().map(|(t, _, _)| *t);
+        let ack = self.timeouts.first().map(|(t, _, _)| *t);
         match (due, ack) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -152,7 +187,6 @@ impl Notifier {
             targets.clear();
             self.app
                 .subscribers
-                .lock()
                 .targets(&d.service, wall_now, &mut targets);
             if targets.is_empty() {
                 continue;
@@ -166,9 +200,20 @@ impl Notifier {
                         .iter()
                         .take_while(|t| t.view == view)
                         .count();
-                let addrs: Vec<SocketAddr> = targets[start..end].iter().map(|t| t.addr).collect();
-                self.push_view(&d.service, snapshot.as_deref(), &view, &addrs)
-                    .await;
+                let (mut addrs, mut conns) = (Vec::new(), Vec::new());
+                for t in &targets[start..end] {
+                    match t.subscriber {
+                        Subscriber::Udp(a) => addrs.push(a),
+                        Subscriber::Connection(c) => conns.push(c),
+                    }
+                }
+                if !addrs.is_empty() {
+                    self.push_view(&d.service, snapshot.as_deref(), &view, &addrs)
+                        .await;
+                }
+                if !conns.is_empty() {
+                    self.push_connections(&d.service, snapshot.as_deref(), &view, &conns);
+                }
                 start = end;
             }
             let delay = wall_now.0.saturating_sub(d.first_change.0);
@@ -198,23 +243,109 @@ impl Notifier {
         let sent_at = Instant::now();
         let mut to: Vec<SocketAddr> = Vec::with_capacity(addrs.len());
         for a in addrs {
-            if self.acks.len() >= self.max_pending {
-                metrics.skipped.inc();
-                continue;
+            if self.expect_ack(
+                Subscriber::Udp(*a),
+                seq,
+                Packet::Udp(packet.clone()),
+                sent_at,
+            ) {
+                to.push(*a);
             }
-            self.acks.insert(
-                (*a, seq),
-                Pending {
-                    packet: packet.clone(),
-                    sent_at,
-                    resent: false,
-                },
-            );
-            self.timeouts
-                .push_back((sent_at + self.ack_timeout, *a, seq));
-            to.push(*a);
         }
         self.send_all(&packet, &to).await;
+    }
+
+    /// Records a pending ack; false (counted) when the table is full.
+    fn expect_ack(&mut self, to: Subscriber, seq: u64, packet: Packet, sent_at: Instant) -> bool {
+        if self.acks.len() >= self.max_pending {
+            self.app.metrics.push.skipped.inc();
+            return false;
+        }
+        let deadline = sent_at + self.ack_timeout;
+        self.acks.insert(
+            (to, seq),
+            Pending {
+                packet,
+                sent_at,
+                deadline,
+                resent: false,
+            },
+        );
+        self.timeouts.insert((deadline, to, seq));
+        true
+    }
+
+    /// Takes a pending ack off both tables; `None` if it was not pending.
+    fn settle(&mut self, from: Subscriber, seq: u64) -> Option<Pending> {
+        let p = self.acks.remove(&(from, seq))?;
+        self.timeouts.remove(&(p.deadline, from, seq));
+        Some(p)
+    }
+
+    /// Queues one `NotifySubscriberRequest`, encoded once, on every connection.
+    fn push_connections(
+        &mut self,
+        service: &ServiceKey,
+        snapshot: Option<&ServiceSnapshot>,
+        view: &SubscriberView,
+        conns: &[u64],
+    ) {
+        let seq = self.next_ref();
+        let info = crate::grpc::convert::service_info(
+            service,
+            snapshot,
+            &view.clusters,
+            view.healthy_only,
+        );
+        let payload = Payload::of(&NotifySubscriberRequest {
+            head: RequestHead {
+                request_id: Some(seq.to_string()),
+                ..RequestHead::default()
+            },
+            namespace: Some(service.namespace().to_owned()),
+            service_name: Some(service.service_name().to_owned()),
+            group_name: Some(service.group().to_owned()),
+            service_info: Some(info),
+        });
+        let sent_at = Instant::now();
+        for c in conns {
+            if self.expect_ack(
+                Subscriber::Connection(*c),
+                seq,
+                Packet::Grpc(payload.clone()),
+                sent_at,
+            ) {
+                self.send_grpc(*c, &payload);
+            }
+        }
+    }
+
+    /// Queues `payload` on connection `number`'s stream. A closed connection or a
+    /// full queue loses it; the pending ack then brings the one resend.
+    fn send_grpc(&self, number: u64, payload: &Payload) {
+        let Some(conn) = self.app.grpc.hub.by_number(number) else {
+            return;
+        };
+        if conn.outbound.try_send(payload.clone()).is_ok() {
+            self.app.metrics.push.sent.inc();
+        }
+    }
+
+    fn receive_grpc_acks(&mut self, acked: &mut Vec<(u64, u64)>) {
+        let now = Instant::now();
+        for (number, seq) in acked.drain(..) {
+            match self.settle(Subscriber::Connection(number), seq) {
+                Some(p) => {
+                    self.app.metrics.push.acked.inc();
+                    self.app
+                        .metrics
+                        .push
+                        .round_trip
+                        .record_duration(now.duration_since(p.sent_at));
+                }
+                None => self.app.metrics.push.bad_acks.inc(),
+            }
+        }
     }
 
     /// Sends `packet` to every address, `BATCH` datagrams per syscall.
@@ -245,6 +376,8 @@ impl Notifier {
     }
 
     fn receive_acks(&mut self) {
+        // Parsed acks of one batch: (sender, sequence), `None` for a bad one.
+        let mut parsed: Vec<Option<(SocketAddr, u64)>> = Vec::with_capacity(BATCH);
         loop {
             let inbox = &mut self.inbox;
             match self
@@ -255,26 +388,29 @@ impl Notifier {
                 _ => return,
             }
             let now = Instant::now();
-            let metrics = &self.app.metrics.push;
-            for (from, data) in self.inbox.datagrams() {
-                let Some(data) = data else {
-                    metrics.bad_acks.inc();
-                    continue;
-                };
-                match parse_ack(data) {
-                    Ok(ack) if ack.kind == AckKind::PushAck => {
-                        match self.acks.remove(&(from, ack.last_ref_time)) {
-                            Some(p) => {
-                                metrics.acked.inc();
-                                metrics
-                                    .round_trip
-                                    .record_duration(now.duration_since(p.sent_at));
-                            }
-                            // Unknown, late after the failure, or a duplicate.
-                            None => metrics.bad_acks.inc(),
+            parsed.clear();
+            parsed.extend(
+                self.inbox
+                    .datagrams()
+                    .map(|(from, data)| match data.map(parse_ack) {
+                        Some(Ok(ack)) if ack.kind == AckKind::PushAck => {
+                            Some((from, ack.last_ref_time))
                         }
+                        _ => None,
+                    }),
+            );
+            for ack in parsed.drain(..) {
+                let settled = ack.and_then(|(from, seq)| self.settle(Subscriber::Udp(from), seq));
+                let metrics = &self.app.metrics.push;
+                match settled {
+                    Some(p) => {
+                        metrics.acked.inc();
+                        metrics
+                            .round_trip
+                            .record_duration(now.duration_since(p.sent_at));
                     }
-                    _ => metrics.bad_acks.inc(),
+                    // Malformed, unknown, late after the failure, or a duplicate.
+                    None => metrics.bad_acks.inc(),
                 }
             }
         }
@@ -282,29 +418,35 @@ impl Notifier {
 
     async fn resend_expired(&mut self) {
         let now = Instant::now();
-        let mut resend: Vec<(SocketAddr, Arc<[u8]>)> = Vec::new();
-        while let Some((deadline, addr, seq)) = self.timeouts.front().copied() {
+        let mut resend: Vec<(Subscriber, Packet)> = Vec::new();
+        while let Some((deadline, to, seq)) = self.timeouts.first().copied() {
             if deadline > now {
                 break;
             }
-            self.timeouts.pop_front();
-            let Some(p) = self.acks.get_mut(&(addr, seq)) else {
+            self.timeouts.pop_first();
+            let Some(p) = self.acks.get_mut(&(to, seq)) else {
                 continue;
             };
             if p.resent {
-                self.acks.remove(&(addr, seq));
+                self.acks.remove(&(to, seq));
                 self.app.metrics.push.failed.inc();
-                tracing::debug!(%addr, seq, "push failed after one resend");
+                tracing::debug!(?to, seq, "push failed after one resend");
             } else {
                 p.resent = true;
                 p.sent_at = now;
-                self.timeouts.push_back((now + self.ack_timeout, addr, seq));
-                resend.push((addr, p.packet.clone()));
+                p.deadline = now + self.ack_timeout;
+                self.timeouts.insert((p.deadline, to, seq));
+                resend.push((to, p.packet.clone()));
             }
         }
-        for (addr, packet) in resend {
+        for (to, packet) in resend {
             self.app.metrics.push.retried.inc();
-            self.send_all(&packet, &[addr]).await;
+            match (to, packet) {
+                (Subscriber::Udp(addr), Packet::Udp(p)) => self.send_all(&p, &[addr]).await,
+                (Subscriber::Connection(c), Packet::Grpc(p)) => self.send_grpc(c, &p),
+                // A key and its packet always share a protocol.
+                _ => {}
+            }
         }
     }
 }

@@ -10,7 +10,8 @@
 //! - `store`: written by HTTP handlers, the sweeper and the health checker
 //!   through its shard locks; read lock-free by everyone.
 //! - `subscribers`: written by list handlers (one refresh per subscriber per
-//!   poll), read by the notifier when a service is due; one mutex.
+//!   poll) and gRPC subscribe requests, read by the notifier when a service
+//!   is due; sharded internally (see `registry_core::subscribers`).
 //! - `lists`: the encoded-list cache keyed by (service, view) holding one
 //!   revision each, filled by whoever encodes first (see [`ListCache`]).
 //! - `changes`: change events, sent by every writer, received only by the
@@ -19,6 +20,8 @@
 //!   database is owned by the writer thread once it starts.
 //! - `health_targets`: written by persistent writes and the restore,
 //!   pruned by the health checker; one mutex, never on ephemeral paths.
+//! - `grpc`: the gRPC connection table (written by stream tasks) and the
+//!   queue of gRPC push acks to the notifier (see `crate::grpc`).
 //! - `auth`: read-only after start.
 //! - `cluster`: `None` for a single node; else membership, replication and
 //!   relaying (see [`crate::cluster`]), which also sees every change event.
@@ -26,7 +29,6 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use registry_core::{ChangeEvent, ServiceKey, Store, SubscriberConfig, Subscribers};
 use registry_proto::http1::Limits;
 use registry_proto::naming::ParseLimits;
@@ -60,7 +62,7 @@ pub struct App {
     /// Encoded instance lists.
     pub lists: ListCache,
     /// Push subscriptions.
-    pub subscribers: Mutex<Subscribers>,
+    pub subscribers: Subscribers,
     /// Requests being handled now, for the in-flight bound.
     pub inflight: AtomicUsize,
     /// Connection read buffers, within `--max-buffered-bytes`.
@@ -75,6 +77,8 @@ pub struct App {
     pub auth: Option<Arc<Auth>>,
     /// Cluster membership and Distro; `None` without `--members`.
     pub cluster: Option<Arc<Cluster>>,
+    /// The gRPC (Nacos 2.x) connections and ack queue.
+    pub grpc: crate::grpc::Grpc,
     /// Change events on their way to the notifier.
     pub changes: Arc<ChangeFeed>,
 }
@@ -181,11 +185,11 @@ impl App {
                 ..ParseLimits::default()
             },
             lists: ListCache::new(config.list_cache_bytes),
-            subscribers: Mutex::new(Subscribers::new(SubscriberConfig {
+            subscribers: Subscribers::new(SubscriberConfig {
                 lease_ms: config.subscriber_lease_ms,
                 max_per_ip: config.max_subscribers_per_ip,
                 max_total: config.max_subscribers,
-            })),
+            }),
             inflight: AtomicUsize::new(0),
             buffers: BufferBudget::new(config.max_buffered_bytes),
             persist,
@@ -193,6 +197,7 @@ impl App {
             health_stats: Arc::default(),
             auth,
             cluster: None,
+            grpc: crate::grpc::Grpc::new(config.grpc_limits()),
             changes: Arc::default(),
             config,
         }

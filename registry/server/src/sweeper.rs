@@ -89,9 +89,11 @@ pub async fn run(app: Arc<App>, cancel: CancellationToken) {
         // Subscriptions lapse on their own at push time; removing them is
         // only about memory, so once per half lease is enough.
         if now.0 >= last_subscriber_sweep.0 + app.config.subscriber_lease_ms / 2 {
-            let mut subs = app.subscribers.lock();
-            subs.expire(now);
-            app.metrics.push.subscribers.set(subs.len() as u64);
+            app.subscribers.expire(now);
+            app.metrics
+                .push
+                .subscribers
+                .set(app.subscribers.len() as u64);
             last_subscriber_sweep = now;
         }
     }

@@ -4,7 +4,7 @@
 //! `service` + `clusters`, `count` + `list`, `count` + `subscribers`), with
 //! the fields Nacos does not have added (subscriber counts, last beat).
 
-use registry_core::{Instance, ServiceKey, ServiceRef, ServiceSnapshot, Subscription};
+use registry_core::{Instance, ServiceKey, ServiceRef, ServiceSnapshot, Subscriber, Subscription};
 use registry_proto::naming::service::ServiceKey as WireKey;
 use registry_proto::params::Params;
 use serde::Serialize;
@@ -129,15 +129,14 @@ pub(super) fn services(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> Re
     )
 }
 
-/// Live subscriptions of each service, under one hold of the table's lock.
+/// Live subscriptions of each service.
 fn subscriber_counts(app: &App, keys: &[ServiceKey]) -> Vec<usize> {
     let now = app.clock.now();
-    let table = app.subscribers.lock();
     let mut buf: Vec<Subscription> = Vec::new();
     keys.iter()
         .map(|k| {
             buf.clear();
-            table.targets(k, now, &mut buf);
+            app.subscribers.targets(k, now, &mut buf);
             buf.len()
         })
         .collect()
@@ -289,9 +288,11 @@ struct SubscriberRow {
     addr_str: String,
     ip: String,
     port: u16,
-    /// How pushes reach it: UDP for 1.x clients polling with `udpPort`.
+    /// How pushes reach it: `udp` for 1.x clients polling with `udpPort`,
+    /// `grpc` for 2.x connections.
     protocol: &'static str,
-    /// The client's `User-Agent`; the subscription table does not keep it.
+    /// A 2.x client's `clientVersion` from its connection setup; 1.x
+    /// subscriptions do not keep their `User-Agent`.
     agent: Option<String>,
     clusters: String,
     healthy_only: bool,
@@ -317,21 +318,32 @@ pub(super) fn subscribers(
     let page_size = bounded(params, "pageSize", 100, MAX_ROWS_PAGE)?;
     let now = app.clock.now();
     let mut all: Vec<Subscription> = Vec::new();
-    app.subscribers.lock().targets(&key, now, &mut all);
-    all.sort_by_key(|s| s.addr);
+    app.subscribers.targets(&key, now, &mut all);
+    all.sort_by_key(|s| s.subscriber);
     let subscribers = all
         .iter()
         .skip((page_no - 1).saturating_mul(page_size))
         .take(page_size)
-        .map(|s| SubscriberRow {
-            addr_str: s.addr.to_string(),
-            ip: s.addr.ip().to_string(),
-            port: s.addr.port(),
-            protocol: "udp",
-            agent: None,
-            clusters: s.view.clusters.to_string(),
-            healthy_only: s.view.healthy_only,
-            expires_in_ms: s.expires_at.0.saturating_sub(now.0),
+        .filter_map(|s| {
+            let (addr, protocol, agent) = match s.subscriber {
+                Subscriber::Udp(addr) => (addr, "udp", None),
+                // A connection that closed since the table was read has no
+                // row: its subscriptions are on their way out.
+                Subscriber::Connection(number) => {
+                    let conn = app.grpc.hub.by_number(number)?;
+                    (conn.peer, "grpc", Some(conn.client_version.clone()))
+                }
+            };
+            Some(SubscriberRow {
+                addr_str: addr.to_string(),
+                ip: addr.ip().to_string(),
+                port: addr.port(),
+                protocol,
+                agent,
+                clusters: s.view.clusters.to_string(),
+                healthy_only: s.view.healthy_only,
+                expires_in_ms: s.expires_at.0.saturating_sub(now.0),
+            })
         })
         .collect();
     encode(

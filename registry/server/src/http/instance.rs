@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use registry_core::{
-    BeatOutcome, InstanceAddr, InstancePatch, InstanceSpec, ServiceKey, ServiceRef,
+    BeatOutcome, InstanceAddr, InstancePatch, InstanceSpec, ServiceKey, ServiceRef, Subscriber,
 };
 use registry_proto::naming::beat::{beat_not_found, beat_ok, BeatRequest};
 use registry_proto::naming::instance::{
@@ -338,12 +338,11 @@ pub(crate) fn list(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
 /// that would let any caller aim our pushes at a third party).
 fn subscribe(ex: &Exchange<'_>, req: &ListRequest<'_>, grouped: &str) -> bool {
     let app = ex.app;
-    let target = SocketAddr::new(ex.peer.ip(), req.udp_port);
+    let target = Subscriber::Udp(SocketAddr::new(ex.peer.ip(), req.udp_port));
     let key = ServiceKey::new(req.namespace_id, grouped);
-    let mut subs = app.subscribers.lock();
+    let subs = &app.subscribers;
     let outcome = subs.subscribe(&key, target, req.clusters, req.healthy_only, ex.now);
     app.metrics.push.subscribers.set(subs.len() as u64);
-    drop(subs);
     if !outcome.is_subscribed() {
         app.metrics.push.subscribe_refused.inc();
     }

@@ -357,6 +357,7 @@ fn dispatch(
                 p.stats.render(&mut scratch.body);
             }
             app.health_stats.render(&mut scratch.body);
+            app.grpc.metrics.render(&mut scratch.body);
             app.buffers.render(&mut scratch.body);
             if let Some(a) = &app.auth {
                 a.stats.render(&mut scratch.body);

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 pub struct TestServer {
     pub http_addr: SocketAddr,
     pub udp_addr: SocketAddr,
+    pub grpc_addr: SocketAddr,
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
@@ -61,6 +62,7 @@ impl TestServer {
 
     fn serve(app: Arc<App>, listeners: Listeners) -> TestServer {
         let (http_addr, udp_addr) = (listeners.http_addr(), listeners.udp_addr());
+        let grpc_addr = listeners.grpc_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(run_app(app.clone(), listeners, async {
             let _ = stopped.await;
@@ -68,6 +70,7 @@ impl TestServer {
         TestServer {
             http_addr,
             udp_addr,
+            grpc_addr,
             app,
             stop: Some(stop),
             handle: Some(handle),

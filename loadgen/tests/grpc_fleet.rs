@@ -1,0 +1,62 @@
+//! The 2.x fleet end to end against the embedded registry's gRPC port: the
+//! `grpc-smoke` profile, shortened to a few seconds.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use loadgen::profile::{Overrides, Protocol};
+use loadgen::RunConfig;
+use reports::Report;
+
+#[test]
+fn the_grpc_fleet_runs_clean_against_the_embedded_registry() {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("loadgen-grpc-it-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let config = RunConfig {
+        profile: "grpc-smoke".into(),
+        overrides: Overrides {
+            services: Some(40),
+            instances: Some(400),
+            subscribers: Some(40),
+            watched_services: Some(10),
+            rate: Some(1000.0),
+            duration: Some(Duration::from_secs(2)),
+            query_rate: Some(100.0),
+            churn_rate: Some(20.0),
+            workers: Some(2),
+            protocol: Some(Protocol::Grpc),
+            grpc_clients: Some(10),
+            ..Overrides::default()
+        },
+        out: out.clone(),
+        quiet: true,
+        commit: Some("test".into()),
+        ..RunConfig::default()
+    };
+    let report = loadgen::run(config).expect("the run completes");
+    for name in ["register", "deregister", "query", "subscribe"] {
+        let op = report
+            .operation(name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        assert!(op.count > 0, "{name} has no count");
+        assert_eq!(op.errors, 0, "{name} errors: {:?}", op.errors_by_class);
+    }
+    let push = report.push.as_ref().expect("push stats");
+    assert!(push.converged, "subscriptions converged: {push:?}");
+    assert!(push.pushes_received > 0 && push.acks_sent > 0);
+    assert!(push.latency.summary.count > 0, "push latency measured");
+    let v = report.verification.as_ref().expect("verification");
+    assert!(v.ok, "verification: {}", v.detail);
+    // The saved report parses back and fits the schema.
+    let json = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("a JSON report");
+    assert_eq!(Report::load(&json).unwrap(), report);
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    reports::validate_against_schema(&value).unwrap();
+}

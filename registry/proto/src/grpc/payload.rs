@@ -1,0 +1,117 @@
+//! The two protobuf messages of Nacos's `nacos_grpc_service.proto`, declared in Rust
+//! (no `protoc` in the build), and the JSON body they carry.
+//!
+//! ```text
+//! message Metadata { string type = 3; string clientIp = 8; map<string,string> headers = 7; }
+//! message Payload  { Metadata metadata = 2; google.protobuf.Any body = 3; }
+//! ```
+//!
+//! `Any` is declared here too (`type_url = 1`, `value = 2`, as in `any.proto`): clients
+//! leave `type_url` empty and put the request or response as UTF-8 JSON in `value`. The
+//! body is a [`bytes::Bytes`] so one encoded push is shared by every connection it goes
+//! to without a copy.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+/// `Metadata`: the Java simple class name of the body, the client's IP as it sees
+/// itself (informational only), and request headers such as `accessToken`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Metadata {
+    /// The body's type name, e.g. `InstanceRequest`.
+    #[prost(string, tag = "3")]
+    pub r#type: String,
+    /// The client's own idea of its IP; never trusted for anything.
+    #[prost(string, tag = "8")]
+    pub client_ip: String,
+    /// Request headers (`accessToken`, `app`, ...).
+    #[prost(map = "string, string", tag = "7")]
+    pub headers: HashMap<String, String>,
+}
+
+/// `google.protobuf.Any`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Any {
+    /// Left empty by every Nacos client.
+    #[prost(string, tag = "1")]
+    pub type_url: String,
+    /// The JSON body.
+    #[prost(bytes = "bytes", tag = "2")]
+    pub value: Bytes,
+}
+
+/// `Payload`: one request or response.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Payload {
+    /// Type name and headers.
+    #[prost(message, optional, tag = "2")]
+    pub metadata: Option<Metadata>,
+    /// The JSON body.
+    #[prost(message, optional, tag = "3")]
+    pub body: Option<Any>,
+}
+
+impl Payload {
+    /// A payload of `type_name` carrying `json`.
+    pub fn new(type_name: &str, json: impl Into<Bytes>) -> Payload {
+        Payload {
+            metadata: Some(Metadata {
+                r#type: type_name.to_owned(),
+                client_ip: String::new(),
+                headers: HashMap::new(),
+            }),
+            body: Some(Any {
+                type_url: String::new(),
+                value: json.into(),
+            }),
+        }
+    }
+
+    /// A payload of `T`'s type name with `value` serialised as JSON.
+    pub fn of<T: super::Message + serde::Serialize>(value: &T) -> Payload {
+        // Plain structs of strings, numbers and maps of strings: cannot fail.
+        let json = serde_json::to_vec(value).unwrap_or_default();
+        Payload::new(T::TYPE, json)
+    }
+
+    /// The body's type name, `""` when absent.
+    pub fn type_name(&self) -> &str {
+        self.metadata.as_ref().map_or("", |m| m.r#type.as_str())
+    }
+
+    /// The JSON body, empty when absent.
+    pub fn json(&self) -> &[u8] {
+        self.body.as_ref().map_or(&[][..], |b| &b.value[..])
+    }
+
+    /// A request header, if the client sent it.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.headers.get(name))
+            .map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message as _;
+
+    #[test]
+    fn field_numbers_match_the_nacos_proto() {
+        let p = Payload::new("HealthCheckRequest", &b"{}"[..]);
+        let bytes = p.encode_to_vec();
+        // Payload.metadata = field 2 (length-delimited: 0x12), then Metadata.type =
+        // field 3 (0x1a); Payload.body = field 3 (0x1a) with Any.value = field 2 (0x12).
+        assert_eq!(bytes[0], 0x12);
+        assert_eq!(bytes[2], 0x1a);
+        let body_at = 2 + usize::from(bytes[1]);
+        assert_eq!(bytes[body_at], 0x1a);
+        assert_eq!(bytes[body_at + 2], 0x12);
+        let back = Payload::decode(&bytes[..]).unwrap();
+        assert_eq!(back.type_name(), "HealthCheckRequest");
+        assert_eq!(back.json(), b"{}");
+    }
+}

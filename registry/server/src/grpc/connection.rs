@@ -1,0 +1,192 @@
+//! The table of gRPC connections and what each one owns.
+//!
+//! A Nacos 2.x client opens one HTTP/2 connection; its unary requests and its stream
+//! arrive over it, so the peer address identifies the connection (Nacos does the same:
+//! its connection id is `<millis>_<ip>_<port>`). A connection is registered when its
+//! stream delivers `ConnectionSetupRequest` and removed when the stream ends.
+//!
+//! Each [`Connection`] owns the ephemeral instances registered through it and its
+//! subscriptions; when it goes, the stream task removes both through the write path
+//! (see [`super::stream`]). The outbound queue carries the server's own requests
+//! (pushes, detections) to the stream; it is bounded, and a connection whose queue is
+//! full misses the push (counted; the retry sends it again).
+//!
+//! Who writes: the stream task inserts and removes its connection; unary handlers add
+//! to and remove from a connection's owned sets (one short mutex per connection); the
+//! notifier only reads the table to find a connection's queue.
+
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use registry_core::ServiceKey;
+use registry_proto::grpc::Payload;
+use tokio::sync::mpsc;
+
+/// Server requests waiting to be written on one stream.
+pub const OUTBOUND_QUEUE: usize = 1024;
+
+/// An instance a connection registered: service, cluster, address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnedInstance {
+    /// The service.
+    pub service: ServiceKey,
+    /// The cluster.
+    pub cluster: Arc<str>,
+    /// IP.
+    pub ip: IpAddr,
+    /// Port.
+    pub port: u16,
+}
+
+/// A subscription a connection holds: service and view.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnedSubscription {
+    /// The service.
+    pub service: ServiceKey,
+    /// `clusters` as sent.
+    pub clusters: Arc<str>,
+}
+
+/// What a connection owns; its mutex is taken by its own requests only.
+#[derive(Default)]
+pub struct Owned {
+    /// Ephemeral instances registered through it.
+    pub instances: HashSet<OwnedInstance>,
+    /// Its subscriptions.
+    pub subscriptions: HashSet<OwnedSubscription>,
+}
+
+/// One set-up connection.
+pub struct Connection {
+    /// The server's number for it (the subscriber id in the subscription table).
+    pub number: u64,
+    /// Nacos's id: `<millis>_<ip>_<port>`.
+    pub id: String,
+    /// The peer.
+    pub peer: SocketAddr,
+    /// `clientVersion` from its setup.
+    pub client_version: String,
+    /// Server requests to write on its stream.
+    pub outbound: mpsc::Sender<Payload>,
+    /// Instances and subscriptions it owns.
+    pub owned: Mutex<Owned>,
+    /// Monotonic ms of its last message, for idle detection.
+    pub last_active: AtomicU64,
+}
+
+impl Connection {
+    /// Notes activity at monotonic `now_ms`.
+    pub fn touch(&self, now_ms: u64) {
+        self.last_active.store(now_ms, Ordering::Relaxed);
+    }
+}
+
+/// Nacos's connection id for a peer.
+pub fn connection_id(peer: SocketAddr, wall_ms: u64) -> String {
+    format!("{wall_ms}_{}_{}", peer.ip(), peer.port())
+}
+
+/// Why a connection could not be registered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The table holds its maximum.
+    Full,
+    /// A connection from this peer is already set up.
+    Duplicate,
+}
+
+/// All set-up connections.
+pub struct Hub {
+    by_peer: papaya::HashMap<SocketAddr, Arc<Connection>, foldhash::fast::FixedState>,
+    by_number: papaya::HashMap<u64, Arc<Connection>, foldhash::fast::FixedState>,
+    count: AtomicUsize,
+    next_number: AtomicU64,
+    max: usize,
+}
+
+impl Hub {
+    /// An empty table holding at most `max` connections.
+    pub fn new(max: usize) -> Hub {
+        Hub {
+            by_peer: papaya::HashMap::default(),
+            by_number: papaya::HashMap::default(),
+            count: AtomicUsize::new(0),
+            next_number: AtomicU64::new(1),
+            max,
+        }
+    }
+
+    /// True when another connection would be refused.
+    pub fn is_full(&self) -> bool {
+        self.count.load(Ordering::Relaxed) >= self.max
+    }
+
+    /// Connections set up now.
+    pub fn len(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// True when no connection is set up.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Registers a connection from `peer`.
+    ///
+    /// # Errors
+    /// [`Refused::Full`] at the limit, [`Refused::Duplicate`] when `peer` already has one.
+    pub fn register(
+        &self,
+        peer: SocketAddr,
+        id: String,
+        client_version: String,
+        outbound: mpsc::Sender<Payload>,
+        now_ms: u64,
+    ) -> Result<Arc<Connection>, Refused> {
+        if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            return Err(Refused::Full);
+        }
+        let conn = Arc::new(Connection {
+            number: self.next_number.fetch_add(1, Ordering::Relaxed),
+            id,
+            peer,
+            client_version,
+            outbound,
+            owned: Mutex::default(),
+            last_active: AtomicU64::new(now_ms),
+        });
+        let by_peer = self.by_peer.pin();
+        if by_peer.try_insert(peer, conn.clone()).is_err() {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            return Err(Refused::Duplicate);
+        }
+        self.by_number.pin().insert(conn.number, conn.clone());
+        Ok(conn)
+    }
+
+    /// Removes a connection (its owned state is the caller's to clean up).
+    pub fn remove(&self, conn: &Connection) {
+        let by_peer = self.by_peer.pin();
+        if by_peer
+            .remove_if(&conn.peer, |_, c| c.number == conn.number)
+            .is_ok_and(|r| r.is_some())
+        {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.by_number.pin().remove(&conn.number);
+    }
+
+    /// The connection of a peer, if it is set up.
+    pub fn by_peer(&self, peer: SocketAddr) -> Option<Arc<Connection>> {
+        self.by_peer.pin().get(&peer).cloned()
+    }
+
+    /// The connection with a number, if it is still open.
+    pub fn by_number(&self, number: u64) -> Option<Arc<Connection>> {
+        self.by_number.pin().get(&number).cloned()
+    }
+}

@@ -1,0 +1,143 @@
+//! The gRPC half of `crate::convert`: validated 2.x requests become core specs, and
+//! snapshots become the 2.x `ServiceInfo` (ungrouped `name`: the Python client keys its
+//! cache on `groupName@@name`, so a grouped name there would never match).
+//!
+//! `lastRefTime` is strictly increasing across every `ServiceInfo` this process writes:
+//! the Python client drops an update whose `lastRefTime` is not newer than what it
+//! holds, so two encodings in the same millisecond must still differ.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use registry_core::{InstanceAddr, InstanceSpec, Metadata, ServiceKey, ServiceSnapshot, View};
+use registry_proto::grpc::message::{Host, ServiceInfo};
+use registry_proto::grpc::{self, code, Refusal};
+use registry_proto::naming::instance_id;
+use registry_proto::naming::ServiceName;
+
+use crate::clock::Clock;
+
+/// `cacheMillis` told to 2.x clients (Nacos's default push cache time).
+pub const CACHE_MILLIS: i64 = 10_000;
+
+static LAST_REF: AtomicU64 = AtomicU64::new(0);
+
+/// Wall-clock ms, bumped past the last value handed out.
+pub fn next_ref_time() -> i64 {
+    let wall = Clock::wall_ms();
+    let mut prev = LAST_REF.load(Ordering::Relaxed);
+    loop {
+        let next = wall.max(prev + 1);
+        match LAST_REF.compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return next as i64,
+            Err(p) => prev = p,
+        }
+    }
+}
+
+/// The core's spec of a validated instance.
+///
+/// # Errors
+/// A refusal (400) for a host name where the core needs an IP literal, or metadata
+/// the core refuses.
+pub fn instance_spec<'a>(
+    spec: &'a grpc::InstanceSpec,
+    request_id: &Option<String>,
+) -> Result<InstanceSpec<'a>, Refusal> {
+    let invalid = |message: String| Refusal {
+        code: code::INVALID_PARAM,
+        message,
+        request_id: request_id.clone(),
+    };
+    let ip = crate::convert::ip(&spec.ip).map_err(|e| invalid(e.to_string()))?;
+    let metadata =
+        Metadata::from_pairs(spec.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|_| invalid("metadata format incorrect".into()))?;
+    Ok(InstanceSpec {
+        addr: InstanceAddr {
+            cluster: &spec.cluster,
+            ip,
+            port: spec.port,
+        },
+        weight: spec.weight,
+        healthy: spec.healthy,
+        enabled: spec.enabled,
+        ephemeral: spec.ephemeral,
+        metadata,
+    })
+}
+
+/// The `ServiceInfo` of `snapshot` (or of a missing service) for a view.
+pub fn service_info(
+    service: &ServiceKey,
+    snapshot: Option<&ServiceSnapshot>,
+    clusters: &str,
+    healthy_only: bool,
+) -> ServiceInfo {
+    let name = ServiceName::new(service.group(), service.service_name());
+    let cluster_list: Vec<&str> = clusters
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let (hosts, reach, checksum) = match snapshot {
+        Some(s) => {
+            let sel = s.select(&View {
+                clusters: &cluster_list,
+                healthy_only,
+            });
+            let hosts = sel
+                .hosts
+                .iter()
+                .map(|(i, healthy)| {
+                    let ip = i.ip.to_string();
+                    Host {
+                        instance_id: instance_id(&ip, i.port, &i.cluster, &name),
+                        ip,
+                        port: i64::from(i.port),
+                        weight: i.weight,
+                        healthy: *healthy,
+                        enabled: i.enabled,
+                        ephemeral: i.ephemeral,
+                        cluster_name: i.cluster.to_string(),
+                        service_name: service.grouped_name().to_owned(),
+                        metadata: i
+                            .metadata
+                            .iter()
+                            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                            .collect(),
+                    }
+                })
+                .collect();
+            (
+                hosts,
+                sel.reach_protection_threshold,
+                format!("{:016x}", s.checksum()),
+            )
+        }
+        None => (Vec::new(), false, String::new()),
+    };
+    ServiceInfo {
+        name: service.service_name().to_owned(),
+        group_name: service.group().to_owned(),
+        clusters: clusters.to_owned(),
+        cache_millis: CACHE_MILLIS,
+        hosts,
+        last_ref_time: next_ref_time(),
+        checksum,
+        all_ips: false,
+        reach_protection_threshold: reach,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ref_times_strictly_increase_within_one_millisecond() {
+        let a = next_ref_time();
+        let b = next_ref_time();
+        let c = next_ref_time();
+        assert!(a < b && b < c);
+    }
+}

@@ -1,0 +1,298 @@
+//! The Nacos 2.x gRPC front door: a tonic server on the gRPC port (by default the HTTP
+//! port + 1000, which every Nacos client assumes) serving the unary
+//! `/Request/request` and the bidirectional `/BiRequestStream/requestBiStream`.
+//!
+//! It is a second way into the same store, subscriber table and notifier as the 1.x
+//! HTTP API: a gRPC register is visible to 1.x queries and pushes, and the other way
+//! round. What is gRPC's own:
+//! - [`connection`]: the table of set-up connections and what each owns;
+//! - [`handler`]: unary requests, Nacos's order of checks and error codes;
+//! - [`stream`]: a connection's life: setup, acks, idle detection, release on close;
+//! - [`convert`]: wire ⇄ core for 2.x (`ServiceInfo`, instance specs).
+//!
+//! Pushes to connections are sent by the notifier (`crate::notifier`), which owns the
+//! ack table of both protocols; the stream task hands it the acks it reads through a
+//! bounded queue ([`Grpc::ack`]).
+//!
+//! The two services are written by hand over `tonic::server::Grpc` (no code
+//! generation, so the build needs no `protoc`); the messages are prost types declared
+//! in `registry_proto::grpc`.
+
+pub mod connection;
+pub mod convert;
+pub mod handler;
+pub mod stream;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use parking_lot::Mutex;
+use registry_proto::grpc::{Payload, REQUEST_PATH, STREAM_PATH};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt as _;
+use tokio_util::sync::CancellationToken;
+use tonic::body::Body;
+use tonic::codegen::{http, BoxFuture, BoxStream, Service};
+use tonic::server::NamedService;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::metrics::{Counter, Gauge};
+use crate::state::App;
+use connection::{Hub, OUTBOUND_QUEUE};
+
+/// Acks read from streams, waiting for the notifier.
+const ACK_QUEUE: usize = 65_536;
+
+/// Bounds of the gRPC server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest JSON body answered normally; larger ones get a 503 payload (and
+    /// messages over twice this are refused by the transport).
+    pub max_body_bytes: usize,
+    /// Most set-up connections.
+    pub max_connections: usize,
+    /// Most subscriptions one connection may hold.
+    pub max_subscriptions_per_connection: usize,
+    /// Quiet time after which a connection is sent a detection, ms.
+    pub idle_ms: u64,
+    /// Time a detection may go unanswered before the connection is dropped, ms.
+    pub detect_timeout_ms: u64,
+}
+
+/// gRPC counters.
+#[derive(Default)]
+pub struct Metrics {
+    /// Set-up connections.
+    pub connections: Gauge,
+    /// Requests answered with an `ErrorResponse`.
+    pub refused: Counter,
+    /// Connections dropped for not answering a detection.
+    pub dropped_idle: Counter,
+    /// Acks dropped because the notifier's queue was full.
+    pub acks_dropped: Counter,
+}
+
+impl Metrics {
+    /// Appends the Prometheus text.
+    pub fn render(&self, out: &mut Vec<u8>) {
+        use std::io::Write as _;
+        let _ = write!(
+            out,
+            "# HELP registry_grpc_connections gRPC (Nacos 2.x) connections set up.\n\
+             # TYPE registry_grpc_connections gauge\n\
+             registry_grpc_connections {}\n\
+             # HELP registry_grpc_refused_total gRPC requests answered with an ErrorResponse.\n\
+             # TYPE registry_grpc_refused_total counter\n\
+             registry_grpc_refused_total {}\n\
+             # HELP registry_grpc_dropped_idle_total Connections dropped for not answering a detection.\n\
+             # TYPE registry_grpc_dropped_idle_total counter\n\
+             registry_grpc_dropped_idle_total {}\n\
+             # HELP registry_grpc_acks_dropped_total Push acks dropped on a full queue.\n\
+             # TYPE registry_grpc_acks_dropped_total counter\n\
+             registry_grpc_acks_dropped_total {}\n",
+            self.connections.get(),
+            self.refused.get(),
+            self.dropped_idle.get(),
+            self.acks_dropped.get(),
+        );
+    }
+}
+
+/// The gRPC server's shared state (one per [`App`]).
+pub struct Grpc {
+    /// Set-up connections.
+    pub hub: Hub,
+    /// Bounds.
+    pub limits: Limits,
+    /// Counters.
+    pub metrics: Metrics,
+    acks: mpsc::Sender<(u64, u64)>,
+    ack_receiver: Mutex<Option<mpsc::Receiver<(u64, u64)>>>,
+    stopping: AtomicBool,
+}
+
+impl Grpc {
+    /// State for a server with `limits`.
+    pub fn new(limits: Limits) -> Grpc {
+        let (acks, receiver) = mpsc::channel(ACK_QUEUE);
+        Grpc {
+            hub: Hub::new(limits.max_connections),
+            limits,
+            metrics: Metrics::default(),
+            acks,
+            ack_receiver: Mutex::new(Some(receiver)),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// Hands the ack of push `seq` on connection `number` to the notifier. Never
+    /// blocks: a full queue drops the ack (the push is then resent once).
+    pub fn ack(&self, number: u64, seq: u64) {
+        if self.acks.try_send((number, seq)).is_err() {
+            self.metrics.acks_dropped.inc();
+        }
+    }
+
+    /// The ack receiver; the notifier takes it once.
+    pub(crate) fn take_acks(&self) -> Option<mpsc::Receiver<(u64, u64)>> {
+        self.ack_receiver.lock().take()
+    }
+
+    /// True once shutdown began: requests are refused, closing connections keep
+    /// their instances (the process is going away).
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+}
+
+/// Serves gRPC on `listener` until `cancel` fires; then refuses new requests, ends
+/// every stream and lets tonic close the connections.
+pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, cancel: CancellationToken) {
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let streams = CancellationToken::new();
+    let shutdown = {
+        let (app, streams, cancel) = (app.clone(), streams.clone(), cancel.clone());
+        async move {
+            cancel.cancelled().await;
+            app.grpc.stopping.store(true, Ordering::Relaxed);
+            streams.cancel();
+        }
+    };
+    let served = tonic::transport::Server::builder()
+        .add_service(RequestService { app: app.clone() })
+        .add_service(StreamService { app, streams })
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await;
+    if let Err(e) = served {
+        tracing::error!(error = %e, "gRPC server failed");
+    }
+}
+
+fn codec_limit(app: &App) -> usize {
+    app.grpc.limits.max_body_bytes.saturating_mul(2)
+}
+
+/// `/Request/request`.
+#[derive(Clone)]
+struct RequestService {
+    app: Arc<App>,
+}
+
+impl NamedService for RequestService {
+    const NAME: &'static str = "Request";
+}
+
+impl Service<http::Request<Body>> for RequestService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let app = self.app.clone();
+        Box::pin(async move {
+            if req.uri().path() != REQUEST_PATH {
+                return Ok(Status::unimplemented("unknown method").into_http());
+            }
+            let limit = codec_limit(&app);
+            let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default())
+                .max_decoding_message_size(limit);
+            Ok(grpc.unary(Unary { app }, req).await)
+        })
+    }
+}
+
+struct Unary {
+    app: Arc<App>,
+}
+
+impl Service<Request<Payload>> for Unary {
+    type Response = Response<Payload>;
+    type Error = Status;
+    type Future = BoxFuture<Response<Payload>, Status>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Payload>) -> Self::Future {
+        let app = self.app.clone();
+        Box::pin(async move {
+            let Some(peer) = req.remote_addr() else {
+                return Err(Status::internal("no peer address"));
+            };
+            let payload = req.into_inner();
+            Ok(Response::new(
+                handler::handle(&app, &app.grpc, peer, &payload).await,
+            ))
+        })
+    }
+}
+
+/// `/BiRequestStream/requestBiStream`.
+#[derive(Clone)]
+struct StreamService {
+    app: Arc<App>,
+    streams: CancellationToken,
+}
+
+impl NamedService for StreamService {
+    const NAME: &'static str = "BiRequestStream";
+}
+
+impl Service<http::Request<Body>> for StreamService {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Self::Response, Infallible>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let (app, streams) = (self.app.clone(), self.streams.clone());
+        Box::pin(async move {
+            if req.uri().path() != STREAM_PATH {
+                return Ok(Status::unimplemented("unknown method").into_http());
+            }
+            let limit = codec_limit(&app);
+            let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default())
+                .max_decoding_message_size(limit);
+            Ok(grpc.streaming(Bidi { app, streams }, req).await)
+        })
+    }
+}
+
+struct Bidi {
+    app: Arc<App>,
+    streams: CancellationToken,
+}
+
+impl Service<Request<Streaming<Payload>>> for Bidi {
+    type Response = Response<BoxStream<Payload>>;
+    type Error = Status;
+    type Future = BoxFuture<Self::Response, Status>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Status>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<Streaming<Payload>>) -> Self::Future {
+        let (app, streams) = (self.app.clone(), self.streams.clone());
+        Box::pin(async move {
+            let Some(peer) = req.remote_addr() else {
+                return Err(Status::internal("no peer address"));
+            };
+            let (tx, rx) = mpsc::channel::<Payload>(OUTBOUND_QUEUE);
+            tokio::spawn(stream::run(app, peer, req.into_inner(), tx, streams));
+            let out: BoxStream<Payload> = Box::pin(ReceiverStream::new(rx).map(Ok));
+            Ok(Response::new(out))
+        })
+    }
+}
