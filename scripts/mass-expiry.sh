@@ -12,8 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 instances="${1:-100000}"
 secs="${2:-10}"
-cargo build --release -q -p registry-server --bin registry
-cargo build --release -q -p benches --bin hardening
+# SKIP_BUILD=1 measures the release binaries already built.
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+    cargo build --release -q -p registry-server --bin registry -p benches --bin hardening
+fi
 bin="${REGISTRY_BIN:-target/release/registry}"
 echo "machine: $(nproc) cores, $(uptime)"
 

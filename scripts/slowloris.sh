@@ -13,8 +13,10 @@ cd "$(dirname "$0")/.."
 slow="${1:-2000}"
 secs="${2:-10}"
 head_ms="${3:-10000}"
-cargo build --release -q -p registry-server --bin registry
-cargo build --release -q -p benches --bin hardening
+# SKIP_BUILD=1 measures the release binaries already built.
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+    cargo build --release -q -p registry-server --bin registry -p benches --bin hardening
+fi
 bin="${REGISTRY_BIN:-target/release/registry}"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 echo "machine: $(nproc) cores, $(uptime)"

@@ -21,6 +21,7 @@ Exit codes:
   2  usage error (bad flag, profile or threshold)
   3  a threshold failed
   4  the generator fell behind its schedule (latencies partly measure loadgen)
+     or skipped slots of it (the planned load was not offered)
   5  verification failed (server state or subscriber convergence)
 
 Pinning on a 2-core machine: run the server on one core and loadgen on the other,
@@ -54,8 +55,9 @@ pub struct RunArgs {
     /// Built-in profile name (see `loadgen profiles`) or a TOML file.
     #[arg(long, short, env = "LOADGEN_PROFILE", default_value = DEFAULT_PROFILE)]
     pub profile: String,
-    /// A running Nacos-1.x-compatible server, e.g. http://127.0.0.1:8848; without it an
-    /// embedded registry is started on loopback.
+    /// A running Nacos-1.x-compatible server, e.g. http://127.0.0.1:8848, or a
+    /// comma-separated list of cluster members (clients spread over them and fail over
+    /// as Nacos clients do); without it an embedded registry is started on loopback.
     #[arg(long, env = "LOADGEN_TARGET")]
     pub target: Option<String>,
     /// Length of the steady phase (e.g. 30s, 2m).

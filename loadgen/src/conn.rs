@@ -14,6 +14,12 @@
 //! the registry pushes to the HTTP peer's source IP, so a subscriber's UDP socket is
 //! bound to the same address as the connection its polls use.
 //!
+//! Servers: a lane is given the list of servers (one, or every member of a cluster)
+//! and the one to start with; the worker spreads its lanes over the list. When a
+//! connection attempt fails, the lane moves on to the next server in the list, as a
+//! Nacos client rotates through its server list, so a dead node's clients fail over
+//! to the live ones.
+//!
 //! Failures: a request without a response after the timeout fails as `timeout`, a
 //! connection that breaks fails its in-flight requests as `connection`; queued requests
 //! wait for the reconnect (and fail as `connection` if the server stays unreachable for
@@ -64,8 +70,9 @@ pub trait Exchange {
         done: Nanos,
         result: Result<&Response<'_>, ErrorClass>,
     );
-    /// A queued request was never sent (the server stayed unreachable).
-    fn abandon(&self, req: &Request, class: ErrorClass);
+    /// A queued request was never sent (the server stayed unreachable, it waited
+    /// longer than the timeout, or the run ended); declared failed at `declared`.
+    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos);
 }
 
 /// The queue between a worker's scheduler and one connection task.
@@ -79,13 +86,18 @@ pub struct Lane {
     oldest_sent: Cell<Nanos>,
     abort: Cell<bool>,
     closing: Cell<bool>,
+    /// Set when the run ends: whatever is still queued or in flight fails now.
+    gave_up: Cell<bool>,
     /// The source address the connection is bound to (`None`: the OS picks).
     pub source: Option<IpAddr>,
+    /// The servers this lane may use, and the index of the one it uses now.
+    servers: Rc<[SocketAddr]>,
+    server: Cell<usize>,
 }
 
 impl Lane {
-    /// An empty lane whose connection binds `source`.
-    pub fn new(source: Option<IpAddr>) -> Lane {
+    /// An empty lane whose connection binds `source` and goes to `servers[first]`.
+    pub fn new(source: Option<IpAddr>, servers: Rc<[SocketAddr]>, first: usize) -> Lane {
         Lane {
             queue: RefCell::new(VecDeque::new()),
             notify: Notify::new(),
@@ -94,8 +106,22 @@ impl Lane {
             oldest_sent: Cell::new(Nanos::MAX),
             abort: Cell::new(false),
             closing: Cell::new(false),
+            gave_up: Cell::new(false),
             source,
+            server: Cell::new(first % servers.len().max(1)),
+            servers,
         }
+    }
+
+    /// The server the lane connects to now.
+    pub fn server(&self) -> SocketAddr {
+        self.servers[self.server.get()]
+    }
+
+    /// Moves on to the next server in the list (a failed connection attempt).
+    pub fn fail_over(&self) {
+        self.server
+            .set((self.server.get() + 1) % self.servers.len());
     }
 
     /// Queues a request, waking the connection task if it has room to send.
@@ -132,6 +158,23 @@ impl Lane {
     pub fn close(&self) {
         self.closing.set(true);
         self.notify.notify_one();
+    }
+
+    /// Ends the lane now: requests in flight fail as timeouts and queued ones are
+    /// abandoned, each recorded at this moment (so a stalled server's last requests
+    /// are in the record too, instead of vanishing with the task).
+    pub fn give_up(&self) {
+        self.closing.set(true);
+        self.gave_up.set(true);
+        self.notify.notify_one();
+    }
+
+    /// Abandons every queued request as `class`, declared at `now`.
+    fn abandon_queued<E: Exchange>(&self, ex: &E, class: ErrorClass, now: Nanos) {
+        let queued: Vec<Request> = self.queue.borrow_mut().drain(..).collect();
+        for r in &queued {
+            ex.abandon(r, class, now);
+        }
     }
 
     fn pop(&self) -> Option<Request> {
@@ -276,13 +319,13 @@ enum End {
     Closed,
     /// Reconnect; in-flight requests fail with the class, or are sent again (`None`).
     Reconnect(Option<ErrorClass>),
+    /// The run ended ([`Lane::give_up`]): everything outstanding fails now.
+    GaveUp,
 }
 
 /// Settings of one lane's task.
 #[derive(Debug, Clone, Copy)]
 pub struct LaneConfig {
-    /// The server.
-    pub target: SocketAddr,
     /// Most requests in flight.
     pub depth: usize,
     /// Request timeout (also how long queued requests wait for an unreachable server).
@@ -299,15 +342,21 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
         if lane.closing.get() && lane.outstanding() == 0 {
             return;
         }
-        let stream = match connect(cfg.target, lane.source).await {
+        if lane.gave_up.get() {
+            lane.abandon_queued(&*ex, ErrorClass::Timeout, clock.now());
+            return;
+        }
+        let stream = match connect(lane.server(), lane.source).await {
             Ok(s) => {
                 failures = 0;
                 s
             }
             Err(_) => {
                 failures += 1;
+                lane.fail_over();
                 // The server is unreachable: give up on what waited too long.
-                let cutoff = clock.now().saturating_sub(cfg.timeout.as_nanos() as Nanos);
+                let now = clock.now();
+                let cutoff = now.saturating_sub(cfg.timeout.as_nanos() as Nanos);
                 let closing = lane.closing.get();
                 let stale: Vec<Request> = {
                     let mut q = lane.queue.borrow_mut();
@@ -317,7 +366,7 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
                     old
                 };
                 for r in &stale {
-                    ex.abandon(r, ErrorClass::Connection);
+                    ex.abandon(r, ErrorClass::Connection, now);
                 }
                 let backoff = Duration::from_millis(u64::from(failures.min(10)) * 50);
                 tokio::time::sleep(backoff).await;
@@ -342,6 +391,14 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
         lane.oldest_sent.set(Nanos::MAX);
         match end {
             End::Closed => return,
+            End::GaveUp => {
+                let now = clock.now();
+                while let Some((req, sent)) = inflight.pop_front() {
+                    ex.complete(&req, sent, now, Err(ErrorClass::Timeout));
+                }
+                lane.abandon_queued(&*ex, ErrorClass::Timeout, now);
+                return;
+            }
             End::Reconnect(None) => {
                 let mut q = lane.queue.borrow_mut();
                 while let Some((req, _)) = inflight.pop_back() {
@@ -371,6 +428,9 @@ async fn session<E: Exchange>(
 ) -> End {
     let mut wpos = 0usize;
     loop {
+        if lane.gave_up.get() {
+            return End::GaveUp;
+        }
         // Take what the pipeline has room for.
         if inflight.len() < depth {
             let now = clock.now();
@@ -379,7 +439,7 @@ async fn session<E: Exchange>(
                 if now.saturating_sub(req.intended) > timeout {
                     // Waited longer than a client would: a timeout, not sent. This
                     // also bounds the backlog of a generator or server that fell behind.
-                    ex.abandon(&req, ErrorClass::Timeout);
+                    ex.abandon(&req, ErrorClass::Timeout, now);
                     continue;
                 }
                 ex.encode(&req, wbuf);
@@ -445,6 +505,9 @@ async fn session<E: Exchange>(
                 }
             }
             _ = lane.notify.notified() => {}
+        }
+        if lane.gave_up.get() {
+            return End::GaveUp;
         }
         if lane.abort.get() {
             return End::Reconnect(Some(ErrorClass::Timeout));
@@ -526,7 +589,16 @@ mod tests {
 
     #[test]
     fn lane_wakes_only_with_room() {
-        let lane = Lane::new(None);
+        let servers: Rc<[SocketAddr]> = Rc::from(vec![
+            "127.0.0.1:1".parse().unwrap(),
+            "127.0.0.1:2".parse().unwrap(),
+        ]);
+        let lane = Lane::new(None, servers, 3);
+        assert_eq!(lane.server().port(), 2, "starts at first mod len");
+        lane.fail_over();
+        assert_eq!(lane.server().port(), 1, "rotates through the list");
+        lane.fail_over();
+        assert_eq!(lane.server().port(), 2);
         let r = Request {
             op: Op::Beat,
             id: 1,

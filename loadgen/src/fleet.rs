@@ -243,6 +243,17 @@ impl Instances {
         Some(l)
     }
 
+    /// The first registered instance at or after local index `start`, wrapping
+    /// around: every registered instance can be found (a bounded number of random
+    /// probes could miss them all and silently drop a deregistration).
+    pub fn registered_from(&self, start: usize) -> Option<u32> {
+        let n = self.slots.len();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&local| self.slots[local].life == Life::Registered)
+            .map(|local| local as u32)
+    }
+
     /// Sets `present` and keeps the count; returns whether it changed.
     pub fn set_present(&mut self, l: u32, present: bool) -> bool {
         let slot = &mut self.slots[l as usize];
@@ -439,6 +450,20 @@ pub struct Subscriber {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_registered_instance_can_be_found_from_any_start() {
+        let mut instances = Instances::new(10, 0, 1, 5000);
+        assert_eq!(instances.registered_from(3), None, "none registered");
+        instances.slots[7].life = Life::Registered;
+        for start in 0..10 {
+            assert_eq!(instances.registered_from(start), Some(7), "start {start}");
+        }
+        instances.slots[2].life = Life::Registered;
+        instances.slots[7].life = Life::Leaving;
+        assert_eq!(instances.registered_from(8), Some(2), "wraps around");
+        assert_eq!(Instances::new(0, 0, 1, 5000).registered_from(0), None);
+    }
 
     fn ep(n: u32) -> Endpoint {
         Endpoint::new(Ipv4Addr::from(n), 80)

@@ -65,7 +65,8 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// At least one threshold failed.
     pub const THRESHOLDS: u8 = 3;
-    /// The generator fell behind its own schedule: latencies partly measure loadgen.
+    /// The generator fell behind its own schedule (latencies partly measure loadgen), or
+    /// skipped slots of it (the planned load was not offered): the run is not valid.
     pub const FELL_BEHIND: u8 = 4;
     /// The server's final state differs from what loadgen registered, or subscribers
     /// did not converge.

@@ -1,9 +1,16 @@
 //! Recording: one set of HdrHistograms per worker, merged losslessly at the end.
 //!
-//! Every completed operation records its *corrected* latency (completion minus the
-//! intended send time from the schedule: what a client experiences, coordinated
-//! omission included) and its *uncorrected* latency (completion minus the actual
-//! write: the server's service time), in microseconds with 3 significant digits.
+//! Every operation's outcome is recorded, whatever it was. An answered operation
+//! records its *corrected* latency (completion minus the intended send time from the
+//! schedule: what a client experiences, coordinated omission included) and its
+//! *uncorrected* latency (completion minus the actual write: the server's service
+//! time), in microseconds with 3 significant digits. An operation that failed without
+//! an answer (timeout, broken connection, never sent) records its corrected latency at
+//! the moment it was declared failed: leaving it out would make p99.9 look best exactly
+//! when the server is drowning. It has an uncorrected latency only if it was written.
+//! A schedule slot the generator could not fill (nothing to deregister, no free
+//! instance slot) is counted as *skipped*: the run did not offer the load it planned,
+//! which makes it invalid (see [`OpStats::skipped`]).
 //! Each dispatch records the *scheduling lag* (dispatch minus intended: whether the
 //! generator itself kept up) and each write the *send lag* (write minus intended,
 //! which also includes waiting for a free connection).
@@ -139,8 +146,10 @@ pub struct OpStats {
     pub count: u64,
     /// Failures by [`ErrorClass`].
     pub errors: [u64; 5],
-    /// Operations dispatched (whose intended time came).
+    /// Operations whose intended time came: dispatched or skipped.
     pub intended: u64,
+    /// Schedule slots whose time came but that the generator could not fill.
+    pub skipped: u64,
 }
 
 impl OpStats {
@@ -151,6 +160,7 @@ impl OpStats {
             count: 0,
             errors: [0; 5],
             intended: 0,
+            skipped: 0,
         }
     }
 
@@ -206,6 +216,7 @@ impl Stats {
             add_hist(&mut a.uncorrected, &b.uncorrected);
             a.count += b.count;
             a.intended += b.intended;
+            a.skipped += b.skipped;
             for (x, y) in a.errors.iter_mut().zip(&b.errors) {
                 *x += y;
             }
@@ -226,6 +237,7 @@ impl Stats {
             o.count = 0;
             o.errors = [0; 5];
             o.intended = 0;
+            o.skipped = 0;
         }
         self.send_lag.reset();
         self.sched_lag.reset();
@@ -291,11 +303,33 @@ impl Recorder {
         }
     }
 
-    /// An operation failed without a response (timeout, connection loss).
-    pub fn failed(&mut self, op: Op, class: ErrorClass) {
+    /// An operation failed without a response (timeout, connection loss, never
+    /// sent), declared failed at `declared`. Its corrected latency runs to that
+    /// moment; it has an uncorrected one only if it was written (`sent`).
+    pub fn failed(
+        &mut self,
+        op: Op,
+        class: ErrorClass,
+        intended: Nanos,
+        sent: Option<Nanos>,
+        declared: Nanos,
+    ) {
         let o = &mut self.current.ops[op as usize];
         o.count += 1;
         o.errors[class as usize] += 1;
+        let _ = o
+            .corrected
+            .record(micros(declared.saturating_sub(intended)));
+        if let Some(sent) = sent {
+            let _ = o.uncorrected.record(micros(declared.saturating_sub(sent)));
+        }
+    }
+
+    /// A schedule slot of `op` came due but the generator had nothing to send for it.
+    pub fn skip(&mut self, op: Op) {
+        let o = &mut self.current.ops[op as usize];
+        o.intended += 1;
+        o.skipped += 1;
     }
 
     /// A push arrived that revealed a change sent at `change_sent`.
@@ -320,6 +354,12 @@ impl Recorder {
         self.total
     }
 
+    /// Schedule slots skipped so far, over all operations.
+    pub fn skipped(&self) -> u64 {
+        let (a, b) = (&self.total.ops, &self.current.ops);
+        a.iter().chain(b).map(|o| o.skipped).sum()
+    }
+
     /// Count and errors of `op` so far (total plus current second).
     pub fn counts(&self, op: Op) -> (u64, u64) {
         let (a, b) = (self.total.op(op), self.current.op(op));
@@ -332,6 +372,8 @@ impl Recorder {
 pub struct Progress {
     counts: [AtomicU64; 6],
     errors: [AtomicU64; 6],
+    /// Schedule slots skipped so far, over all operations.
+    pub skipped: AtomicU64,
     /// Requests queued or in flight.
     pub outstanding: AtomicU64,
     /// Instances the server is believed to hold.
@@ -356,6 +398,7 @@ impl Progress {
             self.counts[op as usize].store(c, Ordering::Relaxed);
             self.errors[op as usize].store(e, Ordering::Relaxed);
         }
+        self.skipped.store(r.skipped(), Ordering::Relaxed);
     }
 
     /// Published count and errors of `op`.
@@ -428,7 +471,7 @@ mod tests {
     #[test]
     fn roll_moves_the_second_into_the_total() {
         let mut r = Recorder::new();
-        r.failed(Op::Register, ErrorClass::Timeout);
+        r.failed(Op::Register, ErrorClass::Timeout, 0, Some(1_000), 2_000_000);
         r.completed(Op::Register, 0, 0, 5_000, Err(ErrorClass::Http5xx));
         assert_eq!(r.counts(Op::Register), (2, 2));
         let second = r.roll();
@@ -442,8 +485,51 @@ mod tests {
         p.publish(&r);
         assert_eq!(p.counts(Op::Register), (2, 2));
         let total = r.finish();
-        assert_eq!(total.op(Op::Register).corrected.len(), 1);
+        assert_eq!(total.op(Op::Register).corrected.len(), 2);
     }
+
+    #[test]
+    fn failures_are_recorded_at_the_moment_they_were_declared() {
+        let mut r = Recorder::new();
+        // Intended at 1 ms, written at 2 ms, declared timed out at 1001 ms.
+        r.dispatched(Op::Beat, MS, 2 * MS);
+        r.failed(Op::Beat, ErrorClass::Timeout, MS, Some(2 * MS), 1001 * MS);
+        // Intended at 0, never written, abandoned at 500 ms.
+        r.dispatched(Op::Beat, 0, 0);
+        r.failed(Op::Beat, ErrorClass::Connection, 0, None, 500 * MS);
+        let s = r.finish();
+        let b = s.op(Op::Beat);
+        assert_eq!((b.count, b.intended, b.error_count()), (2, 2, 2));
+        assert_eq!(
+            b.corrected.len(),
+            2,
+            "both failures are in the corrected record"
+        );
+        assert!(b.corrected.equivalent(b.corrected.max(), 1_000_000));
+        assert!(b.corrected.equivalent(b.corrected.min(), 500_000));
+        assert_eq!(
+            b.uncorrected.len(),
+            1,
+            "only the written one has a service time"
+        );
+        assert!(b.uncorrected.equivalent(b.uncorrected.max(), 999_000));
+        assert_eq!(b.errors[ErrorClass::Timeout as usize], 1);
+        assert_eq!(b.errors[ErrorClass::Connection as usize], 1);
+    }
+
+    #[test]
+    fn skipped_slots_are_intended_but_never_counted_as_done() {
+        let mut r = Recorder::new();
+        r.skip(Op::Deregister);
+        let _ = r.roll();
+        r.skip(Op::Deregister);
+        let s = r.finish();
+        let d = s.op(Op::Deregister);
+        assert_eq!((d.intended, d.skipped, d.count), (2, 2, 0));
+        assert!(d.corrected.is_empty());
+    }
+
+    const MS: Nanos = 1_000_000;
 
     #[test]
     fn names_and_classes() {

@@ -72,14 +72,14 @@ impl Default for RunConfig {
     }
 }
 
-/// The exit code a finished run deserves: verification (5) before "fell behind" (4)
-/// before thresholds (3).
+/// The exit code a finished run deserves: verification (5) before "fell behind or
+/// skipped schedule slots" (4) before thresholds (3).
 pub fn exit_code(report: &Report) -> u8 {
     let verified = report.verification.as_ref().is_none_or(|v| v.ok)
         && report.push.as_ref().is_none_or(|p| p.converged);
     if !verified {
         exit::VERIFICATION
-    } else if report.generator.fell_behind {
+    } else if report.generator.fell_behind || report.generator.skipped_slots > 0 {
         exit::FELL_BEHIND
     } else if report.thresholds.iter().any(|t| !t.passed) {
         exit::THRESHOLDS
@@ -118,15 +118,217 @@ fn git_commit() -> String {
 type Log<'a, 'b> =
     IntervalLogWriter<'a, 'b, std::io::BufWriter<std::fs::File>, V2DeflateSerializer>;
 
+/// Runs one profile end to end and returns its report (also saved under `out`).
+///
+/// The steps: resolve the profile, reach the server, start the workers, walk the plan's
+/// phases ([`Phases::walk`]), collect the workers' records, build and save the report.
+pub fn run(config: RunConfig) -> anyhow::Result<Report> {
+    let (profile, thresholds) = resolve(&config)?;
+    warn_about_file_limit(&profile);
+    let live = Live::new(config.quiet);
+    let server = Server::start(&config.target)?;
+    let mut control = ControlClient::for_members(server.addrs.clone());
+    let baseline = verify::server_count(&mut control).with_context(|| {
+        format!(
+            "the target {} does not answer /nacos/v1/ns/operator/metrics",
+            server.url
+        )
+    })?;
+    let workers = worker_count(&profile, &server, &config.target);
+    let clock = Clock::start();
+    let started_at = SystemTime::now();
+    let shared = Arc::new(Shared::new(
+        profile.clone(),
+        clock,
+        server.addrs.clone(),
+        source_ips(&profile, &server),
+        server.local_ip(),
+        workers,
+    ));
+    if !config.quiet {
+        live.println(announcement(&shared, &server, workers));
+    }
+
+    let paths = ReportPaths::new(&config.out, &profile.name, started_at)?;
+    let hlog_file = std::fs::File::create(&paths.hlog)
+        .with_context(|| format!("creating {}", paths.hlog.display()))?;
+    let mut hlog_out = std::io::BufWriter::new(hlog_file);
+    let mut serializer = V2DeflateSerializer::new();
+    let mut log = IntervalLogWriterBuilder::new()
+        .add_comment(&format!("loadgen {} profile {}", env!("CARGO_PKG_VERSION"), profile.name))
+        .add_comment("[Histogram log format version 1.3]")
+        .add_comment("values in microseconds; Tag=<op> corrected latency, <op>.uncorrected, send_lag, sched_lag, push")
+        .with_start_time(started_at)
+        .begin_log_with(&mut hlog_out, &mut serializer)
+        .context("writing the interval log header")?;
+
+    let (handles, intervals) = start_workers(&shared, workers)?;
+    let mut phases = Phases {
+        shared: shared.clone(),
+        intervals,
+        collector: Collector::new(workers),
+        log: &mut log,
+        live,
+        phase: Phase::Init,
+        status: String::new(),
+    };
+    let walked = phases.walk(baseline, &mut control);
+    let server_stats = server.stats();
+    let totals = join_workers(handles)?;
+    let timeline = phases.finish();
+    drop(log);
+    use std::io::Write as _;
+    hlog_out.flush().context("writing the interval log")?;
+
+    let mut report = new_report(&config, &profile, &server, started_at);
+    report.duration_s = (walked.end.saturating_sub(walked.start)) as f64 / SECOND as f64;
+    add_operations(&mut report, &totals.stats)?;
+    report.send_lag = Some(LatencyBlock::from_histogram(&totals.stats.send_lag)?);
+    report.push = push_stats(&profile, &totals.stats, &walked)?;
+    report.timeline = timeline;
+    report.server = server_stats;
+    report.verification = Some(verification(&profile, &walked));
+    let health = GeneratorLimits::of(&profile).judge(&totals.stats);
+    report.generator = health;
+    report.thresholds = thresholds.iter().map(|t| t.evaluate(&report)).collect();
+    report
+        .save(&paths.json)
+        .with_context(|| format!("saving {}", paths.json.display()))?;
+
+    if !config.quiet {
+        let notes = summary_notes(&profile, &server, &totals, &walked, &paths);
+        println!("{}", output::summary(&report, &notes));
+    }
+    server.stop()?;
+    Ok(report)
+}
+
+/// Warns when the open-file limit cannot hold every subscriber socket and connection.
+fn warn_about_file_limit(profile: &Profile) {
+    let nofile = host::raise_nofile().unwrap_or(0);
+    let needed = u64::from(profile.fleet.subscribers) + u64::from(profile.connections.count) + 256;
+    if nofile > 0 && nofile < needed {
+        eprintln!(
+            "warning: the open-file limit ({nofile}) is below what {} subscribers need ({needed})",
+            profile.fleet.subscribers
+        );
+    }
+}
+
+/// The profile's worker count; 0 means one per core, less an embedded registry's.
+fn worker_count(profile: &Profile, server: &Server, target: &TargetConfig) -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    match profile.generator.workers {
+        // An embedded registry needs its own cores: leave them to it.
+        0 if server.embedded => cores.saturating_sub(target.registry_workers as u32).max(1),
+        0 => cores,
+        n => n,
+    }
+}
+
+/// Loopback source addresses to spread connections over (none for a remote server).
+fn source_ips(profile: &Profile, server: &Server) -> Vec<IpAddr> {
+    if server.addr.ip().is_loopback() {
+        (1..=profile.connections.source_ips)
+            .map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 0, i)))
+            .collect()
+    } else {
+        Vec::new()
+    }
+}
+
+fn announcement(shared: &Shared, server: &Server, workers: u32) -> String {
+    format!(
+        "loadgen: profile {} against {}{} with {workers} workers\n{}",
+        shared.profile.name,
+        server.url,
+        if server.embedded {
+            " (embedded registry)"
+        } else {
+            ""
+        },
+        shared.plan.describe().trim_end()
+    )
+}
+
+/// Where a run's files go: `loadgen-<profile>-<start>.json` and `.hlog`.
+struct ReportPaths {
+    json: PathBuf,
+    hlog: PathBuf,
+}
+
+impl ReportPaths {
+    fn new(out: &std::path::Path, profile: &str, started_at: SystemTime) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        let stamp = reports::rfc3339_utc(started_at).replace([':', '-'], "");
+        let base = out.join(format!("loadgen-{profile}-{}", stamp.trim_end_matches('Z')));
+        Ok(ReportPaths {
+            json: base.with_extension("json"),
+            hlog: base.with_extension("hlog"),
+        })
+    }
+}
+
+type WorkerHandle = std::thread::JoinHandle<anyhow::Result<worker::Outcome>>;
+
+/// Starts the workers; their per-second records arrive on the returned channel.
+fn start_workers(
+    shared: &Arc<Shared>,
+    workers: u32,
+) -> anyhow::Result<(Vec<WorkerHandle>, Receiver<Interval>)> {
+    let (tx, rx) = mpsc::channel();
+    let handles = (0..workers)
+        .map(|w| worker::spawn(shared.clone(), w, tx.clone()).context("starting a worker thread"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((handles, rx))
+}
+
+/// What the workers recorded, added together.
+struct Totals {
+    stats: Stats,
+    instance_slots: usize,
+    subscriber_slots: usize,
+}
+
+fn join_workers(handles: Vec<WorkerHandle>) -> anyhow::Result<Totals> {
+    let mut totals = Totals {
+        stats: Stats::default(),
+        instance_slots: 0,
+        subscriber_slots: 0,
+    };
+    for handle in handles {
+        let outcome = match handle.join() {
+            Ok(outcome) => outcome?,
+            Err(_) => anyhow::bail!("a worker thread panicked"),
+        };
+        totals.stats.add(&outcome.stats);
+        totals.instance_slots += outcome.instance_slots;
+        totals.subscriber_slots += outcome.subscriber_slots;
+    }
+    Ok(totals)
+}
+
 /// The runner's state while phases run.
 struct Phases<'l, 'a, 'b> {
     shared: Arc<Shared>,
-    rx: Receiver<Interval>,
+    intervals: Receiver<Interval>,
     collector: Collector,
     log: &'l mut Log<'a, 'b>,
     live: Live,
     phase: Phase,
-    extra: String,
+    /// What the progress line says besides the counters (what a settle waits for).
+    status: String,
+}
+
+/// What walking the plan found.
+struct Walked {
+    /// When the load phase started and the workers were told to stop.
+    start: Nanos,
+    end: Nanos,
+    /// The server checked after the steady phase, and at the end (after the drain,
+    /// or the same check when there is none).
+    after_steady: Check,
+    at_end: Check,
 }
 
 impl Phases<'_, '_, '_> {
@@ -138,8 +340,76 @@ impl Phases<'_, '_, '_> {
         let now = self.now();
         self.shared.set_phase(phase, now);
         self.phase = phase;
-        self.extra.clear();
+        self.status.clear();
         now
+    }
+
+    /// Load, steady, settle and verify, then drain, settle and verify again.
+    fn walk(&mut self, baseline: u64, control: &mut ControlClient) -> Walked {
+        let settle_timeout = self.shared.profile.generator.settle_timeout.0;
+        let start = self.load();
+        self.steady();
+        let after_steady = self.settle(Phase::Settle, settle_timeout, baseline, control);
+        let at_end = if self.shared.profile.drain.enabled {
+            self.drain();
+            self.settle(Phase::Final, settle_timeout, baseline, control)
+        } else {
+            after_steady.clone()
+        };
+        let end = self.enter(Phase::Stop);
+        Walked {
+            start,
+            end,
+            after_steady,
+            at_end,
+        }
+    }
+
+    /// A phase that sends a fixed number of operations may take up to three times its
+    /// planned length and 30 s more before the runner moves on.
+    fn limit_of(&self, phase: Phase, start: Nanos) -> Nanos {
+        let planned = self
+            .shared
+            .plan
+            .step(phase)
+            .map_or(Duration::ZERO, |s| s.duration);
+        start + (planned * 3 + Duration::from_secs(30)).as_nanos() as Nanos
+    }
+
+    /// Registers the fleet; returns when the phase started.
+    fn load(&mut self) -> Nanos {
+        let start = self.enter(Phase::Load);
+        let limit = self.limit_of(Phase::Load, start);
+        let loaded = self.wait_until(limit, |me| {
+            me.shared.all_in(Phase::Load) && me.shared.sum(|p| &p.load_left) == 0
+        });
+        if !loaded {
+            self.live
+                .println("warning: the load phase did not finish in time; continuing");
+        }
+        start
+    }
+
+    fn steady(&mut self) {
+        let start = self.enter(Phase::Steady);
+        let end = start + self.shared.profile.steady.duration.0.as_nanos() as Nanos;
+        self.wait_until(end, |_| false);
+    }
+
+    fn drain(&mut self) {
+        let start = self.enter(Phase::Drain);
+        let limit = self.limit_of(Phase::Drain, start);
+        let drained = self.wait_until(limit, |me| {
+            let shared = &me.shared;
+            shared.all_in(Phase::Drain)
+                && me.now() >= start + 300 * MILLI
+                && shared.sum(|p| &p.drain_left) == 0
+                && shared.sum(|p| &p.changes_outstanding) == 0
+        });
+        if !drained {
+            self.live
+                .println("warning: the drain did not finish in time");
+        }
     }
 
     /// Feeds worker seconds to the collector and refreshes the bar for about `wait`.
@@ -147,7 +417,10 @@ impl Phases<'_, '_, '_> {
         let until = std::time::Instant::now() + wait;
         loop {
             let left = until.saturating_duration_since(std::time::Instant::now());
-            match self.rx.recv_timeout(left.min(Duration::from_millis(50))) {
+            match self
+                .intervals
+                .recv_timeout(left.min(Duration::from_millis(50)))
+            {
                 Ok(interval) => self.collector.absorb(interval, Some(&mut *self.log)),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -161,7 +434,7 @@ impl Phases<'_, '_, '_> {
             self.phase,
             self.collector.latest.as_ref(),
             outstanding,
-            &self.extra,
+            &self.status,
         );
     }
 
@@ -185,25 +458,26 @@ impl Phases<'_, '_, '_> {
         phase: Phase,
         timeout: Duration,
         baseline: u64,
-        client: &mut ControlClient,
+        control: &mut ControlClient,
     ) -> Check {
         let start = self.enter(phase);
         let limit = start + timeout.as_nanos() as Nanos;
         let mut last = Check::default();
         let mut next_verify = 0;
         self.wait_until(limit, |me| {
-            let sh = &me.shared;
+            let shared = &me.shared;
             // Worker figures are refreshed every 100 ms: trust them after a few rounds.
-            if !sh.all_in(phase) || me.now() < start + 300 * MILLI {
+            if !shared.all_in(phase) || me.now() < start + 300 * MILLI {
                 return false;
             }
-            let changes = sh.sum(|p| &p.changes_outstanding);
-            let unconverged = sh.sum(|p| &p.unconverged);
-            me.extra = format!("waiting: {changes} changes, {unconverged} subscribers unconverged");
+            let changes = shared.sum(|p| &p.changes_outstanding);
+            let unconverged = shared.sum(|p| &p.unconverged);
+            me.status =
+                format!("waiting: {changes} changes, {unconverged} subscribers unconverged");
             last = Check {
-                expected: baseline + sh.sum(|p| &p.present),
+                expected: baseline + shared.sum(|p| &p.present),
                 server: None,
-                subscribers: sh.profile.fleet.subscribers.into(),
+                subscribers: shared.profile.fleet.subscribers.into(),
                 unconverged,
                 bad_lists: 0,
                 bad_examples: Vec::new(),
@@ -213,315 +487,189 @@ impl Phases<'_, '_, '_> {
                 return false;
             }
             next_verify = me.now() + 500 * MILLI;
-            last.server = verify::server_count(client).ok();
-            if let Ok((bad, examples)) = verify::lists(client, &sh.naming, &sh.watch.expected()) {
-                last.bad_lists = bad;
-                last.bad_examples = examples;
-            } else {
-                last.bad_lists = u64::from(sh.watch.len().max(1));
+            last.server = verify::server_count(control).ok();
+            match verify::lists(control, &shared.naming, &shared.watch.expected()) {
+                Ok((bad, examples)) => {
+                    last.bad_lists = bad;
+                    last.bad_examples = examples;
+                }
+                Err(_) => last.bad_lists = u64::from(shared.watch.len().max(1)),
             }
             last.ok()
         });
         if last.server.is_none() {
-            last.server = verify::server_count(client).ok();
+            last.server = verify::server_count(control).ok();
         }
         last
     }
+
+    /// Takes the seconds the workers sent last and returns the run's timeline.
+    fn finish(mut self) -> Vec<reports::TimelinePoint> {
+        while let Ok(interval) = self.intervals.try_recv() {
+            self.collector.absorb(interval, Some(&mut *self.log));
+        }
+        self.collector.flush(Some(&mut *self.log));
+        self.live.finish();
+        std::mem::take(&mut self.collector.timeline)
+    }
 }
 
-/// Runs one profile end to end and returns its report (also saved under `out`).
-pub fn run(config: RunConfig) -> anyhow::Result<Report> {
-    let (profile, thresholds) = resolve(&config)?;
-    let nofile = host::raise_nofile().unwrap_or(0);
-    let needed = u64::from(profile.fleet.subscribers) + u64::from(profile.connections.count) + 256;
-    if nofile > 0 && nofile < needed {
-        eprintln!(
-            "warning: the open-file limit ({nofile}) is below what {} subscribers need ({needed})",
-            profile.fleet.subscribers
-        );
-    }
-    let live = Live::new(config.quiet);
-    let server = Server::start(&config.target)?;
-    let mut client = ControlClient::new(server.addr);
-    let baseline = verify::server_count(&mut client).with_context(|| {
-        format!(
-            "the target {} does not answer /nacos/v1/ns/operator/metrics",
-            server.url
-        )
-    })?;
-
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let workers = match profile.generator.workers {
-        // An embedded registry needs its own cores: leave them to it.
-        0 if server.embedded => cores
-            .saturating_sub(config.target.registry_workers as u32)
-            .max(1),
-        0 => cores,
-        n => n,
-    };
-    let source_ips: Vec<IpAddr> = if server.addr.ip().is_loopback() {
-        (1..=profile.connections.source_ips)
-            .map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 0, i)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let clock = Clock::start();
-    let started_at = SystemTime::now();
-    let shared = Arc::new(Shared::new(
-        profile.clone(),
-        clock,
-        server.addr,
-        source_ips,
-        server.local_ip(),
-        workers,
-    ));
-    if !config.quiet {
-        live.println(format!(
-            "loadgen: profile {} against {}{} with {workers} workers\n{}",
-            profile.name,
-            server.url,
-            if server.embedded {
-                " (embedded registry)"
-            } else {
-                ""
-            },
-            shared.plan.describe().trim_end()
-        ));
-    }
-
-    std::fs::create_dir_all(&config.out)
-        .with_context(|| format!("creating {}", config.out.display()))?;
-    let stamp = reports::rfc3339_utc(started_at).replace([':', '-'], "");
-    let base = config.out.join(format!(
-        "loadgen-{}-{}",
-        profile.name,
-        stamp.trim_end_matches('Z')
-    ));
-    let json_path = base.with_extension("json");
-    let hlog_path = base.with_extension("hlog");
-    let hlog_file = std::fs::File::create(&hlog_path)
-        .with_context(|| format!("creating {}", hlog_path.display()))?;
-    let mut hlog_out = std::io::BufWriter::new(hlog_file);
-    let mut serializer = V2DeflateSerializer::new();
-    let mut log = IntervalLogWriterBuilder::new()
-        .add_comment(&format!("loadgen {} profile {}", env!("CARGO_PKG_VERSION"), profile.name))
-        .add_comment("[Histogram log format version 1.3]")
-        .add_comment("values in microseconds; Tag=<op> corrected latency, <op>.uncorrected, send_lag, sched_lag, push")
-        .with_start_time(started_at)
-        .begin_log_with(&mut hlog_out, &mut serializer)
-        .context("writing the interval log header")?;
-
-    let (tx, rx) = mpsc::channel();
-    let mut handles = Vec::new();
-    for w in 0..workers {
-        handles.push(
-            worker::spawn(shared.clone(), w, tx.clone()).context("starting a worker thread")?,
-        );
-    }
-    drop(tx);
-
-    let mut ph = Phases {
-        shared: shared.clone(),
-        rx,
-        collector: Collector::new(workers),
-        log: &mut log,
-        live,
-        phase: Phase::Init,
-        extra: String::new(),
-    };
-    let plan = shared.plan.clone();
-    let settle_timeout = profile.generator.settle_timeout.0;
-
-    // Load.
-    let load_start = ph.enter(Phase::Load);
-    let load_limit = load_start
-        + (plan
-            .step(Phase::Load)
-            .map_or(Duration::ZERO, |s| s.duration)
-            * 3
-            + Duration::from_secs(30))
-        .as_nanos() as Nanos;
-    let loaded = ph.wait_until(load_limit, |me| {
-        me.shared.all_in(Phase::Load) && me.shared.sum(|p| &p.load_left) == 0
-    });
-    if !loaded {
-        ph.live
-            .println("warning: the load phase did not finish in time; continuing");
-    }
-    // Steady.
-    let steady_start = ph.enter(Phase::Steady);
-    let steady_end = steady_start + profile.steady.duration.0.as_nanos() as Nanos;
-    ph.wait_until(steady_end, |_| false);
-    // Settle and verify.
-    let steady_check = ph.settle(Phase::Settle, settle_timeout, baseline, &mut client);
-    let mut final_check = steady_check.clone();
-    if profile.drain.enabled {
-        let drain_start = ph.enter(Phase::Drain);
-        let drain_limit = drain_start
-            + (plan
-                .step(Phase::Drain)
-                .map_or(Duration::ZERO, |s| s.duration)
-                * 3
-                + Duration::from_secs(30))
-            .as_nanos() as Nanos;
-        let drained = ph.wait_until(drain_limit, |me| {
-            me.shared.all_in(Phase::Drain)
-                && me.now() >= drain_start + 300 * MILLI
-                && me.shared.sum(|p| &p.drain_left) == 0
-                && me.shared.sum(|p| &p.changes_outstanding) == 0
-        });
-        if !drained {
-            ph.live.println("warning: the drain did not finish in time");
-        }
-        final_check = ph.settle(Phase::Final, settle_timeout, baseline, &mut client);
-    }
-    let end = ph.enter(Phase::Stop);
-    let server_stats = server.stats();
-
-    let mut outcomes = Vec::new();
-    for h in handles {
-        match h.join() {
-            Ok(r) => outcomes.push(r?),
-            Err(_) => anyhow::bail!("a worker thread panicked"),
-        }
-    }
-    while let Ok(interval) = ph.rx.try_recv() {
-        ph.collector.absorb(interval, Some(&mut *ph.log));
-    }
-    ph.collector.flush(Some(&mut *ph.log));
-    ph.live.finish();
-    let timeline = std::mem::take(&mut ph.collector.timeline);
-    drop(ph);
-    drop(log);
-    use std::io::Write as _;
-    hlog_out.flush().context("writing the interval log")?;
-
-    let mut total = Stats::default();
-    let (mut instance_slots, mut subscriber_slots) = (0, 0);
-    for o in &outcomes {
-        total.add(&o.stats);
-        instance_slots += o.instance_slots;
-        subscriber_slots += o.subscriber_slots;
-    }
-    let duration_s = (end.saturating_sub(load_start)) as f64 / SECOND as f64;
-
-    // The report.
+fn new_report(
+    config: &RunConfig,
+    profile: &Profile,
+    server: &Server,
+    started_at: SystemTime,
+) -> Report {
     let mut env = Environment::detect(config.commit.clone().unwrap_or_else(git_commit));
     env.pinning = config
         .pinning
         .clone()
         .or_else(|| host::cpus_allowed().map(|c| format!("loadgen cpus {c}")));
-    let mut report = Report::new(
+    Report::new(
         env!("CARGO_PKG_VERSION"),
         reports::rfc3339_utc(started_at),
         env,
         ProfileInfo {
             name: profile.name.clone(),
             config_hash: profile.config_hash(),
-            params: serde_json::to_value(&profile).unwrap_or_default(),
+            params: serde_json::to_value(profile).unwrap_or_default(),
         },
         Target {
             url: server.url.clone(),
             embedded: server.embedded,
         },
-    );
-    report.duration_s = duration_s;
+    )
+}
+
+/// One entry per operation that was scheduled or done.
+fn add_operations(report: &mut Report, total: &Stats) -> anyhow::Result<()> {
     for op in Op::ALL {
-        let o = total.op(op);
-        if o.count == 0 && o.intended == 0 {
+        let figures = total.op(op);
+        if figures.count == 0 && figures.intended == 0 {
             continue;
         }
-        let mut r = Operation::new(
+        let mut entry = Operation::new(
             op.name(),
-            o.count,
-            duration_s,
-            LatencyBlock::from_histogram(&o.corrected)?,
-            LatencyBlock::from_histogram(&o.uncorrected)?,
+            figures.count,
+            report.duration_s,
+            LatencyBlock::from_histogram(&figures.corrected)?,
+            LatencyBlock::from_histogram(&figures.uncorrected)?,
         );
-        r.errors = o.error_count();
+        entry.errors = figures.error_count();
         for class in ErrorClass::ALL {
-            r.errors_by_class
-                .insert(class.key().to_owned(), o.errors[class as usize]);
+            entry
+                .errors_by_class
+                .insert(class.key().to_owned(), figures.errors[class as usize]);
         }
-        r.target_rate = Some(reports::report::rate(o.intended, duration_s));
-        report.operations.push(r);
+        entry.target_rate = Some(reports::report::rate(figures.intended, report.duration_s));
+        entry.skipped = figures.skipped;
+        report.operations.push(entry);
     }
-    report.send_lag = Some(LatencyBlock::from_histogram(&total.send_lag)?);
-    if profile.fleet.subscribers > 0 {
-        let mismatched = steady_check.unconverged.max(final_check.unconverged);
-        report.push = Some(PushStats {
-            subscribers: u64::from(profile.fleet.subscribers),
-            pushes_received: total.pushes,
-            acks_sent: total.acks,
-            converged: mismatched == 0 && steady_check.bad_lists == 0 && final_check.bad_lists == 0,
-            mismatched_subscribers: mismatched,
-            latency: LatencyBlock::from_histogram(&total.push)?,
-        });
+    Ok(())
+}
+
+fn push_stats(
+    profile: &Profile,
+    total: &Stats,
+    walked: &Walked,
+) -> anyhow::Result<Option<PushStats>> {
+    if profile.fleet.subscribers == 0 {
+        return Ok(None);
     }
-    report.timeline = timeline;
-    report.server = server_stats;
-    report.verification = Some(Verification {
-        expected_instances: final_check.expected,
-        server_instances: final_check.server.unwrap_or(0),
-        ok: steady_check.ok() && final_check.ok(),
+    let (steady, end) = (&walked.after_steady, &walked.at_end);
+    let mismatched = steady.unconverged.max(end.unconverged);
+    Ok(Some(PushStats {
+        subscribers: u64::from(profile.fleet.subscribers),
+        pushes_received: total.pushes,
+        acks_sent: total.acks,
+        converged: mismatched == 0 && steady.bad_lists == 0 && end.bad_lists == 0,
+        mismatched_subscribers: mismatched,
+        latency: LatencyBlock::from_histogram(&total.push)?,
+    }))
+}
+
+fn verification(profile: &Profile, walked: &Walked) -> Verification {
+    let (steady, end) = (&walked.after_steady, &walked.at_end);
+    Verification {
+        expected_instances: end.expected,
+        server_instances: end.server.unwrap_or(0),
+        ok: steady.ok() && end.ok(),
         detail: if profile.drain.enabled {
             format!(
                 "after steady: {}; after drain: {}",
-                steady_check.describe(),
-                final_check.describe()
+                steady.describe(),
+                end.describe()
             )
         } else {
-            format!("after steady: {}", steady_check.describe())
+            format!("after steady: {}", steady.describe())
         },
-    });
-    let sched = &total.sched_lag;
-    let (sched_p99, sched_max) = if sched.is_empty() {
+    }
+}
+
+/// The profile's limits on the generator's own lag, in microseconds.
+struct GeneratorLimits {
+    p99_us: u64,
+    max_us: u64,
+}
+
+impl GeneratorLimits {
+    fn of(profile: &Profile) -> GeneratorLimits {
+        GeneratorLimits {
+            p99_us: profile.generator.max_p99_lag.0.as_micros() as u64,
+            max_us: profile.generator.max_lag.0.as_micros() as u64,
+        }
+    }
+
+    /// Whether the generator kept its schedule: its scheduling lag within the limits
+    /// and no slot skipped.
+    fn judge(&self, total: &Stats) -> GeneratorHealth {
+        let (sched_p99, sched_max) = p99_and_max(&total.sched_lag);
+        let (send_p99, send_max) = p99_and_max(&total.send_lag);
+        let skipped_slots = total.ops.iter().map(|o| o.skipped).sum();
+        GeneratorHealth {
+            fell_behind: sched_p99 > self.p99_us || sched_max > self.max_us,
+            max_send_lag_us: send_max,
+            p99_send_lag_us: send_p99,
+            skipped_slots,
+        }
+    }
+}
+
+fn p99_and_max(h: &hdrhistogram::Histogram<u64>) -> (u64, u64) {
+    if h.is_empty() {
         (0, 0)
     } else {
-        (sched.value_at_quantile(0.99), sched.max())
-    };
-    let limits = (
-        profile.generator.max_p99_lag.0.as_micros() as u64,
-        profile.generator.max_lag.0.as_micros() as u64,
-    );
-    let send = &total.send_lag;
-    report.generator = GeneratorHealth {
-        fell_behind: sched_p99 > limits.0 || sched_max > limits.1,
-        max_send_lag_us: if send.is_empty() { 0 } else { send.max() },
-        p99_send_lag_us: if send.is_empty() {
-            0
-        } else {
-            send.value_at_quantile(0.99)
-        },
-    };
-    report.thresholds = thresholds.iter().map(|t| t.evaluate(&report)).collect();
-    report
-        .save(&json_path)
-        .with_context(|| format!("saving {}", json_path.display()))?;
-
-    if !config.quiet {
-        let (_, peak) = host::memory(None);
-        let notes = Notes {
-            sched_lag_us: (sched_p99, sched_max),
-            lag_limits_us: limits,
-            steady_check: if profile.drain.enabled {
-                steady_check.describe()
-            } else {
-                String::new()
-            },
-            footprint: format!(
-                "peak RSS {} of the whole process{} for {instance_slots} instance slots and {subscriber_slots} subscribers ({} B of state per instance)",
-                peak.map_or("-".to_owned(), |b| reports::table::bytes(b as f64)),
-                if server.embedded { " (embedded registry included)" } else { "" },
-                crate::fleet::Instances::BYTES_PER_INSTANCE
-            ),
-            files: vec![json_path.display().to_string(), hlog_path.display().to_string()],
-        };
-        println!("{}", output::summary(&report, &notes));
+        (h.value_at_quantile(0.99), h.max())
     }
-    server.stop()?;
-    Ok(report)
+}
+
+fn summary_notes(
+    profile: &Profile,
+    server: &Server,
+    totals: &Totals,
+    walked: &Walked,
+    paths: &ReportPaths,
+) -> Notes {
+    let (_, peak) = host::memory(None);
+    let limits = GeneratorLimits::of(profile);
+    Notes {
+        sched_lag_us: p99_and_max(&totals.stats.sched_lag),
+        lag_limits_us: (limits.p99_us, limits.max_us),
+        steady_check: if profile.drain.enabled {
+            walked.after_steady.describe()
+        } else {
+            String::new()
+        },
+        footprint: format!(
+            "peak RSS {} of the whole process{} for {} instance slots and {} subscribers ({} B of state per instance)",
+            peak.map_or("-".to_owned(), |b| reports::table::bytes(b as f64)),
+            if server.embedded { " (embedded registry included)" } else { "" },
+            totals.instance_slots,
+            totals.subscriber_slots,
+            crate::fleet::Instances::BYTES_PER_INSTANCE
+        ),
+        files: vec![paths.json.display().to_string(), paths.hlog.display().to_string()],
+    }
 }
 
 #[cfg(test)]
@@ -561,6 +709,13 @@ mod tests {
             actual: 1.0,
         });
         assert_eq!(exit_code(&r), exit::THRESHOLDS);
+        r.generator.skipped_slots = 1;
+        assert_eq!(
+            exit_code(&r),
+            exit::FELL_BEHIND,
+            "a skipped slot invalidates"
+        );
+        r.generator.skipped_slots = 0;
         r.generator.fell_behind = true;
         assert_eq!(exit_code(&r), exit::FELL_BEHIND);
         r.verification = Some(Verification {

@@ -1,6 +1,10 @@
 //! The server under test: an embedded registry or any Nacos-1.x-compatible URL, and a
 //! small blocking HTTP client for the runner's own calls (metrics, final lists).
 //!
+//! `--target` takes one URL or a comma-separated list (every member of a cluster):
+//! the workers spread their connections over the list and fail over to the next
+//! member when one stops answering, and the runner's own client does the same.
+//!
 //! Without `--target`, [`Server::start`] starts `registry_server::Embedded` on
 //! loopback port 0, on its own runtime and threads (named `registry-*`), so a first
 //! run needs no setup and the registry's CPU time can be told apart from the
@@ -25,7 +29,8 @@ use crate::host;
 /// How to reach or start the server.
 #[derive(Debug, Clone, Default)]
 pub struct TargetConfig {
-    /// `http://host:port` of a running server; `None` starts an embedded registry.
+    /// `http://host:port` of a running server, or a comma-separated list of cluster
+    /// members; `None` starts an embedded registry.
     pub url: Option<String>,
     /// Process id of the server, for its RSS and CPU time (external servers).
     pub pid: Option<u32>,
@@ -37,9 +42,11 @@ pub struct TargetConfig {
 
 /// A server being loaded.
 pub struct Server {
-    /// Its HTTP address.
+    /// Its HTTP address (the first member's, for a cluster).
     pub addr: SocketAddr,
-    /// Its base URL.
+    /// Every member's HTTP address (just `addr` for one server).
+    pub addrs: Vec<SocketAddr>,
+    /// Its base URL (comma-separated for a cluster).
     pub url: String,
     /// Whether it runs inside this process.
     pub embedded: bool,
@@ -80,18 +87,43 @@ pub fn parse_url(url: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("{url} resolves to no address"))
 }
 
+/// Parses a comma-separated list of server URLs (see [`parse_url`]); at least one,
+/// each at most once.
+pub fn parse_urls(urls: &str) -> anyhow::Result<Vec<SocketAddr>> {
+    let mut addrs = Vec::new();
+    for url in urls.split(',').map(str::trim) {
+        if url.is_empty() {
+            bail!("empty server in the target list {urls:?}");
+        }
+        let addr = parse_url(url)?;
+        if addrs.contains(&addr) {
+            bail!("{url} is listed twice in the target list");
+        }
+        addrs.push(addr);
+    }
+    Ok(addrs)
+}
+
 impl Server {
     /// Starts (embedded) or checks (external) the server.
     pub fn start(cfg: &TargetConfig) -> anyhow::Result<Server> {
         match &cfg.url {
-            Some(url) => {
-                let addr = parse_url(url)?;
-                if !addr.ip().is_loopback() && !cfg.allow_remote {
-                    bail!("{url} is not a loopback address; pass --allow-remote to load it anyway");
+            Some(urls) => {
+                let addrs = parse_urls(urls)?;
+                if let Some(remote) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+                    if !cfg.allow_remote {
+                        bail!("{remote} is not a loopback address; pass --allow-remote to load it anyway");
+                    }
                 }
+                let url = addrs
+                    .iter()
+                    .map(|a| format!("http://{a}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
                 let server = Server {
-                    addr,
-                    url: format!("http://{addr}"),
+                    addr: addrs[0],
+                    addrs,
+                    url,
                     embedded: false,
                     pid: cfg.pid,
                     cpu_start: cfg.pid.and_then(host::process_cpu_seconds),
@@ -116,6 +148,7 @@ impl Server {
         let prefix = registry_server::embed::THREAD_PREFIX;
         Ok(Server {
             addr: e.http_addr,
+            addrs: vec![e.http_addr],
             url: format!("http://{}", e.http_addr),
             embedded: true,
             pid: None,
@@ -189,10 +222,12 @@ impl Server {
     }
 }
 
-/// A blocking keep-alive HTTP client for the runner's few calls.
+/// A blocking keep-alive HTTP client for the runner's few calls. Given several
+/// servers, it uses the first that answers and moves on when one fails.
 #[derive(Debug)]
 pub struct ControlClient {
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
+    current: usize,
     host: String,
     stream: Option<TcpStream>,
     buf: Vec<u8>,
@@ -202,9 +237,15 @@ pub struct ControlClient {
 impl ControlClient {
     /// A client for `addr` (connects on first use).
     pub fn new(addr: SocketAddr) -> ControlClient {
+        ControlClient::for_members(vec![addr])
+    }
+
+    /// A client for a list of servers (at least one).
+    pub fn for_members(addrs: Vec<SocketAddr>) -> ControlClient {
         ControlClient {
-            addr,
-            host: addr.to_string(),
+            host: addrs.first().map(|a| a.to_string()).unwrap_or_default(),
+            addrs,
+            current: 0,
             stream: None,
             buf: Vec::with_capacity(64 * 1024),
             path: String::new(),
@@ -212,7 +253,11 @@ impl ControlClient {
     }
 
     fn connect(&self) -> std::io::Result<TcpStream> {
-        let s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(5))?;
+        let addr = self
+            .addrs
+            .get(self.current)
+            .ok_or(std::io::ErrorKind::NotFound)?;
+        let s = TcpStream::connect_timeout(addr, Duration::from_secs(5))?;
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
         s.set_write_timeout(Some(Duration::from_secs(10)))?;
         s.set_nodelay(true)?;
@@ -220,16 +265,26 @@ impl ControlClient {
     }
 
     /// `GET path`: status and body. Retries once on a fresh connection when a reused
-    /// one fails.
+    /// one fails, then on each other server in turn.
     pub fn get(&mut self, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
-        match self.try_get(path) {
-            Ok(r) => Ok(r),
-            Err(_) => {
-                self.stream = None;
-                self.try_get(path)
+        let mut last = None;
+        for _ in 0..self.addrs.len() {
+            match self.try_get(path) {
+                Ok(r) => return Ok(r),
+                Err(_) => {
+                    self.stream = None;
+                    match self.try_get(path) {
+                        Ok(r) => return Ok(r),
+                        Err(e) => last = Some(e),
+                    }
+                }
             }
+            self.stream = None;
+            self.current = (self.current + 1) % self.addrs.len();
         }
-        .with_context(|| format!("GET {path} from {}", self.addr))
+        let addr = self.addrs.get(self.current).copied();
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no server")))
+            .with_context(|| format!("GET {path} from {addr:?}"))
     }
 
     fn try_get(&mut self, path: &str) -> anyhow::Result<(u16, Vec<u8>)> {
@@ -324,6 +379,16 @@ mod tests {
             "127.0.0.1:1".parse().unwrap()
         );
         assert!(parse_url("https://x").is_err());
+        assert_eq!(
+            parse_urls("http://127.0.0.1:1, 127.0.0.1:2").unwrap(),
+            vec![
+                "127.0.0.1:1".parse().unwrap(),
+                "127.0.0.1:2".parse().unwrap()
+            ]
+        );
+        for bad in ["", "http://127.0.0.1:1,", "127.0.0.1:1,127.0.0.1:1"] {
+            assert!(parse_urls(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

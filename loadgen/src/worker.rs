@@ -54,9 +54,9 @@ pub struct Shared {
     pub watch: Watch,
     /// The run's clock.
     pub clock: Clock,
-    /// The server's HTTP address.
-    pub target: SocketAddr,
-    /// The `Host` header value.
+    /// The servers' HTTP addresses: one, or every member of a cluster.
+    pub targets: Vec<SocketAddr>,
+    /// The `Host` header value (the first server's: Nacos servers ignore it).
     pub host: String,
     /// Source addresses for connections and subscriber sockets (empty: the OS picks
     /// and subscribers bind to `subscriber_ip`).
@@ -72,11 +72,11 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Shared state for a run.
+    /// Shared state for a run against `targets` (at least one).
     pub fn new(
         profile: Profile,
         clock: Clock,
-        target: SocketAddr,
+        targets: Vec<SocketAddr>,
         source_ips: Vec<IpAddr>,
         subscriber_ip: IpAddr,
         workers: u32,
@@ -94,8 +94,8 @@ impl Shared {
             naming,
             watch,
             clock,
-            host: target.to_string(),
-            target,
+            host: targets.first().map(|t| t.to_string()).unwrap_or_default(),
+            targets,
             source_ips,
             subscriber_ip,
             workers: workers.max(1),
@@ -194,30 +194,36 @@ struct Scratch {
 }
 
 struct State {
-    inst: Instances,
+    instances: Instances,
     /// Instances whose life is not `Absent`.
     live: u64,
     wheel: crate::wheel::Wheel,
     polls: crate::wheel::Wheel,
-    subs: Vec<Subscriber>,
-    sub_tasks: Vec<Option<AbortHandle>>,
-    rec: Recorder,
+    subscribers: Vec<Subscriber>,
+    subscriber_tasks: Vec<Option<AbortHandle>>,
+    recorder: Recorder,
     rng: u64,
     /// The last beat reply body that meant "OK, same interval", to skip parsing it.
     beat_ok: Vec<u8>,
     /// Register/deregister requests not yet answered.
     changes_outstanding: u64,
     load_left: u64,
+    /// Load-phase registrations issued (the next one registers this local index).
+    next_load: u32,
+    /// Subscribers started so far (they join in index order).
+    joined: u32,
     drain_cursor: usize,
-    rr: usize,
+    /// The lane instance requests go to, and how many more go there before the next.
+    instance_lane: usize,
     batch_left: u32,
-    rr_group: Vec<usize>,
+    /// Per source-address group, the lane its last subscriber request went to.
+    group_lane: Vec<usize>,
 }
 
 struct Ctx {
     shared: Arc<Shared>,
     index: u32,
-    st: RefCell<State>,
+    state: RefCell<State>,
     lanes: Vec<Rc<Lane>>,
     /// Lane indexes per source-address group.
     groups: Vec<Vec<usize>>,
@@ -258,70 +264,70 @@ impl Ctx {
     /// Instance requests go to one lane in batches of the pipeline depth before the
     /// next lane is used: a tick's requests then leave in a few writes instead of one
     /// write (and one read, on both sides) per request.
-    fn lane_for_instance(&self, st: &mut State) -> usize {
-        if st.batch_left == 0 {
-            st.rr = (st.rr + 1) % self.lanes.len();
-            st.batch_left = self.batch;
+    fn lane_for_instance(&self, state: &mut State) -> usize {
+        if state.batch_left == 0 {
+            state.instance_lane = (state.instance_lane + 1) % self.lanes.len();
+            state.batch_left = self.batch;
         }
-        st.batch_left -= 1;
-        st.rr
+        state.batch_left -= 1;
+        state.instance_lane
     }
 
-    fn lane_for_group(&self, st: &mut State, g: usize) -> usize {
-        let lanes = &self.groups[g];
-        st.rr_group[g] = (st.rr_group[g] + 1) % lanes.len();
-        lanes[st.rr_group[g]]
+    fn lane_for_group(&self, state: &mut State, group: usize) -> usize {
+        let lanes = &self.groups[group];
+        state.group_lane[group] = (state.group_lane[group] + 1) % lanes.len();
+        lanes[state.group_lane[group]]
     }
 
-    fn dispatch(&self, st: &mut State, req: Request, now: Nanos) {
+    fn dispatch(&self, state: &mut State, req: Request, now: Nanos) {
         let lane = match req.op {
             Op::Subscribe => {
-                let g = usize::from(st.subs[req.id as usize].ip_group);
-                self.lane_for_group(st, g)
+                let group = usize::from(state.subscribers[req.id as usize].ip_group);
+                self.lane_for_group(state, group)
             }
-            _ => self.lane_for_instance(st),
+            _ => self.lane_for_instance(state),
         };
         if matches!(req.op, Op::Register | Op::Deregister | Op::Reregister) {
-            st.changes_outstanding += 1;
+            state.changes_outstanding += 1;
         }
-        st.rec.dispatched(req.op, req.intended, now);
+        state.recorder.dispatched(req.op, req.intended, now);
         self.lanes[lane].push(req);
     }
 
-    /// Registers local instance `l` at `intended` (the beat schedule starts with it,
+    /// Registers instance `local` at `intended` (the beat schedule starts with it,
     /// as the Java client adds its beat task when it registers).
-    fn register(&self, st: &mut State, l: u32, intended: Nanos, now: Nanos, load: bool) {
-        let slot = &mut st.inst.slots[l as usize];
+    fn register(&self, state: &mut State, local: u32, intended: Nanos, now: Nanos, load: bool) {
+        let slot = &mut state.instances.slots[local as usize];
         if slot.life == Life::Absent {
-            st.live += 1;
+            state.live += 1;
         }
         slot.life = Life::Registered;
         if !slot.in_wheel {
             slot.in_wheel = true;
             let due = (intended / MILLI) as u32 + slot.interval_ms;
-            st.wheel.insert(l, due);
+            state.wheel.insert(local, due);
         }
         let req = Request {
             op: Op::Register,
-            id: l,
+            id: local,
             generation: u32::from(load),
             intended,
         };
-        self.dispatch(st, req, now);
+        self.dispatch(state, req, now);
     }
 
-    fn deregister(&self, st: &mut State, l: u32, intended: Nanos, now: Nanos) {
-        st.inst.slots[l as usize].life = Life::Leaving;
+    fn deregister(&self, state: &mut State, local: u32, intended: Nanos, now: Nanos) {
+        state.instances.slots[local as usize].life = Life::Leaving;
         let req = Request {
             op: Op::Deregister,
-            id: l,
+            id: local,
             generation: 0,
             intended,
         };
-        self.dispatch(st, req, now);
+        self.dispatch(state, req, now);
     }
 
-    fn start_subscriber(self: &Rc<Self>, st: &mut State, i: u32, intended: Nanos, now: Nanos) {
+    fn start_subscriber(self: &Rc<Self>, state: &mut State, i: u32, intended: Nanos, now: Nanos) {
         let w = self.shared.workers;
         let global = i * w + self.index;
         let group = (i as usize) % self.groups.len();
@@ -329,21 +335,24 @@ impl Ctx {
         let socket = match subscriber::bind(ip) {
             Ok(s) => s,
             Err(_) => {
-                // Out of file descriptors or ports: counted as a failed poll.
-                st.rec.failed(Op::Subscribe, ErrorClass::Connection);
+                // Out of file descriptors or ports: a failed poll, recorded as one.
+                state.recorder.dispatched(Op::Subscribe, intended, now);
+                state
+                    .recorder
+                    .failed(Op::Subscribe, ErrorClass::Connection, intended, None, now);
                 return;
             }
         };
         let port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
         let idx = i as usize;
         // A replaced subscriber keeps its place on the poll wheel.
-        let fresh = !st.subs.get(idx).is_some_and(|s| s.active);
-        if st.subs.len() <= idx {
-            st.subs.resize(idx + 1, Subscriber::default());
-            st.sub_tasks.resize_with(idx + 1, || None);
+        let fresh = !state.subscribers.get(idx).is_some_and(|s| s.active);
+        if state.subscribers.len() <= idx {
+            state.subscribers.resize(idx + 1, Subscriber::default());
+            state.subscriber_tasks.resize_with(idx + 1, || None);
         }
-        let generation = st.subs[idx].generation.wrapping_add(1);
-        st.subs[idx] = Subscriber {
+        let generation = state.subscribers[idx].generation.wrapping_add(1);
+        state.subscribers[idx] = Subscriber {
             service: global % self.naming().watched.max(1),
             ip_group: group as u8,
             active: true,
@@ -355,12 +364,12 @@ impl Ctx {
         };
         let task =
             tokio::task::spawn_local(subscriber::receive(self.clone(), socket, i, generation));
-        if let Some(old) = st.sub_tasks[idx].replace(task.abort_handle()) {
+        if let Some(old) = state.subscriber_tasks[idx].replace(task.abort_handle()) {
             old.abort();
         }
         if fresh {
             let poll_ms = self.shared.profile.subscribers.poll_interval.0.as_millis() as u32;
-            st.polls.insert(i, (intended / MILLI) as u32 + poll_ms);
+            state.polls.insert(i, (intended / MILLI) as u32 + poll_ms);
         }
         let req = Request {
             op: Op::Subscribe,
@@ -368,7 +377,7 @@ impl Ctx {
             generation,
             intended,
         };
-        self.dispatch(st, req, now);
+        self.dispatch(state, req, now);
     }
 
     fn encode_instance(&self, req: &Request, out: &mut Vec<u8>) {
@@ -380,14 +389,14 @@ impl Ctx {
             path,
             body,
         } = &mut *scratch;
-        let g = {
-            let st = self.st.borrow();
-            st.inst.global(req.id)
+        let global = {
+            let state = self.state.borrow();
+            state.instances.global(req.id)
         };
-        n.service_name(n.service_of(g), name);
+        n.service_name(n.service_of(global), name);
         ip.clear();
         use std::fmt::Write as _;
-        let _ = write!(ip, "{}", n.instance_ip(g));
+        let _ = write!(ip, "{}", n.instance_ip(global));
         let spec = InstanceSpec {
             namespace_id: &n.namespace,
             cluster: &n.cluster,
@@ -430,8 +439,8 @@ impl Ctx {
         let (service, udp_port, client_ip) = if req.op == Op::Query {
             (req.id, 0, None)
         } else {
-            let st = self.st.borrow();
-            let sub = st.subs[req.id as usize];
+            let state = self.state.borrow();
+            let sub = state.subscribers[req.id as usize];
             (
                 sub.service,
                 sub.port,
@@ -460,13 +469,13 @@ impl Ctx {
     }
 
     /// Applies a register/deregister outcome to the instance and the expected set.
-    fn set_present(&self, st: &mut State, l: u32, present: bool) {
-        if st.inst.set_present(l, present) {
-            let g = st.inst.global(l);
+    fn set_present(&self, state: &mut State, local: u32, present: bool) {
+        if state.instances.set_present(local, present) {
+            let global = state.instances.global(local);
             let n = self.naming();
-            let s = n.service_of(g);
+            let s = n.service_of(global);
             if n.is_watched(s) {
-                let e = n.endpoint(g);
+                let e = n.endpoint(global);
                 self.shared.watch.with(s, |log| {
                     if present {
                         log.expected.add(e);
@@ -478,25 +487,25 @@ impl Ctx {
         }
     }
 
-    fn change_done(st: &mut State, req: &Request) {
-        st.changes_outstanding = st.changes_outstanding.saturating_sub(1);
+    fn change_done(state: &mut State, req: &Request) {
+        state.changes_outstanding = state.changes_outstanding.saturating_sub(1);
         if req.op == Op::Register && req.generation == 1 {
-            st.load_left = st.load_left.saturating_sub(1);
+            state.load_left = state.load_left.saturating_sub(1);
         }
     }
 
     /// A change failed: the instance's state on the server is unknown. A failed
     /// deregistration keeps the instance (it beats again, and a drain retries it);
     /// a failed registration is left to the beats (a 20404 re-registers it).
-    fn change_failed(&self, st: &mut State, req: &Request, now: Nanos) {
+    fn change_failed(&self, state: &mut State, req: &Request, now: Nanos) {
         if req.op == Op::Deregister {
-            let slot = &mut st.inst.slots[req.id as usize];
+            let slot = &mut state.instances.slots[req.id as usize];
             if slot.life == Life::Leaving {
                 slot.life = Life::Registered;
                 if !slot.in_wheel {
                     slot.in_wheel = true;
                     let due = (now / MILLI) as u32 + slot.interval_ms;
-                    st.wheel.insert(req.id, due);
+                    state.wheel.insert(req.id, due);
                 }
             }
         }
@@ -504,7 +513,7 @@ impl Ctx {
 
     fn on_ok(
         &self,
-        st: &mut State,
+        state: &mut State,
         req: &Request,
         resp: &Response<'_>,
         done: Nanos,
@@ -514,21 +523,21 @@ impl Ctx {
                 if resp.body.trim_ascii() != b"ok" {
                     return Err(ErrorClass::Protocol);
                 }
-                self.set_present(st, req.id, true);
+                self.set_present(state, req.id, true);
             }
             Op::Deregister => {
                 if resp.body.trim_ascii() != b"ok" {
                     return Err(ErrorClass::Protocol);
                 }
-                self.set_present(st, req.id, false);
-                let slot = &mut st.inst.slots[req.id as usize];
+                self.set_present(state, req.id, false);
+                let slot = &mut state.instances.slots[req.id as usize];
                 if slot.life == Life::Leaving {
                     slot.life = Life::Absent;
-                    st.live = st.live.saturating_sub(1);
-                    st.inst.free.push(req.id);
+                    state.live = state.live.saturating_sub(1);
+                    state.instances.free.push(req.id);
                 }
             }
-            Op::Beat => self.on_beat(st, req, resp, done)?,
+            Op::Beat => self.on_beat(state, req, resp, done)?,
             Op::Query => {
                 if ServiceInfo::parse(&resp.body).is_err() {
                     return Err(ErrorClass::Protocol);
@@ -537,7 +546,7 @@ impl Ctx {
             Op::Subscribe => {
                 let info = ServiceInfo::parse(&resp.body).map_err(|_| ErrorClass::Protocol)?;
                 let list = HostList::from_info(&info);
-                self.observe(st, req.id, req.generation, &list, None)?;
+                self.observe(state, req.id, req.generation, &list, None)?;
             }
         }
         Ok(())
@@ -545,40 +554,40 @@ impl Ctx {
 
     fn on_beat(
         &self,
-        st: &mut State,
+        state: &mut State,
         req: &Request,
         resp: &Response<'_>,
         done: Nanos,
     ) -> Result<(), ErrorClass> {
-        let l = req.id;
-        if !st.beat_ok.is_empty() && *resp.body == st.beat_ok[..] {
-            self.set_present(st, l, true);
+        let local = req.id;
+        if !state.beat_ok.is_empty() && *resp.body == state.beat_ok[..] {
+            self.set_present(state, local, true);
             return Ok(());
         }
         let beat = BeatResponse::parse(&resp.body).map_err(|_| ErrorClass::Protocol)?;
         if beat.is_not_found() {
-            self.set_present(st, l, false);
+            self.set_present(state, local, false);
             // Re-register, as the Java client's BeatTask does; only if the instance
             // is still meant to exist (a beat racing its deregistration gets 20404 too).
-            if st.inst.slots[l as usize].life == Life::Registered {
+            if state.instances.slots[local as usize].life == Life::Registered {
                 let r = Request {
                     op: Op::Reregister,
-                    id: l,
+                    id: local,
                     generation: 0,
                     intended: done,
                 };
-                self.dispatch(st, r, done);
+                self.dispatch(state, r, done);
             }
             return Ok(());
         }
         if beat.code != registry_proto::naming::beat::CODE_OK {
             return Err(ErrorClass::Protocol);
         }
-        self.set_present(st, l, true);
+        self.set_present(state, local, true);
         let interval = beat.client_beat_interval.clamp(100, 3_600_000) as u32;
-        let slot = &mut st.inst.slots[l as usize];
+        let slot = &mut state.instances.slots[local as usize];
         if slot.interval_ms == interval {
-            st.beat_ok = resp.body.to_vec();
+            state.beat_ok = resp.body.to_vec();
         } else {
             // Takes effect from the next scheduling of this instance.
             slot.interval_ms = interval;
@@ -589,13 +598,13 @@ impl Ctx {
     /// A subscriber received a list (a push when `received` is set, else a poll).
     fn observe(
         &self,
-        st: &mut State,
+        state: &mut State,
         i: u32,
         generation: u32,
         list: &HostList,
         received: Option<Nanos>,
     ) -> Result<(), ErrorClass> {
-        let Some(sub) = st.subs.get(i as usize).copied() else {
+        let Some(sub) = state.subscribers.get(i as usize).copied() else {
             return Ok(());
         };
         if !sub.active || sub.generation != generation {
@@ -618,9 +627,9 @@ impl Ctx {
                 oldest: None,
             });
         if let (Some(at), Some(oldest)) = (received, seen.oldest) {
-            st.rec.push_latency(oldest, at);
+            state.recorder.push_latency(oldest, at);
         }
-        let s = &mut st.subs[i as usize];
+        let s = &mut state.subscribers[i as usize];
         s.seen = seen.upto;
         s.view = list.hash;
         s.has_view = true;
@@ -637,16 +646,16 @@ impl Exchange for Ctx {
     }
 
     fn sent(&self, req: &Request, sent: Nanos) {
-        let mut st = self.st.borrow_mut();
-        st.rec.sent(req.intended, sent);
+        let mut state = self.state.borrow_mut();
+        state.recorder.sent(req.intended, sent);
         if matches!(req.op, Op::Register | Op::Reregister | Op::Deregister) {
             let n = self.naming();
-            let g = st.inst.global(req.id);
-            let s = n.service_of(g);
+            let global = state.instances.global(req.id);
+            let s = n.service_of(global);
             if n.is_watched(s) && !self.shared.watch.is_empty() {
                 let change = Change {
                     sent,
-                    endpoint: n.endpoint(g),
+                    endpoint: n.endpoint(global),
                     add: req.op != Op::Deregister,
                 };
                 self.shared.watch.with(s, |log| log.sent(change));
@@ -661,41 +670,46 @@ impl Exchange for Ctx {
         done: Nanos,
         result: Result<&Response<'_>, ErrorClass>,
     ) {
-        let mut st = self.st.borrow_mut();
-        let st = &mut *st;
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
         let is_change = matches!(req.op, Op::Register | Op::Deregister | Op::Reregister);
         match result {
             Err(class) => {
-                st.rec.failed(req.op, class);
+                state
+                    .recorder
+                    .failed(req.op, class, req.intended, Some(sent), done);
                 if is_change {
-                    self.change_failed(st, req, done);
+                    self.change_failed(state, req, done);
                 }
             }
             Ok(resp) => {
                 let outcome = if (200..300).contains(&resp.status) {
-                    self.on_ok(st, req, resp, done)
+                    self.on_ok(state, req, resp, done)
                 } else {
                     Err(ErrorClass::of_status(resp.status))
                 };
                 if outcome.is_err() && is_change {
-                    self.change_failed(st, req, done);
+                    self.change_failed(state, req, done);
                 }
-                st.rec.completed(req.op, req.intended, sent, done, outcome);
+                state
+                    .recorder
+                    .completed(req.op, req.intended, sent, done, outcome);
             }
         }
         if is_change {
-            Ctx::change_done(st, req);
+            Ctx::change_done(state, req);
         }
     }
 
-    fn abandon(&self, req: &Request, class: ErrorClass) {
-        let now = self.shared.clock.now();
-        let mut st = self.st.borrow_mut();
-        let st = &mut *st;
-        st.rec.failed(req.op, class);
+    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        state
+            .recorder
+            .failed(req.op, class, req.intended, None, declared);
         if matches!(req.op, Op::Register | Op::Deregister | Op::Reregister) {
-            self.change_failed(st, req, now);
-            Ctx::change_done(st, req);
+            self.change_failed(state, req, declared);
+            Ctx::change_done(state, req);
         }
     }
 }
@@ -705,37 +719,40 @@ impl Inbox for Ctx {
         let mut buf = self.udp_buf.borrow_mut();
         let (n, from) = socket.try_recv_from(&mut buf)?;
         let at = self.shared.clock.now();
-        let mut st = self.st.borrow_mut();
-        let st = &mut *st;
-        let current = st
-            .subs
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        let current = state
+            .subscribers
             .get(index as usize)
             .is_some_and(|s| s.active && s.generation == generation);
         if !current {
             return Ok(false);
         }
-        st.rec.current.pushes += 1;
+        state.recorder.current.pushes += 1;
         match subscriber::read_push(&buf[..n]) {
             Ok(r) => {
                 let mut ack = self.ack_buf.borrow_mut();
                 ack.clear();
                 subscriber::encode_ack(&r, &mut ack);
                 if socket.try_send_to(&ack, from).is_ok() {
-                    st.rec.current.acks += 1;
+                    state.recorder.current.acks += 1;
                 }
                 if let Some(list) = &r.list {
-                    if self.observe(st, index, generation, list, Some(at)).is_err() {
-                        st.rec.current.push_errors += 1;
+                    if self
+                        .observe(state, index, generation, list, Some(at))
+                        .is_err()
+                    {
+                        state.recorder.current.push_errors += 1;
                     }
                 }
             }
-            Err(_) => st.rec.current.push_errors += 1,
+            Err(_) => state.recorder.current.push_errors += 1,
         }
         Ok(true)
     }
 }
 
-/// The pacers of the current phase.
+/// The pacers of the current phase: each turns one of its rates into intended times.
 #[derive(Default)]
 struct Pacers {
     load: Option<Pacer>,
@@ -747,28 +764,64 @@ struct Pacers {
     drain: Option<Pacer>,
 }
 
+impl Pacers {
+    /// The pacers of `phase`, which started at `start`, for worker `index`.
+    fn for_phase(shared: &Shared, phase: Phase, start: Nanos, index: u32) -> Pacers {
+        let rates = shared.plan.rates(phase);
+        let pace = |rate: f64, limit: Option<u64>| {
+            Some(Pacer::for_worker(start, rate, limit, index, shared.workers))
+        };
+        match phase {
+            Phase::Load => Pacers {
+                load: pace(
+                    rates.register,
+                    Some(u64::from(shared.profile.fleet.instances)),
+                ),
+                ..Pacers::default()
+            },
+            Phase::Steady => Pacers {
+                register: pace(rates.register, None),
+                deregister: pace(rates.deregister, None),
+                query: pace(rates.query, None),
+                churn: pace(rates.subscriber_churn, None),
+                join: pace(shared.plan.join_rate, Some(shared.plan.subscribers)),
+                ..Pacers::default()
+            },
+            Phase::Drain => Pacers {
+                drain: pace(rates.deregister, None),
+                ..Pacers::default()
+            },
+            _ => Pacers::default(),
+        }
+    }
+}
+
 fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
     let p = &shared.profile;
-    let w = shared.workers;
-    let per_worker = (p.connections.count as usize).div_ceil(w as usize).max(1);
+    let workers = shared.workers;
+    let per_worker = (p.connections.count as usize)
+        .div_ceil(workers as usize)
+        .max(1);
     let ips: Vec<Option<IpAddr>> = if shared.source_ips.is_empty() {
         vec![None]
     } else {
         shared.source_ips.iter().copied().map(Some).collect()
     };
-    // Lane k of worker w uses source address (w * per_worker + k) mod |ips|. Its
-    // subscribers use the addresses its lanes use, so their polls and the pushes
-    // they cause share an address.
-    let lanes_n = per_worker;
-    let mut lanes = Vec::with_capacity(lanes_n);
+    // Lane k of worker w is lane number w * per_worker + k of the run: it uses that
+    // number's source address and server, modulo their counts, so lanes (and the
+    // simulated clients on them) spread evenly over both. Its subscribers use the
+    // addresses its lanes use, so their polls and the pushes they cause share one.
+    let servers: Rc<[SocketAddr]> = Rc::from(shared.targets.clone());
+    let mut lanes = Vec::with_capacity(per_worker);
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut group_ips: Vec<IpAddr> = Vec::new();
-    for k in 0..lanes_n {
-        let ip = ips[(index as usize * per_worker + k) % ips.len()];
-        lanes.push(Rc::new(Lane::new(ip)));
+    for k in 0..per_worker {
+        let number = index as usize * per_worker + k;
+        let ip = ips[number % ips.len()];
+        lanes.push(Rc::new(Lane::new(ip, servers.clone(), number)));
         let addr = ip.unwrap_or(shared.subscriber_ip);
         match group_ips.iter().position(|a| *a == addr) {
-            Some(g) => groups[g].push(k),
+            Some(group) => groups[group].push(k),
             None => {
                 group_ips.push(addr);
                 groups.push(vec![k]);
@@ -776,33 +829,35 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
         }
     }
     let interval = p.fleet.beat_interval.0.as_millis() as u32;
-    let inst = Instances::new(p.fleet.instances, index, w, interval);
+    let instances = Instances::new(p.fleet.instances, index, workers, interval);
     let mut wheel = crate::wheel::Wheel::new(8192, 0);
-    wheel.reserve_ids(inst.slots.len());
-    let subs_n = share(u64::from(p.fleet.subscribers), index, w) as usize;
+    wheel.reserve_ids(instances.slots.len());
+    let subscribers = share(u64::from(p.fleet.subscribers), index, workers) as usize;
     let mut polls = crate::wheel::Wheel::new(16384, 0);
-    polls.reserve_ids(subs_n);
-    let st = State {
-        load_left: inst.slots.len() as u64,
-        inst,
+    polls.reserve_ids(subscribers);
+    let state = State {
+        load_left: instances.slots.len() as u64,
+        instances,
         live: 0,
         wheel,
         polls,
-        subs: Vec::with_capacity(subs_n),
-        sub_tasks: Vec::with_capacity(subs_n),
-        rec: Recorder::new(),
+        subscribers: Vec::with_capacity(subscribers),
+        subscriber_tasks: Vec::with_capacity(subscribers),
+        recorder: Recorder::new(),
         rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(index) + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9),
         beat_ok: Vec::new(),
         changes_outstanding: 0,
+        next_load: 0,
+        joined: 0,
         drain_cursor: 0,
-        rr: 0,
+        instance_lane: 0,
         batch_left: 0,
-        rr_group: vec![0; groups.len()],
+        group_lane: vec![0; groups.len()],
     };
     Ok(Rc::new(Ctx {
         shared: shared.clone(),
         index,
-        st: RefCell::new(st),
+        state: RefCell::new(state),
         lanes,
         groups,
         group_ips,
@@ -815,6 +870,10 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
 }
 
 /// The worker's driver: runs until the runner sets [`Phase::Stop`].
+///
+/// Every millisecond it follows the runner's phase, sends what came due
+/// ([`Driver::send_due`]), publishes its progress every 100 ms and its recording every
+/// second; at the stop it lets the connections finish and records what they could not.
 pub async fn drive(
     shared: Arc<Shared>,
     index: u32,
@@ -822,281 +881,400 @@ pub async fn drive(
 ) -> anyhow::Result<Outcome> {
     let ctx = build(&shared, index)?;
     let clock = shared.clock;
-    let p = &shared.profile;
-    let cfg = LaneConfig {
-        target: shared.target,
-        depth: p.connections.pipeline as usize,
-        timeout: p.connections.timeout.0,
+    let lane_config = LaneConfig {
+        depth: shared.profile.connections.pipeline as usize,
+        timeout: shared.profile.connections.timeout.0,
     };
     let lane_tasks: Vec<JoinHandle<()>> = ctx
         .lanes
         .iter()
-        .map(|lane| tokio::task::spawn_local(conn::drive(ctx.clone(), lane.clone(), cfg, clock)))
+        .map(|lane| {
+            tokio::task::spawn_local(conn::drive(ctx.clone(), lane.clone(), lane_config, clock))
+        })
         .collect();
-    let progress = &shared.progress[index as usize];
-    let w = shared.workers;
-    let poll_ms = p.subscribers.poll_interval.0.as_millis() as u32;
-    let subs_n = share(u64::from(p.fleet.subscribers), index, w) as u32;
-
-    let mut phase = Phase::Init;
-    let mut pacers = Pacers::default();
-    let mut fired: Vec<(u32, u32)> = Vec::new();
-    let mut second = (clock.now() / SECOND) as u32;
-    let mut next_check: Nanos = 0;
-    let mut next_load: u32 = 0;
-    let mut joined: u32 = 0;
+    let mut driver = Driver::new(ctx, tx);
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);
     loop {
         let now = clock.now();
-        let (ph, start) = shared.phase();
-        if ph != phase {
-            phase = ph;
-            pacers = Pacers::default();
-            let rates = shared.plan.rates(ph);
-            let pace = |rate: f64, limit: Option<u64>| {
-                Some(Pacer::for_worker(start, rate, limit, index, w))
-            };
-            match ph {
-                Phase::Load => {
-                    pacers.load = pace(rates.register, Some(u64::from(p.fleet.instances)));
-                }
-                Phase::Steady => {
-                    pacers.register = pace(rates.register, None);
-                    pacers.deregister = pace(rates.deregister, None);
-                    pacers.query = pace(rates.query, None);
-                    pacers.churn = pace(rates.subscriber_churn, None);
-                    pacers.join = pace(shared.plan.join_rate, Some(shared.plan.subscribers));
-                }
-                Phase::Drain => {
-                    pacers.drain = pace(rates.deregister, None);
-                    ctx.st.borrow_mut().drain_cursor = 0;
-                }
-                _ => {}
-            }
-            progress
-                .phase_seen
-                .store(u64::from(ph.as_u8()), Ordering::Relaxed);
-        }
-        if phase == Phase::Stop {
+        driver.follow_phase();
+        if driver.phase == Phase::Stop {
             break;
         }
-        {
-            let mut guard = ctx.st.borrow_mut();
-            let st = &mut *guard;
-            let tick = (now / MILLI) as u32;
-            // Beats.
-            fired.clear();
-            st.wheel.advance(tick, &mut fired);
-            for &(l, due) in &fired {
-                let slot = &mut st.inst.slots[l as usize];
-                if slot.life != Life::Registered {
-                    slot.in_wheel = false;
-                    continue;
-                }
-                let next = due + slot.interval_ms;
-                st.wheel.insert(l, next);
-                let req = Request {
-                    op: Op::Beat,
-                    id: l,
-                    generation: 0,
-                    intended: u64::from(due) * MILLI,
-                };
-                ctx.dispatch(st, req, now);
-            }
-            // Subscriber re-polls.
-            fired.clear();
-            st.polls.advance(tick, &mut fired);
-            for &(i, due) in &fired {
-                let sub = st.subs[i as usize];
-                if !sub.active {
-                    continue;
-                }
-                st.polls.insert(i, due + poll_ms);
-                let req = Request {
-                    op: Op::Subscribe,
-                    id: i,
-                    generation: sub.generation,
-                    intended: u64::from(due) * MILLI,
-                };
-                ctx.dispatch(st, req, now);
-            }
-            // Scheduled operations of the phase.
-            if let Some(pc) = pacers.load.as_mut() {
-                while let Some(t) = pc.next_due(now) {
-                    if (next_load as usize) < st.inst.slots.len() {
-                        ctx.register(st, next_load, t, now, true);
-                        next_load += 1;
-                    }
-                }
-            }
-            if let Some(pc) = pacers.join.as_mut() {
-                while joined < subs_n {
-                    let Some(t) = pc.next_due(now) else { break };
-                    ctx.start_subscriber(st, joined, t, now);
-                    joined += 1;
-                }
-            }
-            if let Some(pc) = pacers.register.as_mut() {
-                while let Some(t) = pc.next_due(now) {
-                    let interval = p.fleet.beat_interval.0.as_millis() as u32;
-                    if let Some(l) = st.inst.take_free(interval) {
-                        ctx.register(st, l, t, now, false);
-                    }
-                }
-            }
-            if let Some(pc) = pacers.deregister.as_mut() {
-                while let Some(t) = pc.next_due(now) {
-                    let n = st.inst.slots.len() as u64;
-                    for _ in 0..32 {
-                        let l = st.below(n) as u32;
-                        if st
-                            .inst
-                            .slots
-                            .get(l as usize)
-                            .is_some_and(|s| s.life == Life::Registered)
-                        {
-                            ctx.deregister(st, l, t, now);
-                            break;
-                        }
-                    }
-                }
-            }
-            if let Some(pc) = pacers.query.as_mut() {
-                while let Some(t) = pc.next_due(now) {
-                    let s = st.below(u64::from(ctx.naming().services)) as u32;
-                    let req = Request {
-                        op: Op::Query,
-                        id: s,
-                        generation: 0,
-                        intended: t,
-                    };
-                    ctx.dispatch(st, req, now);
-                }
-            }
-            if let Some(pc) = pacers.churn.as_mut() {
-                while let Some(t) = pc.next_due(now) {
-                    if joined > 0 {
-                        let i = st.below(u64::from(joined)) as u32;
-                        ctx.start_subscriber(st, i, t, now);
-                    }
-                }
-            }
-            if let Some(pc) = pacers.drain.as_mut() {
-                while pc.peek().is_some_and(|t| t <= now) {
-                    let n = st.inst.slots.len();
-                    let mut found = None;
-                    while st.drain_cursor < n {
-                        let l = st.drain_cursor;
-                        st.drain_cursor += 1;
-                        if st.inst.slots[l].life == Life::Registered {
-                            found = Some(l as u32);
-                            break;
-                        }
-                    }
-                    match found {
-                        Some(l) => {
-                            let t = pc.next_due(now).unwrap_or(now);
-                            ctx.deregister(st, l, t, now);
-                        }
-                        None => {
-                            // A full pass: start over for any whose deregistration
-                            // failed (they are Registered again).
-                            if st.live > 0 && st.changes_outstanding == 0 {
-                                st.drain_cursor = 0;
-                            }
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        if now >= next_check {
-            next_check = now + 100 * MILLI;
-            for lane in &ctx.lanes {
-                lane.check_timeout(now, cfg.timeout);
-            }
-            let st = ctx.st.borrow();
-            progress.publish(&st.rec);
-            progress.outstanding.store(
-                ctx.lanes.iter().map(|l| l.outstanding() as u64).sum(),
-                Ordering::Relaxed,
-            );
-            progress.present.store(st.inst.present, Ordering::Relaxed);
-            progress.load_left.store(st.load_left, Ordering::Relaxed);
-            progress.drain_left.store(st.live, Ordering::Relaxed);
-            progress
-                .changes_outstanding
-                .store(st.changes_outstanding, Ordering::Relaxed);
-            if matches!(phase, Phase::Settle | Phase::Final) {
-                let expected = shared.watch.expected();
-                let bad = st
-                    .subs
-                    .iter()
-                    .filter(|s| s.active)
-                    .filter(|s| {
-                        !s.has_view
-                            || expected
-                                .get(s.service as usize)
-                                .is_none_or(|e| *e != s.view)
-                    })
-                    .count();
-                progress.unconverged.store(bad as u64, Ordering::Relaxed);
-            }
-        }
-        let s = (now / SECOND) as u32;
-        if s > second {
-            let stats = ctx.st.borrow_mut().rec.roll();
-            let _ = tx.send(Interval {
-                worker: index,
-                second,
-                stats,
-            });
-            second = s;
-            if index == 0 {
-                // Changes older than a minute that a subscriber has still not seen
-                // will not be: it is not converging, which the end of the run reports.
-                shared.watch.trim(now.saturating_sub(60 * SECOND));
-            }
-        }
-        let next = (now / MILLI + 1) * MILLI;
-        sleep.as_mut().reset(clock.instant(next));
+        driver.send_due(now);
+        driver.publish_progress(now, lane_config.timeout);
+        driver.roll_second(now);
+        let next_tick = (now / MILLI + 1) * MILLI;
+        sleep.as_mut().reset(clock.instant(next_tick));
         sleep.as_mut().await;
     }
+    driver.stop(lane_tasks, lane_config.timeout).await
+}
 
-    // Stop: let the connections finish what is queued (bounded), then close.
-    for lane in &ctx.lanes {
-        lane.close();
+/// The driver's own state between ticks.
+struct Driver {
+    ctx: Rc<Ctx>,
+    tx: Sender<Interval>,
+    phase: Phase,
+    pacers: Pacers,
+    /// Scratch for the wheels' due entries.
+    fired: Vec<(u32, u32)>,
+    /// The second of the run being recorded.
+    second: u32,
+    next_progress: Nanos,
+    /// Subscribers this worker simulates.
+    subscribers: u32,
+    poll_ms: u32,
+}
+
+impl Driver {
+    fn new(ctx: Rc<Ctx>, tx: Sender<Interval>) -> Driver {
+        let shared = &ctx.shared;
+        let profile = &shared.profile;
+        Driver {
+            second: (shared.clock.now() / SECOND) as u32,
+            subscribers: share(
+                u64::from(profile.fleet.subscribers),
+                ctx.index,
+                shared.workers,
+            ) as u32,
+            poll_ms: profile.subscribers.poll_interval.0.as_millis() as u32,
+            ctx,
+            tx,
+            phase: Phase::Init,
+            pacers: Pacers::default(),
+            fired: Vec::new(),
+            next_progress: 0,
+        }
     }
-    let _ = tokio::time::timeout(Duration::from_secs(3), async {
-        for t in lane_tasks {
-            let _ = t.await;
+
+    /// Takes up the runner's phase when it changed: new pacers, and says it has.
+    fn follow_phase(&mut self) {
+        let shared = &self.ctx.shared;
+        let (phase, start) = shared.phase();
+        if phase == self.phase {
+            return;
         }
-    })
-    .await;
-    let (instance_slots, subscriber_slots) = {
-        let mut st = ctx.st.borrow_mut();
-        for t in st.sub_tasks.iter_mut().filter_map(Option::take) {
-            t.abort();
+        self.phase = phase;
+        self.pacers = Pacers::for_phase(shared, phase, start, self.ctx.index);
+        if phase == Phase::Drain {
+            self.ctx.state.borrow_mut().drain_cursor = 0;
         }
-        for s in st.subs.iter_mut() {
-            s.active = false;
+        shared.progress[self.ctx.index as usize]
+            .phase_seen
+            .store(u64::from(phase.as_u8()), Ordering::Relaxed);
+    }
+
+    /// Dispatches every operation whose intended time is at or before `now`.
+    fn send_due(&mut self, now: Nanos) {
+        let ctx = self.ctx.clone();
+        let mut guard = ctx.state.borrow_mut();
+        let state = &mut *guard;
+        let tick = (now / MILLI) as u32;
+        ctx.send_beats(state, tick, now, &mut self.fired);
+        ctx.send_polls(state, tick, now, self.poll_ms, &mut self.fired);
+        let pacers = &mut self.pacers;
+        if let Some(pacer) = pacers.load.as_mut() {
+            ctx.send_load(state, pacer, now);
         }
-        (st.inst.slots.len(), st.subs.len())
-    };
-    let stats = {
-        let mut st = ctx.st.borrow_mut();
-        let last = st.rec.roll();
-        let _ = tx.send(Interval {
-            worker: index,
-            second,
+        if let Some(pacer) = pacers.join.as_mut() {
+            ctx.start_subscribers(state, pacer, self.subscribers, now);
+        }
+        if let Some(pacer) = pacers.register.as_mut() {
+            ctx.send_registrations(state, pacer, now);
+        }
+        if let Some(pacer) = pacers.deregister.as_mut() {
+            ctx.send_deregistrations(state, pacer, now);
+        }
+        if let Some(pacer) = pacers.query.as_mut() {
+            ctx.send_queries(state, pacer, now);
+        }
+        if let Some(pacer) = pacers.churn.as_mut() {
+            ctx.replace_subscribers(state, pacer, now);
+        }
+        if let Some(pacer) = pacers.drain.as_mut() {
+            ctx.send_drain(state, pacer, now);
+        }
+    }
+
+    /// Every 100 ms: fails requests that waited too long, and publishes the counters
+    /// the runner reads.
+    fn publish_progress(&mut self, now: Nanos, timeout: Duration) {
+        if now < self.next_progress {
+            return;
+        }
+        self.next_progress = now + 100 * MILLI;
+        let ctx = &*self.ctx;
+        for lane in &ctx.lanes {
+            lane.check_timeout(now, timeout);
+        }
+        let progress = &ctx.shared.progress[ctx.index as usize];
+        let state = ctx.state.borrow();
+        progress.publish(&state.recorder);
+        progress.outstanding.store(
+            ctx.lanes.iter().map(|l| l.outstanding() as u64).sum(),
+            Ordering::Relaxed,
+        );
+        progress
+            .present
+            .store(state.instances.present, Ordering::Relaxed);
+        progress.load_left.store(state.load_left, Ordering::Relaxed);
+        progress.drain_left.store(state.live, Ordering::Relaxed);
+        progress
+            .changes_outstanding
+            .store(state.changes_outstanding, Ordering::Relaxed);
+        if matches!(self.phase, Phase::Settle | Phase::Final) {
+            let unconverged = ctx.unconverged(&state);
+            progress.unconverged.store(unconverged, Ordering::Relaxed);
+        }
+    }
+
+    /// At each second boundary: hands the second's recording to the runner.
+    fn roll_second(&mut self, now: Nanos) {
+        let second = (now / SECOND) as u32;
+        if second <= self.second {
+            return;
+        }
+        let stats = self.ctx.state.borrow_mut().recorder.roll();
+        let _ = self.tx.send(Interval {
+            worker: self.ctx.index,
+            second: self.second,
+            stats,
+        });
+        self.second = second;
+        if self.ctx.index == 0 {
+            // Changes older than a minute that a subscriber has still not seen
+            // will not be: it is not converging, which the end of the run reports.
+            self.ctx.shared.watch.trim(now.saturating_sub(60 * SECOND));
+        }
+    }
+
+    /// Lets the connections finish what is queued for as long as a request may take
+    /// (timeouts still apply), then fails whatever is left, so every operation the
+    /// worker dispatched is in its record; then hands the record back.
+    async fn stop(
+        self,
+        lane_tasks: Vec<JoinHandle<()>>,
+        timeout: Duration,
+    ) -> anyhow::Result<Outcome> {
+        let ctx = &*self.ctx;
+        let clock = ctx.shared.clock;
+        for lane in &ctx.lanes {
+            lane.close();
+        }
+        let deadline = clock.now() + (timeout + Duration::from_secs(1)).as_nanos() as Nanos;
+        while !lane_tasks.iter().all(JoinHandle::is_finished) {
+            let now = clock.now();
+            if now >= deadline {
+                for lane in &ctx.lanes {
+                    lane.give_up();
+                }
+                break;
+            }
+            for lane in &ctx.lanes {
+                lane.check_timeout(now, timeout);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // After give_up a lane ends without waiting on its socket: bounded anyway.
+        let _ = tokio::time::timeout(Duration::from_secs(3), async {
+            for task in lane_tasks {
+                let _ = task.await;
+            }
+        })
+        .await;
+        let mut state = ctx.state.borrow_mut();
+        for task in state.subscriber_tasks.iter_mut().filter_map(Option::take) {
+            task.abort();
+        }
+        for subscriber in state.subscribers.iter_mut() {
+            subscriber.active = false;
+        }
+        let last = state.recorder.roll();
+        let _ = self.tx.send(Interval {
+            worker: ctx.index,
+            second: self.second,
             stats: last,
         });
-        std::mem::take(&mut st.rec).finish()
-    };
-    Ok(Outcome {
-        stats,
-        instance_slots,
-        subscriber_slots,
-    })
+        Ok(Outcome {
+            instance_slots: state.instances.slots.len(),
+            subscriber_slots: state.subscribers.len(),
+            stats: std::mem::take(&mut state.recorder).finish(),
+        })
+    }
+}
+
+/// The scheduled operations, one step per kind. Each takes every item its pacer says
+/// is due and sends it stamped with its own intended time; an item the generator has
+/// nothing to send for is recorded as skipped, never dropped silently.
+impl Ctx {
+    /// Beats of instances whose time came on the beat wheel.
+    fn send_beats(&self, state: &mut State, tick: u32, now: Nanos, fired: &mut Vec<(u32, u32)>) {
+        fired.clear();
+        state.wheel.advance(tick, fired);
+        for &(local, due) in fired.iter() {
+            let slot = &mut state.instances.slots[local as usize];
+            if slot.life != Life::Registered {
+                // Deregistered since: leaves the wheel (removal is lazy).
+                slot.in_wheel = false;
+                continue;
+            }
+            state.wheel.insert(local, due + slot.interval_ms);
+            let req = Request {
+                op: Op::Beat,
+                id: local,
+                generation: 0,
+                intended: u64::from(due) * MILLI,
+            };
+            self.dispatch(state, req, now);
+        }
+    }
+
+    /// Re-polls of subscribers whose time came on the poll wheel.
+    fn send_polls(
+        &self,
+        state: &mut State,
+        tick: u32,
+        now: Nanos,
+        poll_ms: u32,
+        fired: &mut Vec<(u32, u32)>,
+    ) {
+        fired.clear();
+        state.polls.advance(tick, fired);
+        for &(index, due) in fired.iter() {
+            let subscriber = state.subscribers[index as usize];
+            if !subscriber.active {
+                continue;
+            }
+            state.polls.insert(index, due + poll_ms);
+            let req = Request {
+                op: Op::Subscribe,
+                id: index,
+                generation: subscriber.generation,
+                intended: u64::from(due) * MILLI,
+            };
+            self.dispatch(state, req, now);
+        }
+    }
+
+    /// The load phase: registers the fleet in index order.
+    fn send_load(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
+        while let Some(intended) = pacer.next_due(now) {
+            if (state.next_load as usize) < state.instances.slots.len() {
+                self.register(state, state.next_load, intended, now, true);
+                state.next_load += 1;
+            } else {
+                state.recorder.skip(Op::Register);
+            }
+        }
+    }
+
+    /// Subscribers joining at the start of the steady phase, in index order.
+    fn start_subscribers(
+        self: &Rc<Self>,
+        state: &mut State,
+        pacer: &mut Pacer,
+        total: u32,
+        now: Nanos,
+    ) {
+        while state.joined < total {
+            let Some(intended) = pacer.next_due(now) else {
+                break;
+            };
+            self.start_subscriber(state, state.joined, intended, now);
+            state.joined += 1;
+        }
+    }
+
+    /// Steady-phase registrations of new instances.
+    fn send_registrations(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
+        let interval = self.shared.profile.fleet.beat_interval.0.as_millis() as u32;
+        while let Some(intended) = pacer.next_due(now) {
+            match state.instances.take_free(interval) {
+                Some(local) => self.register(state, local, intended, now, false),
+                None => state.recorder.skip(Op::Register),
+            }
+        }
+    }
+
+    /// Steady-phase deregistrations of random registered instances.
+    fn send_deregistrations(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
+        while let Some(intended) = pacer.next_due(now) {
+            let start = state.below(state.instances.slots.len() as u64) as usize;
+            match state.instances.registered_from(start) {
+                Some(local) => self.deregister(state, local, intended, now),
+                None => state.recorder.skip(Op::Deregister),
+            }
+        }
+    }
+
+    /// Queries of random services.
+    fn send_queries(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
+        while let Some(intended) = pacer.next_due(now) {
+            let service = state.below(u64::from(self.naming().services)) as u32;
+            let req = Request {
+                op: Op::Query,
+                id: service,
+                generation: 0,
+                intended,
+            };
+            self.dispatch(state, req, now);
+        }
+    }
+
+    /// Subscriber churn: a random joined subscriber is replaced by a new socket.
+    fn replace_subscribers(self: &Rc<Self>, state: &mut State, pacer: &mut Pacer, now: Nanos) {
+        while let Some(intended) = pacer.next_due(now) {
+            if state.joined == 0 {
+                state.recorder.skip(Op::Subscribe);
+                continue;
+            }
+            let index = state.below(u64::from(state.joined)) as u32;
+            self.start_subscriber(state, index, intended, now);
+        }
+    }
+
+    /// The drain: deregisters every registered instance in index order, retrying
+    /// those whose deregistration failed once a pass is complete.
+    fn send_drain(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
+        while pacer.peek().is_some_and(|t| t <= now) {
+            let slots = state.instances.slots.len();
+            let mut found = None;
+            while state.drain_cursor < slots {
+                let local = state.drain_cursor;
+                state.drain_cursor += 1;
+                if state.instances.slots[local].life == Life::Registered {
+                    found = Some(local as u32);
+                    break;
+                }
+            }
+            let Some(local) = found else {
+                // A full pass: start over for any whose deregistration failed (they
+                // are Registered again). The pacer's slot is not used: the drain
+                // ends when nothing is left, which is not a missed slot.
+                if state.live > 0 && state.changes_outstanding == 0 {
+                    state.drain_cursor = 0;
+                }
+                break;
+            };
+            let intended = pacer.next_due(now).unwrap_or(now);
+            self.deregister(state, local, intended, now);
+        }
+    }
+
+    /// Active subscribers whose view differs from the expected list of their service.
+    fn unconverged(&self, state: &State) -> u64 {
+        let expected = self.shared.watch.expected();
+        state
+            .subscribers
+            .iter()
+            .filter(|s| s.active)
+            .filter(|s| {
+                !s.has_view
+                    || expected
+                        .get(s.service as usize)
+                        .is_none_or(|e| *e != s.view)
+            })
+            .count() as u64
+    }
 }

@@ -114,6 +114,7 @@ pub fn merge(reports: &[Report]) -> Result<Report, MergeError> {
             .map(|r| r.generator.max_send_lag_us)
             .max()
             .unwrap_or(0),
+        skipped_slots: reports.iter().map(|r| r.generator.skipped_slots).sum(),
         p99_send_lag_us: match &merged.send_lag {
             Some(block) => block.summary.p99_us,
             None => reports
@@ -185,6 +186,7 @@ fn merge_operations(reports: &[Report]) -> Result<Vec<Operation>, MergeError> {
                 achieved_rate: parts.iter().map(|p| p.achieved_rate).sum(),
                 corrected: merge_block(name, parts.iter().map(|p| &p.corrected))?,
                 uncorrected: merge_block(name, parts.iter().map(|p| &p.uncorrected))?,
+                skipped: parts.iter().map(|p| p.skipped).sum(),
             })
         })
         .collect()

@@ -99,6 +99,11 @@ pub struct Operation {
     pub corrected: LatencyBlock,
     /// Latency from the actual send time (service time).
     pub uncorrected: LatencyBlock,
+    /// Schedule slots of this operation the generator could not fill (for example a
+    /// deregistration due when nothing was registered): load that was planned but
+    /// never offered. Absent in reports written before it existed.
+    #[serde(default)]
+    pub skipped: u64,
 }
 
 impl Operation {
@@ -121,6 +126,7 @@ impl Operation {
             achieved_rate: rate(count, duration_s),
             corrected,
             uncorrected,
+            skipped: 0,
         }
     }
 
@@ -198,12 +204,17 @@ pub struct Verification {
 /// Whether the generator kept up with its own schedule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct GeneratorHealth {
-    /// True when the generator could not send on schedule, so latencies partly measure it.
+    /// True when the generator could not send on schedule, so latencies partly measure
+    /// it (also set when it skipped schedule slots).
     pub fell_behind: bool,
     /// Largest send lag, microseconds.
     pub max_send_lag_us: u64,
     /// 99th percentile send lag, microseconds.
     pub p99_send_lag_us: u64,
+    /// Schedule slots the generator skipped over all operations: a run with any did
+    /// not offer the load it planned and is not valid. Absent in older reports.
+    #[serde(default)]
+    pub skipped_slots: u64,
 }
 
 /// One evaluated SLO threshold, such as `beat.p99 < 20ms`.

@@ -217,6 +217,12 @@ pub fn sections(report: &Report) -> Vec<Section> {
         table::micros(report.generator.p99_send_lag_us as f64),
         table::micros(report.generator.max_send_lag_us as f64)
     ));
+    if report.generator.skipped_slots > 0 {
+        generator.lines.push(format!(
+            "INVALID RUN: {} schedule slots skipped (planned load never offered)",
+            report.generator.skipped_slots
+        ));
+    }
     if let Some(lag) = &report.send_lag {
         generator.table = Some(latency_table(
             "send lag",

@@ -7,6 +7,16 @@
 //! - a [`LeaseTable`] of beat deadlines, renewed in place by beats;
 //! - one writer lock serialising every change to the shard's services.
 //!
+//! The store also keeps a sorted index of service names per namespace and
+//! group (`service_index`), written when a service is created or removed,
+//! so a page of `list_services` costs the page.
+//!
+//! Expiry scans each shard's compact lease slab (8 bytes per ephemeral
+//! instance, no lock) and then works through what is due in bounded steps
+//! ([`Store::expire_step`]), each holding the shard's writer lock for about
+//! [`EXPIRE_STEP_BUDGET`] instances, so a mass expiry never holds a shard
+//! for long.
+//!
 //! Reads (`query`, `beat`) load the current snapshot and never wait for a
 //! writer. A write takes its shard's lock, copies the one service it
 //! changes, publishes the copy with a new revision, and returns a

@@ -169,6 +169,7 @@ pub fn sample_report(seed: u64, scale: f64) -> Report {
         fell_behind: false,
         max_send_lag_us: lag_summary.max_us,
         p99_send_lag_us: lag_summary.p99_us,
+        skipped_slots: 0,
     };
     report.thresholds = vec![
         ThresholdResult {
