@@ -72,7 +72,7 @@ def parse(path):
         if line.startswith("#") or not line.strip():
             continue
         k, v = line.rsplit(" ", 1)
-        m[k] = float(v)
+        m[k.replace("{}", "")] = float(v)
     return m
 def hist(m, name):
     b = sorted(((float(k.split('le="')[1].split('"')[0]) if 'le="+Inf"' not in k else float("inf")), v)

@@ -50,9 +50,21 @@ pub enum Applied {
 
 type Checked<'s, 'a> = (&'s InstanceSpec<'a>, LeaseTimeouts);
 
-/// The order instances are kept in (see `Instance::sort_key`).
-fn sort_key<'a>(s: &Checked<'_, 'a>) -> (&'a str, std::net::IpAddr, u16, bool) {
-    (s.0.addr.cluster, s.0.addr.ip, s.0.addr.port, s.0.ephemeral)
+/// The order instances are kept in (`Instance::sort_key`), compared field
+/// by field: comparing the same 4-tuple type as `snapshot::position` would
+/// give that tuple's `Ord` a second caller, and the compiler then stops
+/// inlining it into the beat's lookup (+3% instructions per beat, measured
+/// by `scripts/gates.sh`).
+fn order(a: &Checked<'_, '_>, b: &Checked<'_, '_>) -> std::cmp::Ordering {
+    let (a, b) = (&a.0.addr, &b.0.addr);
+    a.cluster
+        .cmp(b.cluster)
+        .then_with(|| a.ip.cmp(&b.ip))
+        .then_with(|| a.port.cmp(&b.port))
+}
+
+fn same_place(a: &Checked<'_, '_>, b: &Checked<'_, '_>) -> bool {
+    order(a, b).is_eq() && a.0.ephemeral == b.0.ephemeral
 }
 
 impl Store {
@@ -83,8 +95,8 @@ impl Store {
             let timeouts = LeaseTimeouts::from_metadata(&spec.metadata, self.config.timeouts)?;
             specs.push((spec, timeouts));
         }
-        specs.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
-        specs.dedup_by(|a, b| sort_key(a) == sort_key(b));
+        specs.sort_by(|a, b| order(a, b).then_with(|| a.0.ephemeral.cmp(&b.0.ephemeral)));
+        specs.dedup_by(|a, b| same_place(a, b));
 
         let shard = self.shard(service);
         let mut w = shard.writer.lock();

@@ -13,7 +13,7 @@
 //! *before* publishing the view, so the sweeper never expires a service it
 //! just took over on beats that went to the previous owner.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use super::link::Link;
-use super::verify::Repair;
+use super::verify::{Repair, Round};
 use super::{incarnation, ClusterConfig, ClusterStats, Dirty, Stamp};
 use crate::clock::Clock;
 use crate::state::App;
@@ -155,8 +155,10 @@ pub struct Cluster {
     repairs: OnceLock<mpsc::Sender<Repair>>,
     /// Monotonic ms when the last probe round ended.
     last_round: Stamp,
-    /// Services a checksum list missed once; dropped when it misses them twice.
+    /// Services a checksum round missed once; dropped when it misses them twice.
     pub(super) suspects: Mutex<HashSet<ServiceKey>>,
+    /// Checksum rounds being received, per sender.
+    pub(super) rounds: Mutex<HashMap<String, Round>>,
     /// Counters for `/metrics`.
     pub stats: ClusterStats,
 }
@@ -205,6 +207,7 @@ impl Cluster {
             repairs: OnceLock::new(),
             last_round: Stamp::new(),
             suspects: Mutex::new(HashSet::new()),
+            rounds: Mutex::new(HashMap::new()),
             stats: ClusterStats::default(),
             config,
         };

@@ -2,9 +2,10 @@
 //! responsible for, fetching what differs, dropping what its owner no
 //! longer has, and the full snapshot a node loads before it serves.
 //!
-//! A service missing from its owner's list is dropped only when two lists
-//! in a row miss it: a list built just before a replication message may
-//! not name a service that message created.
+//! A service missing from its owner's list is dropped only when two whole
+//! rounds in a row miss it: a list built just before a replication message
+//! may not name a service that message created. The owner's list comes in
+//! parts; the store is scanned for unlisted services once per round.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -120,50 +121,33 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
     }
 }
 
+/// The parts of one sender's checksum round received so far.
+#[derive(Default)]
+pub(crate) struct Round {
+    parts: u32,
+    seen: u32,
+    listed: HashSet<ServiceKey>,
+}
+
 /// Compares a peer's checksums with this node's replica: queues a fetch of
-/// what differs and drops what the peer owns but no longer lists (on the
-/// second list in a row that misses it). Returns the number dropped.
+/// what differs and, once every part of the sender's round has arrived,
+/// drops what the sender owns but no longer lists (on the second round in a
+/// row that misses it). One scan of the store per sender per round, not
+/// per part. Returns the number dropped.
 pub(crate) fn on_checksums(app: &App, cluster: &Cluster, from: &str, list: &Checksums) -> usize {
-    let mut listed: HashSet<(&str, &str)> = HashSet::with_capacity(list.items.len());
     let mut fetch = Vec::new();
+    let mut listed = Vec::with_capacity(list.items.len());
     for (ns, name, sum) in &list.items {
-        listed.insert((ns.as_str(), name.as_str()));
+        let key = ServiceKey::new(ns, name);
         let same = app
             .store
-            .read(registry_core::ServiceRef::new(ns, name), |s| {
-                state_checksum(s) == *sum
-            })
+            .read(key.as_ref(), |s| state_checksum(s) == *sum)
             .unwrap_or(false);
         if !same {
             fetch.push((ns.clone(), name.clone()));
         }
+        listed.push(key);
     }
-    let mut missing: Vec<ServiceKey> = Vec::new();
-    app.store.for_each_service(|snap| {
-        let key = snap.key();
-        if distro::part_of(key.namespace(), key.grouped_name(), list.parts) == list.part
-            && !listed.contains(&(key.namespace(), key.grouped_name()))
-            && cluster.owned_by(key, from)
-        {
-            missing.push(key.clone());
-        }
-    });
-    let mut dropped = 0;
-    {
-        let mut suspects = cluster.suspects.lock();
-        for key in missing {
-            if suspects.remove(&key) {
-                if let Ok(w) = app.store.delete_service(key.as_ref()) {
-                    app.publish(w.event);
-                    dropped += 1;
-                }
-            } else {
-                suspects.insert(key);
-            }
-        }
-        suspects.retain(|k| !listed.contains(&(k.namespace(), k.grouped_name())));
-    }
-    cluster.stats.repairs.add(dropped as u64);
     if !fetch.is_empty() {
         if let Some(tx) = cluster.repairs() {
             // A full queue drops the request: the next round asks again.
@@ -173,6 +157,57 @@ pub(crate) fn on_checksums(app: &App, cluster: &Cluster, from: &str, list: &Chec
             });
         }
     }
+    let complete = {
+        let mut rounds = cluster.rounds.lock();
+        let round = rounds.entry(from.to_owned()).or_default();
+        if list.part == 0 || round.parts != list.parts {
+            *round = Round {
+                parts: list.parts,
+                ..Round::default()
+            };
+        }
+        round.seen += 1;
+        round.listed.extend(listed);
+        // A lost part leaves the round incomplete: nothing is dropped then.
+        (list.part + 1 == list.parts).then(|| std::mem::take(round))
+    };
+    match complete {
+        Some(round) if round.seen == round.parts => {
+            drop_unlisted(app, cluster, from, &round.listed)
+        }
+        _ => 0,
+    }
+}
+
+/// Drops services `from` owns that its whole round did not list, the
+/// second time in a row.
+fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<ServiceKey>) -> usize {
+    let mut missing: Vec<ServiceKey> = Vec::new();
+    app.store.for_each_service(|snap| {
+        let key = snap.key();
+        if !listed.contains(key) && cluster.owned_by(key, from) {
+            missing.push(key.clone());
+        }
+    });
+    let mut dropped = 0;
+    let mut suspects = cluster.suspects.lock();
+    let mut still = HashSet::new();
+    for key in missing {
+        if suspects.remove(&key) {
+            if let Ok(w) = app.store.delete_service(key.as_ref()) {
+                app.publish(w.event);
+                dropped += 1;
+            }
+        } else {
+            still.insert(key);
+        }
+    }
+    // This sender's suspects are now exactly those it missed this round
+    // for the first time; others' are left alone.
+    suspects.retain(|k| !cluster.owned_by(k, from));
+    suspects.extend(still);
+    drop(suspects);
+    cluster.stats.repairs.add(dropped as u64);
     dropped
 }
 

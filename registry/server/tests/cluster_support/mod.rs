@@ -288,7 +288,15 @@ impl TestCluster {
     /// Starts `n` nodes and waits until every node is ready and sees every
     /// other UP.
     pub async fn start(n: usize, extra: &[&str]) -> TestCluster {
-        let dir = tempfile::tempdir().expect("tempdir");
+        // CLUSTER_LOG_DIR keeps the nodes' logs for a look after a failure.
+        let dir = match std::env::var_os("CLUSTER_LOG_DIR") {
+            Some(d) => tempfile::Builder::new()
+                .prefix("cluster-")
+                .disable_cleanup(true)
+                .tempdir_in(std::fs::create_dir_all(&d).map(|_| d).expect("log dir"))
+                .expect("tempdir"),
+            None => tempfile::tempdir().expect("tempdir"),
+        };
         let addrs = free_addrs(n);
         let members = addrs
             .iter()
