@@ -266,17 +266,27 @@ async fn frozen_node_converges_through_checksums() {
 
     // Back, C converges to the survivors' state; the instance beating
     // through others is not expired by C's stale view.
-    let took = until(SECOND * 15, "C converged", || async {
-        for n in &c.nodes {
-            if n.hosts(&owned_by_c).await != Some(vec![(9002, true)])
-                || n.hosts(&other).await != Some(vec![(9100, true)])
-            {
-                return false;
+    let converged = tokio::time::timeout(SECOND * 15, async {
+        loop {
+            let mut all = true;
+            for n in &c.nodes {
+                all &= n.hosts(&owned_by_c).await == Some(vec![(9002, true)])
+                    && n.hosts(&other).await == Some(vec![(9100, true)]);
             }
+            if all {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        true
     })
     .await;
+    assert!(
+        converged.is_ok(),
+        "C did not converge within 15 s:\n{}{}",
+        c.describe(&owned_by_c).await,
+        c.describe(&other).await
+    );
+    let took = "within 15 s";
     println!("converged {took:?} after SIGCONT");
     c.until_all_up(SECOND * 10).await;
     tokio::time::sleep(SECOND * 2).await;
