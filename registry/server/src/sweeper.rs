@@ -117,7 +117,10 @@ fn sweep_at(app: &App, now: Millis) {
     let (mut unhealthy, mut removed, mut services) = (0, 0, 0);
     // In a cluster only a service's responsible node expires it, and only
     // while its view of the members is current.
-    let current = app.cluster.as_ref().is_some_and(|c| c.may_expire(now));
+    let current = app
+        .cluster
+        .as_ref()
+        .is_some_and(|c| c.may_act_as_owner(now));
     let owned = |key: &ServiceKey| current && app.cluster.as_ref().is_some_and(|c| c.owns(key));
     loop {
         let more = match app.cluster {

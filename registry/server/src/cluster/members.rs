@@ -257,11 +257,13 @@ impl Cluster {
             .is_some_and(|i| view.up[i] == addr)
     }
 
-    /// Whether the sweeper may expire this node's services at `now`: it
-    /// is ready and its view is current. A node whose probe rounds stopped
-    /// (it was frozen, or starved) must not expire on a stale view: the
-    /// beats may have gone to a node that took its services over.
-    pub fn may_expire(&self, now: Millis) -> bool {
+    /// Whether this node may act as the owner of its services at `now`
+    /// (expire them, send their checksums): it is ready and its view is
+    /// current. A node whose probe rounds stopped (it was frozen, or
+    /// starved) holds a stale replica: the beats and writes may have gone to
+    /// a node that took its services over, and checksums sent from that
+    /// replica would make its peers fetch and adopt the stale state.
+    pub fn may_act_as_owner(&self, now: Millis) -> bool {
         let stale_after = self.config.probe_interval.as_millis() as u64 * 3 + 1_000;
         self.is_ready() && now.0.saturating_sub(self.last_round.get()) <= stale_after
     }

@@ -35,6 +35,12 @@ pub(crate) async fn run(app: Arc<App>, cluster: Arc<Cluster>, cancel: Cancellati
             _ = tokio::time::sleep(cluster.config.sync_window) => {}
         }
         let due: Vec<(ServiceKey, (u64, u64))> = cluster.dirty.services.lock().drain().collect();
+        // A node back from a freeze holds a stale replica: what it would
+        // send could overwrite the newer state its peers wrote meanwhile.
+        // It reloads from them instead; checksums repair the rest.
+        if !cluster.may_act_as_owner(app.clock.now()) {
+            continue;
+        }
         let datums: Vec<Datum> = due
             .into_iter()
             .filter(|(key, _)| cluster.owns(key))

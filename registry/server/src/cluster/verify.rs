@@ -68,7 +68,9 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        if !cluster.is_ready() {
+        // Not while the view is stale: after a freeze this tick fires at
+        // once, before the probe task notices the gap and reloads.
+        if !cluster.may_act_as_owner(app.clock.now()) {
             continue;
         }
         let mut owned = Vec::new();
