@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s (at %ds)\n' "$*" "$SECONDS"; }
 
 step "test dependencies"
 scripts/deps/clients.sh
