@@ -10,7 +10,8 @@
 # - report: the nacos-2x-report profile, scaled down by $REPORT_SCALE (default 10:
 #           100k instances, 1k clients, register/query 2680/3070 per s).
 #
-# Binaries: $BIN (default target/release; build them one at a time first:
+# Binaries: $REGISTRY_BIN and $LOADGEN_BIN, by default in $BIN (default
+# target/release; build them one at a time first:
 # `nice cargo build --release -p registry-server --bin registry` and
 # `... -p loadgen --bin loadgen`). Each run holds /work/notes/bench.lock when it
 # exists (the shared machine's quiet-run lock) and prints `uptime` with its figure.
@@ -19,6 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release}
+REGISTRY_BIN=${REGISTRY_BIN:-$BIN/registry}
+LOADGEN_BIN=${LOADGEN_BIN:-$BIN/loadgen}
 OUT=${OUT:-/tmp/grpc-figures}
 FANOUT_CLIENTS=${FANOUT_CLIENTS:-10000}
 REPORT_SCALE=${REPORT_SCALE:-10}
@@ -36,7 +39,7 @@ run_one() {
     shift 2
     : > "$OUT/rss-$tag.txt"
     echo "== $tag: $(date -u +%FT%TZ) uptime: $(uptime)" | tee "$OUT/out-$tag.txt"
-    taskset -c 0 "$BIN/registry" --listen "$HTTP" --grpc-listen "$GRPC" --workers 1 \
+    taskset -c 0 "$REGISTRY_BIN" --listen "$HTTP" --grpc-listen "$GRPC" --workers 1 \
         --grpc-max-connections 20000 --grpc-max-sockets 19000 \
         > "$OUT/registry-$tag.log" 2>&1 &
     local rpid=$!
@@ -50,7 +53,7 @@ run_one() {
     done) &
     local spid=$!
     local rc=0
-    timeout 280 taskset -c 1 "$BIN/loadgen" run -p "$prof" --target "http://$HTTP" \
+    timeout 280 taskset -c 1 "$LOADGEN_BIN" run -p "$prof" --target "http://$HTTP" \
         --registry-pid "$rpid" --pinning "registry=0 loadgen=1" --out "$OUT" "$@" \
         >> "$OUT/out-$tag.txt" 2>&1 || rc=$?
     echo "loadgen rc=$rc" | tee -a "$OUT/out-$tag.txt"
@@ -85,7 +88,7 @@ query_rate = 8000
 [drain]
 rate = 8000
 EOF
-    lock bash -c "$(declare -f run_one); BIN=$BIN OUT=$OUT HTTP=$HTTP GRPC=$GRPC run_one rate $OUT/rate.toml"
+    lock bash -c "$(declare -f run_one); REGISTRY_BIN=$REGISTRY_BIN LOADGEN_BIN=$LOADGEN_BIN OUT=$OUT HTTP=$HTTP GRPC=$GRPC run_one rate $OUT/rate.toml"
 }
 
 fanout() {
@@ -112,12 +115,12 @@ rate = 100
 [generator]
 settle_timeout = "60s"
 EOF
-    lock bash -c "$(declare -f run_one); BIN=$BIN OUT=$OUT HTTP=$HTTP GRPC=$GRPC run_one fanout $OUT/fanout.toml"
+    lock bash -c "$(declare -f run_one); REGISTRY_BIN=$REGISTRY_BIN LOADGEN_BIN=$LOADGEN_BIN OUT=$OUT HTTP=$HTTP GRPC=$GRPC run_one fanout $OUT/fanout.toml"
 }
 
 report() {
     local s=$REPORT_SCALE
-    lock bash -c "$(declare -f run_one); BIN=$BIN OUT=$OUT HTTP=$HTTP GRPC=$GRPC run_one report nacos-2x-report \
+    lock bash -c "$(declare -f run_one); REGISTRY_BIN=$REGISTRY_BIN LOADGEN_BIN=$LOADGEN_BIN OUT=$OUT HTTP=$HTTP GRPC=$GRPC run_one report nacos-2x-report \
         --instances $((1000000 / s)) --services $((100000 / s)) --subscribers $((10000 / s)) \
         --watched-services $((1000 / s)) --grpc-clients $((10000 / s)) \
         --rate $((26800 / s)) --query-rate $((30700 / s)) --duration 20s"
