@@ -13,8 +13,8 @@
 # Binaries: $REGISTRY_BIN and $LOADGEN_BIN, by default in $BIN (default
 # target/release; build them one at a time first:
 # `nice cargo build --release -p registry-server --bin registry` and
-# `... -p loadgen --bin loadgen`). Each run holds /work/notes/bench.lock when it
-# exists (the shared machine's quiet-run lock) and prints `uptime` with its figure.
+# `... -p loadgen --bin loadgen`). Each run holds /work/notes/bench.lock where
+# /work/notes exists (the shared machine's quiet-run lock) and prints `uptime` with its figure.
 # Outputs: $OUT (default /tmp/grpc-figures): loadgen reports and text, registry RSS
 # samples (every 0.5 s).
 set -euo pipefail
@@ -30,7 +30,7 @@ GRPC=127.0.0.1:29848
 mkdir -p "$OUT"
 
 lock() {
-    if [[ -e /work/notes/bench.lock ]]; then flock /work/notes/bench.lock "$@"; else "$@"; fi
+    if [[ -d /work/notes ]]; then flock /work/notes/bench.lock "$@"; else "$@"; fi
 }
 
 # run_one TAG PROFILE_FILE [loadgen args...]
