@@ -45,6 +45,9 @@ use crate::target::Server;
 const MAX_IN_FLIGHT: usize = 8192;
 /// A request not answered in this long has failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Recorders shared by the clients: a few per worker thread keeps the lock
+/// uncontended without a recorder per client.
+const RECORDERS: usize = 64;
 
 /// What the fleet measured, for the runner's report.
 pub struct Outcome {
@@ -74,10 +77,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// What the push readers need: the profile, the clock, the churn send times.
+/// What the push readers need: the profile, the clock, the churn send times, the
+/// recorders.
 struct Common {
     profile: Profile,
     clock: Clock,
+    /// Recorders shared by the clients (client `i` records into `i % len`): a
+    /// recorder holds 30 histograms of at least 16 KiB, which per client was most
+    /// of a simulated client's memory (~480 of ~560 KiB).
+    recorders: Vec<Arc<Mutex<Recorder>>>,
     /// Send time of each churn change by sequence number (0 until sent).
     changes: Vec<AtomicU64>,
 }
@@ -86,7 +94,8 @@ struct Common {
 struct Client {
     common: Arc<Common>,
     channel: Channel,
-    recorder: Mutex<Recorder>,
+    /// One of [`Common::recorders`].
+    recorder: Arc<Mutex<Recorder>>,
     subscriptions: Mutex<Vec<Subscription>>,
     pushes: AtomicU64,
     acks: AtomicU64,
@@ -135,6 +144,9 @@ async fn drive(
             .collect(),
         profile: profile.clone(),
         clock,
+        recorders: (0..RECORDERS)
+            .map(|_| Arc::new(Mutex::new(Recorder::new())))
+            .collect(),
     });
     let rss_before = crate::host::memory(None).0;
     let clients = connect_all(&common, grpc).await?;
@@ -177,8 +189,10 @@ async fn drive(
     let duration_s = fleet.clock.now() as f64 / SECOND as f64;
     let mut stats = Stats::default();
     let (mut pushes, mut acks) = (0, 0);
+    for r in &fleet.common.recorders {
+        stats.add(&std::mem::take(&mut *lock(r)).finish());
+    }
     for c in &fleet.clients {
-        stats.add(&std::mem::take(&mut *lock(&c.recorder)).finish());
         pushes += c.pushes.load(Ordering::Relaxed);
         acks += c.acks.load(Ordering::Relaxed);
     }
@@ -223,8 +237,9 @@ async fn connect_all(common: &Arc<Common>, grpc: SocketAddr) -> anyhow::Result<V
     // A few at a time: a burst of thousands of handshakes is not what is measured.
     for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
         let mut set = tokio::task::JoinSet::new();
-        for _ in chunk {
-            set.spawn(connect(common.clone(), grpc));
+        for &i in chunk {
+            let recorder = common.recorders[i % common.recorders.len()].clone();
+            set.spawn(connect(common.clone(), grpc, recorder));
         }
         while let Some(c) = set.join_next().await {
             clients.push(c.context("connecting a client")??);
@@ -233,7 +248,11 @@ async fn connect_all(common: &Arc<Common>, grpc: SocketAddr) -> anyhow::Result<V
     Ok(clients)
 }
 
-async fn connect(common: Arc<Common>, grpc: SocketAddr) -> anyhow::Result<Arc<Client>> {
+async fn connect(
+    common: Arc<Common>,
+    grpc: SocketAddr,
+    recorder: Arc<Mutex<Recorder>>,
+) -> anyhow::Result<Arc<Client>> {
     let channel = Endpoint::from_shared(format!("http://{grpc}"))?
         .tcp_nodelay(true)
         .connect()
@@ -264,7 +283,7 @@ async fn connect(common: Arc<Common>, grpc: SocketAddr) -> anyhow::Result<Arc<Cl
     let client = Arc::new(Client {
         common,
         channel,
-        recorder: Mutex::new(Recorder::new()),
+        recorder,
         subscriptions: Mutex::new(Vec::new()),
         pushes: AtomicU64::new(0),
         acks: AtomicU64::new(0),

@@ -160,6 +160,12 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_GRPC_MAX_CONNECTIONS", default_value_t = 20_000)]
     pub grpc_max_connections: usize,
 
+    /// Most TCP sockets open on the gRPC port at once, set up or not; one over
+    /// it is closed at accept. Leaves room above `--grpc-max-connections` for
+    /// clients between connect and setup.
+    #[arg(long, env = "REGISTRY_GRPC_MAX_SOCKETS", default_value_t = 22_000)]
+    pub grpc_max_sockets: usize,
+
     /// Most subscriptions one gRPC connection may hold.
     #[arg(
         long,
@@ -372,6 +378,7 @@ impl Config {
         }
         if self.grpc_max_body_bytes == 0
             || self.grpc_max_connections == 0
+            || self.grpc_max_sockets == 0
             || self.grpc_max_subscriptions_per_connection == 0
             || self.grpc_idle_ms == 0
             || self.grpc_detect_timeout_ms == 0
@@ -420,6 +427,7 @@ impl Config {
         crate::grpc::Limits {
             max_body_bytes: self.grpc_max_body_bytes,
             max_connections: self.grpc_max_connections,
+            max_sockets: self.grpc_max_sockets,
             max_subscriptions_per_connection: self.grpc_max_subscriptions_per_connection,
             idle_ms: self.grpc_idle_ms,
             detect_timeout_ms: self.grpc_detect_timeout_ms,

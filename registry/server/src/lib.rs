@@ -170,7 +170,7 @@ pub async fn run_app(
         stages.http.clone(),
     ));
 
-    let grpc = tokio::spawn(grpc::serve(app.clone(), grpc_listener, stages.http.clone()));
+    let mut grpc = tokio::spawn(grpc::serve(app.clone(), grpc_listener, stages.http.clone()));
 
     shutdown.await;
     tracing::info!("shutting down");
@@ -179,7 +179,13 @@ pub async fn run_app(
         //    gRPC streams end.
         stages.http.cancel();
         let _ = acceptor.await;
-        let _ = grpc.await;
+        // tonic's graceful stop waits until every client closes its half of its
+        // stream, which a connected 2.x client need not do: bounded, so that
+        // one idle client cannot spend the whole grace period and cost the
+        // notifier's last pushes and the writer's last commit.
+        if tokio::time::timeout(grpc::DRAIN, &mut grpc).await.is_err() {
+            grpc.abort();
+        }
         connections.close();
         connections.wait().await;
         // 2. Stop the health checker.

@@ -92,6 +92,41 @@ async fn python_nacos_sdk_3_2_0_over_grpc() {
     server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_nacos_sdk_3_2_0_with_auth_on() {
+    const USER: &str = "alice";
+    const PASSWORD: &str = "correct horse battery staple";
+    let python = python("venv-grpc", "Python nacos-sdk-python==3.2.0");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = dir.path().join("users");
+    let hash =
+        registry_server::auth::hash_password(PASSWORD, registry_server::auth::MIN_ITERATIONS)
+            .expect("hash");
+    std::fs::write(&users, format!("{USER}:{hash}\n")).expect("write users");
+    let server = TestServer::with(registry_server::Config {
+        auth_users: Some(users),
+        ..registry_server::Config::for_test()
+    })
+    .await;
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(script("python_grpc_auth.py"))
+        .arg(server.http_addr.to_string())
+        .arg(server.grpc_addr.port().to_string())
+        .arg("py-grpc-auth")
+        .args([USER, PASSWORD])
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .expect("client script finished in time")
+        .expect("client script started");
+    assert_passed(&out, "PASS");
+    // The refused register was counted and never applied; the accepted one was
+    // removed when its client closed.
+    assert!(server.app.grpc.metrics.refused.get() >= 1);
+    assert!(ports(&server, "DEFAULT_GROUP@@py-grpc-auth").is_empty());
+    server.stop().await;
+}
+
 /// Collects the instance lists a Rust client's subscription callback receives.
 #[derive(Default)]
 struct Seen(Mutex<Vec<Vec<u16>>>);

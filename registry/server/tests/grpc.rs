@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::TestServer;
 use grpc_client::Raw;
-use registry_core::ServiceRef;
+use registry_core::{ChangeEvent, ServiceKey, ServiceRef};
 use registry_proto::grpc::message::{
     BatchInstanceRequest, BatchInstanceResponse, ErrorResponse, HealthCheckRequest,
     InstanceRequest, InstanceResponse, NamingHead, NotifySubscriberRequest, QueryServiceResponse,
@@ -53,8 +53,13 @@ fn ports(server: &TestServer, service: &str) -> Vec<u16> {
         .unwrap_or_default()
 }
 
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    eventually_within(Duration::from_secs(5), what, check).await;
+}
+
+/// Polls `check` every 10 ms (of the runtime's clock, virtual when paused).
+async fn eventually_within(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
     while !check() {
         assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -205,13 +210,14 @@ async fn ephemeral_instances_belong_to_their_connection() {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Paused time (current-thread runtime): the runtime's clock jumps only when every task
+// waits, so the 10 s ack timeout passes at once and the resend's timing is exact.
+// The sockets are real (loopback data is ready before the clock may move).
+#[tokio::test(start_paused = true)]
 async fn subscribers_are_pushed_and_an_unacked_push_is_sent_once_more() {
-    let server = TestServer::with(Config {
-        push_ack_timeout_ms: 300,
-        ..Config::for_test()
-    })
-    .await;
+    // The default ack timeout (10 s), on virtual time.
+    let server = TestServer::spawn().await;
+    let timeout = Duration::from_millis(server.app.config.push_ack_timeout_ms);
     let watcher = Raw::connect(server.grpc_addr).await;
     let mut stream = watcher.set_up().await;
     let sub: SubscribeServiceResponse = watcher
@@ -225,40 +231,54 @@ async fn subscribers_are_pushed_and_an_unacked_push_is_sent_once_more() {
     assert!(sub.service_info.expect("info").hosts.is_empty());
 
     let writer = Raw::connect(server.grpc_addr).await;
-    let _w = writer.set_up().await;
+    // The writer answers its detections: its instance stays.
+    let _w = writer.set_up().await.keep_alive();
     let _: InstanceResponse = writer.expect(&register("pushed", 8080)).await;
 
-    let push = stream.next(Duration::from_secs(5)).await.expect("a push");
+    let push = stream
+        .next_push(Duration::from_secs(5))
+        .await
+        .expect("a push");
+    let pushed_at = tokio::time::Instant::now();
     assert_eq!(push.type_name(), "NotifySubscriberRequest");
     let req: NotifySubscriberRequest = serde_json::from_slice(push.json()).unwrap();
     let info = req.service_info.expect("service info");
     assert_eq!(info.hosts.len(), 1);
     assert_eq!(info.hosts[0].port, 8080);
     assert_eq!(req.service_name.as_deref(), Some("pushed"));
-    // Not acked: the same push comes once more after the ack timeout...
+    // Not acked: the same push comes once more, the ack timeout after the first...
     let again = stream
-        .next(Duration::from_secs(5))
+        .next_push(Duration::from_secs(60))
         .await
         .expect("the resend");
+    let waited = pushed_at.elapsed();
+    assert!(
+        waited >= timeout && waited < timeout + Duration::from_secs(1),
+        "resent after {waited:?}, the ack timeout is {timeout:?}"
+    );
     let again_req: NotifySubscriberRequest = serde_json::from_slice(again.json()).unwrap();
     assert_eq!(again_req.head.request_id, req.head.request_id);
-    // ...and then no more: the failure is counted.
-    assert!(stream.next(Duration::from_millis(900)).await.is_none());
-    eventually("failure counted", || {
-        server.app.metrics.push.failed.get() == 1
-    })
-    .await;
+    // ...and then no more, even long after: the failure is counted after one more
+    // timeout.
+    if let Some(p) = stream.next_push(timeout * 6).await {
+        panic!("sent more than once more: {p:?}");
+    }
+    assert_eq!(server.app.metrics.push.failed.get(), 1);
+    assert_eq!(server.app.metrics.push.retried.get(), 1);
 
     // An acked push is not resent.
     let _: InstanceResponse = writer.expect(&register("pushed", 8081)).await;
     let push = stream
-        .next(Duration::from_secs(5))
+        .next_push(Duration::from_secs(5))
         .await
         .expect("second push");
     stream.answer("NotifySubscriberResponse", &push).await;
     eventually("ack counted", || server.app.metrics.push.acked.get() == 1).await;
-    assert!(stream.next(Duration::from_millis(900)).await.is_none());
+    if let Some(p) = stream.next_push(timeout * 6).await {
+        panic!("sent more than once more: {p:?}");
+    }
     assert_eq!(server.app.metrics.push.failed.get(), 1);
+    assert_eq!(server.app.metrics.push.retried.get(), 1);
     server.stop().await;
 }
 
@@ -298,14 +318,12 @@ async fn limits_on_connections_and_subscriptions_answer_503() {
     server.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Paused time, with the default 20 s idle time and 3 s detection timeout.
+#[tokio::test(start_paused = true)]
 async fn a_connection_that_stops_answering_is_dropped_and_its_instances_removed() {
-    let server = TestServer::with(Config {
-        grpc_idle_ms: 200,
-        grpc_detect_timeout_ms: 200,
-        ..Config::for_test()
-    })
-    .await;
+    let server = TestServer::spawn().await;
+    let idle = Duration::from_millis(server.app.config.grpc_idle_ms);
+    let detect = Duration::from_millis(server.app.config.grpc_detect_timeout_ms);
     // Answers detections: stays.
     let alive = Raw::connect(server.grpc_addr).await;
     let mut alive_stream = alive.set_up().await;
@@ -314,11 +332,12 @@ async fn a_connection_that_stops_answering_is_dropped_and_its_instances_removed(
     let silent = Raw::connect(server.grpc_addr).await;
     let _silent_stream = silent.set_up().await;
     let _: InstanceResponse = silent.expect(&register("idle", 2)).await;
+    let quiet_since = tokio::time::Instant::now();
     assert_eq!(ports(&server, "idle"), vec![1, 2]);
 
     let answerer = tokio::spawn(async move {
         let mut answered = 0;
-        while let Some(p) = alive_stream.next(Duration::from_secs(10)).await {
+        while let Some(p) = alive_stream.next(idle * 3).await {
             if p.type_name() == "ClientDetectionRequest" {
                 alive_stream.answer("ClientDetectionResponse", &p).await;
                 answered += 1;
@@ -329,10 +348,18 @@ async fn a_connection_that_stops_answering_is_dropped_and_its_instances_removed(
         }
         (answered, alive_stream)
     });
-    eventually("silent connection dropped", || {
+    // Not before the idle time and the detection timeout have both passed.
+    tokio::time::sleep(idle + detect - Duration::from_millis(100)).await;
+    assert_eq!(ports(&server, "idle"), vec![1, 2], "dropped too early");
+    assert_eq!(server.app.grpc.metrics.dropped_idle.get(), 0);
+    eventually_within(idle, "silent connection dropped", || {
         ports(&server, "idle") == vec![1]
     })
     .await;
+    // Within a detection tick (a quarter of the idle time) of its due time.
+    let quiet = quiet_since.elapsed();
+    assert!(quiet < idle + detect + idle / 2, "dropped after {quiet:?}");
+    // The answering connection stays through three more detections.
     let (answered, _keep) = answerer.await.unwrap();
     assert_eq!(answered, 3);
     assert_eq!(ports(&server, "idle"), vec![1]);
@@ -355,7 +382,8 @@ async fn an_ack_empties_the_timeout_table_at_once() {
         })
         .await;
     let writer = Raw::connect(server.grpc_addr).await;
-    let _w = writer.set_up().await;
+    // The writer answers its detections: its instance stays.
+    let _w = writer.set_up().await.keep_alive();
     for port in 1..=20 {
         let _: InstanceResponse = writer.expect(&register("acked", port)).await;
         let push = stream.next(Duration::from_secs(5)).await.expect("a push");
@@ -365,5 +393,229 @@ async fn an_ack_empties_the_timeout_table_at_once() {
     eventually("every push acked", || push.acked.get() == push.sent.get()).await;
     eventually("no pending entry left", || push.pending.get() == 0).await;
     assert_eq!(push.retried.get(), 0);
+    server.stop().await;
+}
+
+// Acks are read before new change events: under a flood of events, an ack that is
+// already queued must settle its push before the notifier looks at the clock, or
+// the push is resent needlessly. Paused time makes the race exact: the ack and
+// 5000 events (five of the notifier's batches) are queued while the notifier
+// waits, then the clock jumps past the ack's deadline, then the notifier runs. Read
+// events-first, the expired push is resent before the ack is seen.
+#[tokio::test(start_paused = true)]
+async fn an_ack_queued_under_a_flood_of_events_is_read_before_them() {
+    let server = TestServer::spawn().await;
+    let timeout = Duration::from_millis(server.app.config.push_ack_timeout_ms);
+    let watcher = Raw::connect(server.grpc_addr).await;
+    let check: ServerCheckResponse = watcher.expect(&ServerCheckRequest::default()).await;
+    let id = check.connection_id.expect("connection id");
+    let port: u16 = id.rsplit('_').next().unwrap().parse().unwrap();
+    let mut stream = watcher.set_up().await;
+    let _: SubscribeServiceResponse = watcher
+        .expect(&SubscribeServiceRequest {
+            naming: naming("saturated"),
+            subscribe: Some(true),
+            ..SubscribeServiceRequest::default()
+        })
+        .await;
+    let writer = Raw::connect(server.grpc_addr).await;
+    // The writer answers its detections: its instance stays.
+    let _w = writer.set_up().await.keep_alive();
+    let _: InstanceResponse = writer.expect(&register("saturated", 1)).await;
+    let push = stream
+        .next_push(Duration::from_secs(5))
+        .await
+        .expect("a push");
+    let req: NotifySubscriberRequest = serde_json::from_slice(push.json()).unwrap();
+    let seq: u64 = req.head.request_id.unwrap().parse().unwrap();
+    let number = server
+        .app
+        .grpc
+        .hub
+        .by_peer(([127, 0, 0, 1], port).into())
+        .expect("the watcher's connection")
+        .number;
+
+    // No await from here to the clock jump: the notifier cannot run in between.
+    for i in 0..5000 {
+        server.app.publish(Some(ChangeEvent {
+            service: ServiceKey::new("public", &format!("DEFAULT_GROUP@@flood-{i}")),
+            revision: 1,
+        }));
+    }
+    // What the stream task does with a `NotifySubscriberResponse`.
+    server.app.grpc.ack(number, seq);
+    tokio::time::advance(timeout + Duration::from_secs(1)).await;
+
+    let metrics = &server.app.metrics.push;
+    eventually("ack counted", || metrics.acked.get() == 1).await;
+    if let Some(p) = stream.next_push(timeout * 3).await {
+        panic!("the acked push was resent: {p:?}");
+    }
+    assert_eq!(metrics.retried.get(), 0);
+    assert_eq!(metrics.failed.get(), 0);
+    assert_eq!(metrics.pending.get(), 0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_over_the_cap_are_closed_at_accept_and_counted() {
+    let server = TestServer::with(Config {
+        grpc_max_sockets: 2,
+        ..Config::for_test()
+    })
+    .await;
+    let metrics = &server.app.grpc.metrics;
+    // Neither ever sets up: the cap counts sockets, not set-up connections.
+    let first = Raw::connect(server.grpc_addr).await;
+    let _second = Raw::connect(server.grpc_addr).await;
+    eventually("two sockets open", || metrics.sockets.get() == 2).await;
+
+    let mut third = tokio::net::TcpStream::connect(server.grpc_addr)
+        .await
+        .expect("the kernel completes the handshake");
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut third, &mut buf),
+    )
+    .await
+    .expect("closed at once, not left hanging");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "over the cap, the server closes: {read:?}"
+    );
+    assert_eq!(metrics.sockets_refused.get(), 1);
+    assert_eq!(metrics.sockets.get(), 2);
+    let mut text = Vec::new();
+    metrics.render(&mut text);
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("registry_grpc_sockets_refused_total 1\n"),
+        "{text}"
+    );
+
+    // A closed socket gives its place back.
+    drop(first);
+    eventually("a place freed", || metrics.sockets.get() == 1).await;
+    let again = Raw::connect(server.grpc_addr).await;
+    let check: ServerCheckResponse = again.expect(&ServerCheckRequest::default()).await;
+    assert!(check.connection_id.is_some());
+    assert_eq!(metrics.sockets_refused.get(), 1);
+    server.stop().await;
+}
+
+const USER: &str = "alice";
+const PASSWORD: &str = "correct horse battery staple";
+
+/// A 2.x request carrying `token` the way Nacos clients send it: in the payload's
+/// metadata headers.
+fn with_token(mut p: Payload, token: &str) -> Payload {
+    p.metadata
+        .get_or_insert_with(Default::default)
+        .headers
+        .insert("accessToken".into(), token.into());
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_on_naming_requests_need_a_valid_token() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let users = dir.path().join("users");
+    std::fs::write(
+        &users,
+        format!(
+            "{USER}:{}\n",
+            registry_server::auth::hash_password(PASSWORD, registry_server::auth::MIN_ITERATIONS)
+                .expect("hash")
+        ),
+    )
+    .expect("write users");
+    let server = TestServer::with(Config {
+        auth_users: Some(users),
+        ..Config::for_test()
+    })
+    .await;
+    let raw = Raw::connect(server.grpc_addr).await;
+    // Server check, setup and health checks need no token (Nacos does not secure them).
+    let _stream = raw.set_up().await;
+
+    // Refused as Nacos's auth filter refuses: the handler's own response type,
+    // failed with NO_RIGHT (403) and the auth plugin's text; nothing applied.
+    let refused = |p: &Payload, ty: &str| -> (i32, i32, String, Option<String>) {
+        assert_eq!(p.type_name(), ty, "{}", String::from_utf8_lossy(p.json()));
+        let v: serde_json::Value = serde_json::from_slice(p.json()).unwrap();
+        (
+            v["resultCode"].as_i64().unwrap() as i32,
+            v["errorCode"].as_i64().unwrap() as i32,
+            v["message"].as_str().unwrap_or_default().to_owned(),
+            v["requestId"].as_str().map(str::to_owned),
+        )
+    };
+    let mut req = register("guarded", 1);
+    req.head.request_id = Some("a-1".into());
+    let p = raw.call(Payload::of(&req)).await;
+    assert_eq!(
+        refused(&p, "InstanceResponse"),
+        (
+            500,
+            403,
+            "Code: 401, Message: user not found!.".into(),
+            Some("a-1".into())
+        )
+    );
+    let p = raw.call(with_token(Payload::of(&req), "not-a-token")).await;
+    assert_eq!(
+        refused(&p, "InstanceResponse").2,
+        "Code: 401, Message: token invalid!."
+    );
+    let query = ServiceQueryRequest {
+        naming: naming("guarded"),
+        ..ServiceQueryRequest::default()
+    };
+    let p = raw.call(Payload::of(&query)).await;
+    assert_eq!(refused(&p, "QueryServiceResponse").1, 403);
+    let sub = SubscribeServiceRequest {
+        naming: naming("guarded"),
+        subscribe: Some(true),
+        ..SubscribeServiceRequest::default()
+    };
+    let p = raw.call(Payload::of(&sub)).await;
+    assert_eq!(refused(&p, "SubscribeServiceResponse").1, 403);
+    assert!(ports(&server, "guarded").is_empty(), "nothing applied");
+    assert_eq!(server.app.subscribers.len(), 0, "nothing subscribed");
+
+    // A token from the login works for every request.
+    let login = common::call(
+        server.http_addr,
+        registry_proto::http1::Method::Post,
+        &format!(
+            "/nacos/v1/auth/login?username={USER}&password={}",
+            PASSWORD.replace(' ', "+")
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(login.status, 200, "{}", login.body);
+    let token = login.json()["accessToken"].as_str().unwrap().to_owned();
+    let p = raw.call(with_token(Payload::of(&req), &token)).await;
+    assert_eq!(p.type_name(), "InstanceResponse");
+    let ok: InstanceResponse = serde_json::from_slice(p.json()).unwrap();
+    assert_eq!(ok.head.result_code, 200, "{:?}", ok.head.message);
+    assert_eq!(ports(&server, "guarded"), vec![1]);
+    let p = raw.call(with_token(Payload::of(&query), &token)).await;
+    let q: QueryServiceResponse = serde_json::from_slice(p.json()).unwrap();
+    assert_eq!(q.service_info.expect("info").hosts.len(), 1);
+    // An altered token is refused again.
+    let mut altered = token.clone().into_bytes();
+    let last = altered.len() - 1;
+    altered[last] = if altered[last] == b'0' { b'1' } else { b'0' };
+    let p = raw
+        .call(with_token(
+            Payload::of(&query),
+            std::str::from_utf8(&altered).unwrap(),
+        ))
+        .await;
+    assert_eq!(refused(&p, "QueryServiceResponse").1, 403);
     server.stop().await;
 }

@@ -88,16 +88,12 @@ async fn answer(
     };
     conn.touch(app.clock.now().0);
     // With `--auth-users`, naming requests need the `accessToken` header, as on HTTP
-    // (a health check does not: it names no resource).
-    if let Some(auth) = &app.auth {
-        if !matches!(decoded.message, ClientMessage::HealthCheck) {
-            if let Err(denied) = auth.check(payload.header("accessToken")) {
-                return Err(Refusal {
-                    code: code::NO_RIGHT,
-                    message: denied.to_string(),
-                    request_id: id,
-                });
-            }
+    // (a health check does not: it names no resource; stream-only types get their
+    // 302 below, as Nacos finds no handler before its auth filter runs).
+    if let (Some(auth), Some(secured)) = (&app.auth, Secured::of(&decoded.message)) {
+        if let Err(denied) = auth.check(payload.header("accessToken")) {
+            grpc.metrics.refused.inc();
+            return Ok(secured.denied(id, denied));
         }
     }
     match decoded.message {
@@ -191,6 +187,63 @@ async fn answer(
             message: code::NO_HANDLER_TEXT.into(),
             request_id: id,
         }),
+    }
+}
+
+/// The requests Nacos's handlers mark `@Secured`: they need a token with auth on.
+#[derive(Clone, Copy)]
+enum Secured {
+    Instance,
+    Batch,
+    Subscribe,
+    Query,
+    List,
+}
+
+impl Secured {
+    fn of(message: &ClientMessage) -> Option<Secured> {
+        Some(match message {
+            ClientMessage::Instance { .. } => Secured::Instance,
+            ClientMessage::BatchInstance { .. } => Secured::Batch,
+            ClientMessage::Subscribe { .. } => Secured::Subscribe,
+            ClientMessage::Query { .. } => Secured::Query,
+            ClientMessage::ServiceList { .. } => Secured::List,
+            _ => return None,
+        })
+    }
+
+    /// Nacos's answer when its auth filter refuses: not an `ErrorResponse` but the
+    /// handler's own response type, failed with `NO_RIGHT` (403) and the auth
+    /// plugin's result formatted as `Code: 401, Message: <reason>.` (Nacos's
+    /// `RemoteRequestAuthFilter` and `AuthResult.format`; an identity failure is 401).
+    fn denied(self, request_id: Option<String>, denied: crate::auth::Denied) -> Payload {
+        let head = ResponseHead::fail(
+            request_id,
+            code::NO_RIGHT,
+            format!("Code: 401, Message: {denied}."),
+        );
+        match self {
+            Secured::Instance => Payload::of(&InstanceResponse {
+                head,
+                ..InstanceResponse::default()
+            }),
+            Secured::Batch => Payload::of(&BatchInstanceResponse {
+                head,
+                ..BatchInstanceResponse::default()
+            }),
+            Secured::Subscribe => Payload::of(&SubscribeServiceResponse {
+                head,
+                ..SubscribeServiceResponse::default()
+            }),
+            Secured::Query => Payload::of(&QueryServiceResponse {
+                head,
+                ..QueryServiceResponse::default()
+            }),
+            Secured::List => Payload::of(&ServiceListResponse {
+                head,
+                ..ServiceListResponse::default()
+            }),
+        }
     }
 }
 

@@ -8,7 +8,8 @@
 //! - [`connection`]: the table of set-up connections and what each owns;
 //! - [`handler`]: unary requests, Nacos's order of checks and error codes;
 //! - [`stream`]: a connection's life: setup, acks, idle detection, release on close;
-//! - [`convert`]: wire ⇄ core for 2.x (`ServiceInfo`, instance specs).
+//! - [`convert`]: wire ⇄ core for 2.x (`ServiceInfo`, instance specs);
+//! - [`admission`]: the cap on raw TCP sockets, applied at accept.
 //!
 //! Pushes to connections are sent by the notifier (`crate::notifier`), which owns the
 //! ack table of both protocols; the stream task hands it the acks it reads through a
@@ -18,13 +19,14 @@
 //! generation, so the build needs no `protoc`); the messages are prost types declared
 //! in `registry_proto::grpc`.
 
+pub mod admission;
 pub mod connection;
 pub mod convert;
 pub mod handler;
 pub mod stream;
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -43,6 +45,10 @@ use crate::metrics::{Counter, Gauge};
 use crate::state::App;
 use connection::{Hub, OUTBOUND_QUEUE};
 
+/// How long shutdown waits for gRPC connections to close after their streams
+/// ended, before dropping them (see `run_app`).
+pub const DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Acks read from streams, waiting for the notifier.
 const ACK_QUEUE: usize = 65_536;
 
@@ -54,6 +60,8 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Most set-up connections.
     pub max_connections: usize,
+    /// Most TCP sockets open at once, set up or not (checked at accept).
+    pub max_sockets: usize,
     /// Most subscriptions one connection may hold.
     pub max_subscriptions_per_connection: usize,
     /// Quiet time after which a connection is sent a detection, ms.
@@ -73,6 +81,10 @@ pub struct Metrics {
     pub dropped_idle: Counter,
     /// Acks dropped because the notifier's queue was full.
     pub acks_dropped: Counter,
+    /// TCP sockets open on the gRPC port (set up or not).
+    pub sockets: Gauge,
+    /// Sockets closed at accept for being over `--grpc-max-sockets`.
+    pub sockets_refused: Counter,
 }
 
 impl Metrics {
@@ -92,11 +104,19 @@ impl Metrics {
              registry_grpc_dropped_idle_total {}\n\
              # HELP registry_grpc_acks_dropped_total Push acks dropped on a full queue.\n\
              # TYPE registry_grpc_acks_dropped_total counter\n\
-             registry_grpc_acks_dropped_total {}\n",
+             registry_grpc_acks_dropped_total {}\n\
+             # HELP registry_grpc_sockets TCP sockets open on the gRPC port, set up or not.\n\
+             # TYPE registry_grpc_sockets gauge\n\
+             registry_grpc_sockets {}\n\
+             # HELP registry_grpc_sockets_refused_total Sockets closed at accept for being over --grpc-max-sockets.\n\
+             # TYPE registry_grpc_sockets_refused_total counter\n\
+             registry_grpc_sockets_refused_total {}\n",
             self.connections.get(),
             self.refused.get(),
             self.dropped_idle.get(),
             self.acks_dropped.get(),
+            self.sockets.get(),
+            self.sockets_refused.get(),
         );
     }
 }
@@ -112,6 +132,9 @@ pub struct Grpc {
     acks: mpsc::Sender<(u64, u64)>,
     ack_receiver: Mutex<Option<mpsc::Receiver<(u64, u64)>>>,
     stopping: AtomicBool,
+    /// Sockets open now: incremented only by the accept loop, decremented when a
+    /// connection is dropped (see [`admission`]).
+    sockets: AtomicUsize,
 }
 
 impl Grpc {
@@ -125,6 +148,7 @@ impl Grpc {
             acks,
             ack_receiver: Mutex::new(Some(receiver)),
             stopping: AtomicBool::new(false),
+            sockets: AtomicUsize::new(0),
         }
     }
 
@@ -151,7 +175,7 @@ impl Grpc {
 /// Serves gRPC on `listener` until `cancel` fires; then refuses new requests, ends
 /// every stream and lets tonic close the connections.
 pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, cancel: CancellationToken) {
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let incoming = admission::Incoming::new(listener, app.clone());
     let streams = CancellationToken::new();
     let shutdown = {
         let (app, streams, cancel) = (app.clone(), streams.clone(), cancel.clone());

@@ -137,6 +137,33 @@ impl Stream {
             .flatten()
     }
 
+    /// The next server request other than a detection, within `limit`; detections
+    /// (sent after the idle time, which tests on paused time pass quickly) are
+    /// answered as a live client does.
+    pub async fn next_push(&mut self, limit: Duration) -> Option<Payload> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let p = self.next(left).await?;
+            if p.type_name() != "ClientDetectionRequest" {
+                return Some(p);
+            }
+            self.answer("ClientDetectionResponse", &p).await;
+        }
+    }
+
+    /// Keeps a connection whose pushes the test does not read alive: a task answers
+    /// its detections until the stream ends.
+    pub fn keep_alive(mut self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Ok(Some(p)) = self.rx.message().await {
+                if p.type_name() == "ClientDetectionRequest" {
+                    self.answer("ClientDetectionResponse", &p).await;
+                }
+            }
+        })
+    }
+
     /// Answers a server request with `type_name` and its request id.
     pub async fn answer(&self, type_name: &str, request: &Payload) {
         let id: RequestHead = serde_json::from_slice(request.json()).expect("request head");
