@@ -434,6 +434,39 @@ impl Consensus {
     }
 }
 
+/// Health checks in a Raft cluster: run on the leader, verdicts proposed.
+pub struct LeaderChecks(pub Arc<super::Cluster>);
+
+impl crate::health::Verdicts for LeaderChecks {
+    fn checks_here(&self) -> bool {
+        self.0
+            .consensus()
+            .is_some_and(|c| c.raft.metrics().borrow().state == ServerState::Leader)
+    }
+
+    fn propose(
+        &self,
+        service: &registry_core::ServiceKey,
+        cluster: &str,
+        ip: std::net::IpAddr,
+        port: u16,
+        healthy: bool,
+    ) {
+        let Some(c) = self.0.consensus() else { return };
+        let command = Command::Health {
+            namespace: service.namespace().to_owned(),
+            service: service.grouped_name().to_owned(),
+            cluster: cluster.to_owned(),
+            ip: ip.to_string(),
+            port,
+            healthy,
+        };
+        let weight = command.weight();
+        // Nobody waits: the next round sees the committed verdict.
+        drop(c.propose(command, weight));
+    }
+}
+
 fn role_name(s: ServerState) -> &'static str {
     match s {
         ServerState::Leader => "LEADER",
