@@ -443,3 +443,55 @@ async fn a_majority_keeps_writing_and_a_node_alone_refuses() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_registers_persistent_instances_through_a_leader_kill() {
+    let compat = std::env::var_os("NACOS_COMPAT_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/compat"),
+        PathBuf::from,
+    );
+    let python = compat.join("venv/bin/python");
+    assert!(
+        python.exists(),
+        "nacos-sdk-python not found at {}: run scripts/deps/clients.sh",
+        python.display()
+    );
+    let mut c = RaftCluster::start(3, &[]).await;
+    let members = c
+        .nodes
+        .iter()
+        .map(|n| n.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/compat/python_raft.py");
+    let client = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&members)
+        .arg("8")
+        .kill_on_drop(true)
+        .output();
+    let client = tokio::spawn(client);
+    tokio::time::sleep(2 * SECOND).await;
+    let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
+    c.nodes[leader].kill9().await;
+    tokio::time::sleep(2 * SECOND).await;
+    c.nodes[leader].restart().await;
+    let out = tokio::time::timeout(60 * SECOND, client)
+        .await
+        .expect("client finished")
+        .expect("client task")
+        .expect("client ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("python raft: all checks passed"),
+        "client failed ({}):\n{stdout}\n{}\nleader was node {leader}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        c.logs()
+    );
+    println!("{stdout}");
+    // Every node, the restarted one included, ends with the same list.
+    c.until_ready(&[0, 1, 2], 20 * SECOND).await;
+    let reference = ports(&c.nodes[(leader + 1) % 3], "py-raft").await.expect("list");
+    until_lists(&c, &[0, 1, 2], "py-raft", &reference, 20 * SECOND).await;
+}
