@@ -180,7 +180,11 @@ mod tests {
         let bytes = encode(&m);
         let back: Envelope<RaftRequest> = decode(&bytes, 1 << 20).unwrap();
         assert_eq!(encode(&back), bytes);
-        assert!(decode::<RaftRequest>(b"{\"v\":1,\"from\":\"x\",\"node\":1,\"body\":{\"vote\":7}}", 1 << 20).is_err());
+        assert!(decode::<RaftRequest>(
+            b"{\"v\":1,\"from\":\"x\",\"node\":1,\"body\":{\"vote\":7}}",
+            1 << 20
+        )
+        .is_err());
         assert!(decode::<RaftRequest>(&bytes, 10).is_err());
     }
 

@@ -222,7 +222,8 @@ fn http_request_smoke() {
 #[test]
 fn raft_message_smoke() {
     // The seed must be a valid message, or the mutations explore nothing.
-    let seed = registry_proto::distro::decode::<registry_proto::raft::RaftRequest>(RAFT_SEED, 1 << 20);
+    let seed =
+        registry_proto::distro::decode::<registry_proto::raft::RaftRequest>(RAFT_SEED, 1 << 20);
     assert!(seed.is_ok(), "{seed:?}");
     run("raft_message", raft_pipeline);
 }

@@ -312,7 +312,11 @@ pub struct Config {
     /// election timeout in ms; a follower that hears no leader for a random
     /// time between this and twice this starts an election. Sized for
     /// loopback and LAN: a new leader within a few seconds of a crash.
-    #[arg(long, env = "REGISTRY_RAFT_ELECTION_TIMEOUT_MS", default_value_t = 1_000)]
+    #[arg(
+        long,
+        env = "REGISTRY_RAFT_ELECTION_TIMEOUT_MS",
+        default_value_t = 1_000
+    )]
     pub raft_election_timeout_ms: u64,
 
     /// Raft: the leader's heartbeat interval in ms (well under the election

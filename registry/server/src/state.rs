@@ -218,14 +218,10 @@ impl App {
             targets: self.health_targets.clone(),
             stats: self.health_stats.clone(),
             settings: self.config.health_settings(),
-            verdicts: self
-                .cluster
-                .as_ref()
-                .filter(|c| c.raft_enabled())
-                .map(|c| {
-                    Arc::new(crate::cluster::raft::LeaderChecks(c.clone()))
-                        as Arc<dyn crate::health::Verdicts>
-                }),
+            verdicts: self.cluster.as_ref().filter(|c| c.raft_enabled()).map(|c| {
+                Arc::new(crate::cluster::raft::LeaderChecks(c.clone()))
+                    as Arc<dyn crate::health::Verdicts>
+            }),
         }
     }
 

@@ -147,7 +147,13 @@ async fn ports(node: &Node, service: &str) -> Option<BTreeSet<u16>> {
 }
 
 /// Waits until every node in `which` lists exactly `expected` for `service`.
-async fn until_lists(c: &RaftCluster, which: &[usize], service: &str, expected: &BTreeSet<u16>, limit: Duration) {
+async fn until_lists(
+    c: &RaftCluster,
+    which: &[usize],
+    service: &str,
+    expected: &BTreeSet<u16>,
+    limit: Duration,
+) {
     let started = Instant::now();
     loop {
         let mut all = true;
@@ -190,13 +196,19 @@ struct Storm {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-fn storm(addrs: Vec<std::net::SocketAddr>, alive: Arc<Mutex<Vec<usize>>>, service: &str, writers: u16) -> Storm {
+fn storm(
+    addrs: Vec<std::net::SocketAddr>,
+    alive: Arc<Mutex<Vec<usize>>>,
+    service: &str,
+    writers: u16,
+) -> Storm {
     let acked = Arc::new(Mutex::new(BTreeSet::new()));
     let acks_at = Arc::new(Mutex::new(Vec::new()));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
     for w in 0..writers {
-        let (acked, acks_at, alive, addrs) = (acked.clone(), acks_at.clone(), alive.clone(), addrs.clone());
+        let (acked, acks_at, alive, addrs) =
+            (acked.clone(), acks_at.clone(), alive.clone(), addrs.clone());
         let stopped = stopped.clone();
         let service = service.to_owned();
         tasks.push(tokio::spawn(async move {
@@ -208,10 +220,15 @@ fn storm(addrs: Vec<std::net::SocketAddr>, alive: Arc<Mutex<Vec<usize>>>, servic
                 let live = alive.lock().unwrap().clone();
                 pick = pick.wrapping_mul(31).wrapping_add(7);
                 let addr = addrs[live[pick % live.len()]];
-                let Ok(Ok(mut conn)) = tokio::time::timeout(SECOND, binary::Conn::open(addr)).await else {
+                let Ok(Ok(mut conn)) = tokio::time::timeout(SECOND, binary::Conn::open(addr)).await
+                else {
                     continue;
                 };
-                let answer = tokio::time::timeout(4 * SECOND, conn.call(Method::Post, &register_target(&service, port))).await;
+                let answer = tokio::time::timeout(
+                    4 * SECOND,
+                    conn.call(Method::Post, &register_target(&service, port)),
+                )
+                .await;
                 if let Ok(Ok((200, body))) = answer {
                     assert_eq!(body, "ok");
                     acked.lock().unwrap().insert(port);
@@ -230,7 +247,10 @@ fn storm(addrs: Vec<std::net::SocketAddr>, alive: Arc<Mutex<Vec<usize>>>, servic
 
 impl Storm {
     async fn until_acked(&self, n: usize, limit: Duration, what: &str) {
-        until(limit, what, || async { self.acked.lock().unwrap().len() >= n }).await;
+        until(limit, what, || async {
+            self.acked.lock().unwrap().len() >= n
+        })
+        .await;
     }
 
     async fn finish(self) -> BTreeSet<u16> {
@@ -250,7 +270,8 @@ async fn leader_killed_mid_storm_loses_no_acknowledged_write_and_restart_catches
     let alive = Arc::new(Mutex::new(vec![0, 1, 2]));
     let service = "storm";
     let s = storm(addrs, alive.clone(), service, 6);
-    s.until_acked(150, 30 * SECOND, "150 writes acknowledged before the kill").await;
+    s.until_acked(150, 30 * SECOND, "150 writes acknowledged before the kill")
+        .await;
 
     let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
     let survivors: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
@@ -258,8 +279,12 @@ async fn leader_killed_mid_storm_loses_no_acknowledged_write_and_restart_catches
     let killed_at = Instant::now();
     c.nodes[leader].kill9().await;
     let before = s.acked.lock().unwrap().len();
-    s.until_acked(before + 150, 20 * SECOND, "150 more writes acknowledged after the kill")
-        .await;
+    s.until_acked(
+        before + 150,
+        20 * SECOND,
+        "150 more writes acknowledged after the kill",
+    )
+    .await;
     let resumed = s
         .acks_at
         .lock()
@@ -294,7 +319,10 @@ async fn leader_killed_mid_storm_loses_no_acknowledged_write_and_restart_catches
         if started.elapsed() > 10 * SECOND {
             for &i in &survivors {
                 let p = ports(&c.nodes[i], service).await.unwrap_or_default();
-                println!("node {i} misses {:?}", acked.difference(&p).collect::<Vec<_>>());
+                println!(
+                    "node {i} misses {:?}",
+                    acked.difference(&p).collect::<Vec<_>>()
+                );
             }
             panic!("acknowledged writes missing on a survivor\n{}", c.logs());
         }
@@ -324,7 +352,12 @@ async fn leader_killed_mid_storm_loses_no_acknowledged_write_and_restart_catches
         }
     }
     assert_eq!(leaders, 1, "{}", c.logs());
-    assert!(c.nodes[new_leader].metric("registry_raft_leader_changes_total").await >= 1.0);
+    assert!(
+        c.nodes[new_leader]
+            .metric("registry_raft_leader_changes_total")
+            .await
+            >= 1.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,13 +369,18 @@ async fn a_wiped_node_comes_back_by_snapshot() {
     // snapshots and a compacted log.
     for port in 1..=80u16 {
         let node = &c.nodes[port as usize % 3];
-        let (status, body) = node.call(Method::Post, &register_target(service, port)).await;
+        let (status, body) = node
+            .call(Method::Post, &register_target(service, port))
+            .await;
         assert_eq!((status, body.as_str()), (200, "ok"), "{}", c.logs());
         expected.insert(port);
     }
     // A service created explicitly travels in the snapshot too.
     let (status, _) = c.nodes[0]
-        .call(Method::Post, "/nacos/v1/ns/service?serviceName=explicit&protectThreshold=0.5")
+        .call(
+            Method::Post,
+            "/nacos/v1/ns/service?serviceName=explicit&protectThreshold=0.5",
+        )
         .await;
     assert_eq!(status, 200);
     until_lists(&c, &[0, 1, 2], service, &expected, 10 * SECOND).await;
@@ -361,7 +399,10 @@ async fn a_wiped_node_comes_back_by_snapshot() {
     })
     .await;
     assert!(
-        c.nodes[victim].metric("registry_raft_snapshots_installed_total").await >= 1.0,
+        c.nodes[victim]
+            .metric("registry_raft_snapshots_installed_total")
+            .await
+            >= 1.0,
         "the wiped node caught up without a snapshot\n{}",
         c.logs()
     );
@@ -389,7 +430,9 @@ async fn a_majority_keeps_writing_and_a_node_alone_refuses() {
     let mut expected = BTreeSet::new();
     for port in 1..=10u16 {
         let via = if port % 2 == 0 { leader } else { followers[1] };
-        let (status, body) = c.nodes[via].call(Method::Post, &register_target(service, port)).await;
+        let (status, body) = c.nodes[via]
+            .call(Method::Post, &register_target(service, port))
+            .await;
         assert_eq!((status, body.as_str()), (200, "ok"), "{}", c.logs());
         expected.insert(port);
     }
@@ -414,10 +457,15 @@ async fn a_majority_keeps_writing_and_a_node_alone_refuses() {
     // The thawed followers may start an election first: retry (a client
     // moves on after a 503 too) until the write is acknowledged.
     let node = &c.nodes[followers[0]];
-    until(10 * SECOND, "a write acknowledged after the thaw", || async {
-        node.try_call(Method::Post, &register_target(service, 11)).await
-            == Some((200, "ok".to_owned()))
-    })
+    until(
+        10 * SECOND,
+        "a write acknowledged after the thaw",
+        || async {
+            node.try_call(Method::Post, &register_target(service, 11))
+                .await
+                == Some((200, "ok".to_owned()))
+        },
+    )
     .await;
     expected.insert(11);
     // The refused write was never acknowledged; it may still commit once
@@ -439,7 +487,11 @@ async fn a_majority_keeps_writing_and_a_node_alone_refuses() {
         if same && (l0 == expected || l0 == with_refused) {
             break;
         }
-        assert!(started.elapsed() < 10 * SECOND, "no convergence: {lists:?}\n{}", c.logs());
+        assert!(
+            started.elapsed() < 10 * SECOND,
+            "no convergence: {lists:?}\n{}",
+            c.logs()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -492,6 +544,8 @@ async fn python_client_registers_persistent_instances_through_a_leader_kill() {
     println!("{stdout}");
     // Every node, the restarted one included, ends with the same list.
     c.until_ready(&[0, 1, 2], 20 * SECOND).await;
-    let reference = ports(&c.nodes[(leader + 1) % 3], "py-raft").await.expect("list");
+    let reference = ports(&c.nodes[(leader + 1) % 3], "py-raft")
+        .await
+        .expect("list");
     until_lists(&c, &[0, 1, 2], "py-raft", &reference, 20 * SECOND).await;
 }

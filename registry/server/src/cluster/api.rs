@@ -7,10 +7,10 @@
 //! Its body is bounded and versioned (400 with the reason otherwise), and
 //! nothing of a refused message is applied.
 
+use registry_proto::distro::RaftMemberView;
 use registry_proto::distro::{
     self, Checksums, Datums, DistroError, Envelope, Fetch, MemberView, Report, SnapshotPart,
 };
-use registry_proto::distro::RaftMemberView;
 use registry_proto::naming::route::Route;
 use registry_proto::raft::RaftRequest;
 use serde::de::DeserializeOwned;
@@ -110,7 +110,10 @@ pub(crate) fn handle(
         Route::RaftRpc => {
             let m: Envelope<RaftRequest> = admit(ex, cluster)?;
             let Some(consensus) = cluster.consensus() else {
-                return Err(Failure::new(503, "the Raft engine is not running on this node"));
+                return Err(Failure::new(
+                    503,
+                    "the Raft engine is not running on this node",
+                ));
             };
             let consensus = consensus.clone();
             Ok(Reply::Later(Box::pin(async move {

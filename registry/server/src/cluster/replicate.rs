@@ -221,7 +221,11 @@ pub(crate) fn apply_datums(
                 },
                 (None, Some(l)) if holds_persistent(l) => app
                     .store
-                    .apply_replica(service, &keep_persistent(empty_replica(origin), Some(l), origin), now)
+                    .apply_replica(
+                        service,
+                        &keep_persistent(empty_replica(origin), Some(l), origin),
+                        now,
+                    )
                     .map_err(|_| ()),
                 (None, _) => Ok(remove(app, service, origin)),
             }

@@ -27,7 +27,9 @@ fn write_op(app: &App, route: Route, params: &Params<'_>) -> Option<(WriteOp, bo
     match route {
         Route::InstanceRegister if ephemeral() == Some(false) => Some((WriteOp::Register, false)),
         Route::InstanceUpdate if ephemeral() == Some(false) => Some((WriteOp::Update, false)),
-        Route::InstanceDeregister if ephemeral() == Some(false) => Some((WriteOp::Deregister, false)),
+        Route::InstanceDeregister if ephemeral() == Some(false) => {
+            Some((WriteOp::Deregister, false))
+        }
         Route::InstancePatch => match ephemeral() {
             Some(false) => Some((WriteOp::Patch, false)),
             Some(true) => None,
@@ -49,7 +51,8 @@ fn write_op(app: &App, route: Route, params: &Params<'_>) -> Option<(WriteOp, bo
 
 /// Whether a patch without `ephemeral` targets a persistent instance.
 fn persistent_patch(app: &App, params: &Params<'_>) -> Option<bool> {
-    let key = registry_proto::naming::instance::InstanceKey::parse(params, &app.parse_limits).ok()?;
+    let key =
+        registry_proto::naming::instance::InstanceKey::parse(params, &app.parse_limits).ok()?;
     let ip = crate::convert::ip(key.ip).ok()?;
     let name = key.service.grouped();
     let addr = registry_core::InstanceAddr {
@@ -58,8 +61,9 @@ fn persistent_patch(app: &App, params: &Params<'_>) -> Option<bool> {
         port: key.port,
     };
     let svc = registry_core::ServiceRef::new(key.namespace_id, &name);
-    app.store
-        .read(svc, |s| s.find(addr, true).is_none() && s.find(addr, false).is_some())
+    app.store.read(svc, |s| {
+        s.find(addr, true).is_none() && s.find(addr, false).is_some()
+    })
 }
 
 /// A request's parameters as one form string: the query, then a form body.
@@ -159,7 +163,12 @@ pub(crate) fn intercept(
 }
 
 /// Relays a persistent write to the leader and returns its answer as it came.
-fn forward(cluster: &Arc<Cluster>, consensus: &Arc<Consensus>, request: &Request<'_>, leader: String) -> Reply {
+fn forward(
+    cluster: &Arc<Cluster>,
+    consensus: &Arc<Consensus>,
+    request: &Request<'_>,
+    leader: String,
+) -> Reply {
     let mut bytes = Vec::with_capacity(256 + request.query.len() + request.body.len());
     distro::write_relayed(
         &mut bytes,
@@ -182,7 +191,10 @@ fn forward(cluster: &Arc<Cluster>, consensus: &Arc<Consensus>, request: &Request
             return Err(Failure::new(503, format!("{leader} is not a member")));
         };
         let answer = peer.relay_link().call(bytes).await;
-        cluster.stats.relay_latency.record_duration(started.elapsed());
+        cluster
+            .stats
+            .relay_latency
+            .record_duration(started.elapsed());
         match answer {
             Ok(a) => {
                 consensus.shared.stats.forwarded.inc();
@@ -192,6 +204,14 @@ fn forward(cluster: &Arc<Cluster>, consensus: &Arc<Consensus>, request: &Request
                     ContentType::Text
                 };
                 Ok(Done::Relayed(a.status, ct, a.body))
+            }
+            Err(e) if e.starts_with("connecting to") => {
+                // Never sent: the leader cannot have applied it.
+                consensus.shared.stats.refused.inc();
+                Err(Failure::new(
+                    503,
+                    format!("the Raft leader {leader} is unreachable ({e}); the write was not applied, please retry"),
+                ))
             }
             Err(e) => {
                 consensus.shared.stats.refused.inc();

@@ -53,7 +53,10 @@ pub fn open(dir: &std::path::Path, cache_bytes: usize) -> anyhow::Result<Databas
 }
 
 /// Reads one JSON value of `meta`.
-pub(super) fn read_meta<T: DeserializeOwned>(db: &Database, key: &str) -> Result<Option<T>, String> {
+pub(super) fn read_meta<T: DeserializeOwned>(
+    db: &Database,
+    key: &str,
+) -> Result<Option<T>, String> {
     let txn = db.begin_read().map_err(|e| e.to_string())?;
     let table = txn.open_table(META).map_err(|e| e.to_string())?;
     let Some(v) = table.get(key).map_err(|e| e.to_string())? else {
@@ -117,11 +120,18 @@ impl LogStore {
         LogStore { db }
     }
 
-    fn read_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<Vec<Entry<TypeConfig>>, String> {
+    fn read_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<Vec<Entry<TypeConfig>>, String> {
         let txn = self.db.begin_read().map_err(|e| e.to_string())?;
         let table = txn.open_table(LOG).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
-        for item in table.range::<u64>((start, end)).map_err(|e| e.to_string())? {
+        for item in table
+            .range::<u64>((start, end))
+            .map_err(|e| e.to_string())?
+        {
             let (k, v) = item.map_err(|e| e.to_string())?;
             let entry: Entry<TypeConfig> = serde_json::from_slice(v.value())
                 .map_err(|e| format!("decoding log entry {}: {e}", k.value()))?;

@@ -78,7 +78,9 @@ pub struct InstanceRecord {
 }
 
 fn pairs(m: &Metadata) -> Vec<(String, String)> {
-    m.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    m.iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
 }
 
 impl Image {
@@ -114,7 +116,8 @@ impl Image {
             .services
             .sort_by(|a, b| (&a.ns, &a.name).cmp(&(&b.ns, &b.name)));
         image.instances.sort_by(|a, b| {
-            (&a.ns, &a.name, &a.cluster, &a.ip, a.port).cmp(&(&b.ns, &b.name, &b.cluster, &b.ip, b.port))
+            (&a.ns, &a.name, &a.cluster, &a.ip, a.port)
+                .cmp(&(&b.ns, &b.name, &b.cluster, &b.ip, b.port))
         });
         image
     }
@@ -133,7 +136,15 @@ impl Image {
         let instances: HashSet<(&str, &str, &str, String, u16)> = self
             .instances
             .iter()
-            .map(|i| (i.ns.as_str(), i.name.as_str(), i.cluster.as_str(), i.ip.clone(), i.port))
+            .map(|i| {
+                (
+                    i.ns.as_str(),
+                    i.name.as_str(),
+                    i.cluster.as_str(),
+                    i.ip.clone(),
+                    i.port,
+                )
+            })
             .collect();
         let mut drop_services = Vec::new();
         let mut drop_instances = Vec::new();
@@ -263,7 +274,10 @@ pub fn apply_command(app: &App, command: &Command) -> Outcome {
                 port: *port,
             };
             let svc = ServiceRef::new(namespace, service);
-            match app.store.set_health(svc, addr, false, *healthy, app.clock.now()) {
+            match app
+                .store
+                .set_health(svc, addr, false, *healthy, app.clock.now())
+            {
                 Ok(w) => {
                     app.publish(w.event);
                     Outcome {
@@ -313,7 +327,11 @@ fn stored_snapshot(db: &Database) -> Result<Option<Snapshot<TypeConfig>>, String
     }))
 }
 
-fn store_snapshot(db: &Database, meta: &SnapshotMeta<NodeId, BasicNode>, data: Vec<u8>) -> Result<(), String> {
+fn store_snapshot(
+    db: &Database,
+    meta: &SnapshotMeta<NodeId, BasicNode>,
+    data: Vec<u8>,
+) -> Result<(), String> {
     let meta = serde_json::to_vec(meta).map_err(|e| e.to_string())?;
     write_meta(db, &[("snapshot", data), ("snapshot_meta", meta)])
 }
@@ -465,7 +483,10 @@ impl RaftStateMachine<TypeConfig> for Machine {
     ) -> StoreResult<()> {
         let data = snapshot.into_inner();
         let image: Image = serde_json::from_slice(&data).map_err(|e| {
-            StorageIOError::read_snapshot(Some(meta.signature()), &std::io::Error::other(e.to_string()))
+            StorageIOError::read_snapshot(
+                Some(meta.signature()),
+                &std::io::Error::other(e.to_string()),
+            )
         })?;
         if let Some(app) = self.app.upgrade() {
             let _serialised = self.shared.apply_lock.lock();

@@ -364,7 +364,11 @@ impl Consensus {
 
     /// Queues `command` for the next entry; resolves with its outcome on
     /// this node (the leader) once committed and applied.
-    pub(crate) fn propose(&self, command: Command, weight: usize) -> oneshot::Receiver<Result<Outcome, String>> {
+    pub(crate) fn propose(
+        &self,
+        command: Command,
+        weight: usize,
+    ) -> oneshot::Receiver<Result<Outcome, String>> {
         let (done, outcome) = oneshot::channel();
         if let Err(e) = self.queue.try_send(Proposal {
             command,
@@ -372,7 +376,10 @@ impl Consensus {
             done,
         }) {
             let (proposal, text) = match e {
-                mpsc::error::TrySendError::Full(p) => (p, "too many writes waiting for a Raft commit, please try again later"),
+                mpsc::error::TrySendError::Full(p) => (
+                    p,
+                    "too many writes waiting for a Raft commit, please try again later",
+                ),
                 mpsc::error::TrySendError::Closed(p) => (p, "the server is shutting down"),
             };
             let _ = proposal.done.send(Err(text.to_owned()));
@@ -390,23 +397,82 @@ impl Consensus {
         use std::fmt::Write as _;
         let s = &self.shared.stats;
         let counters: [(&str, &str, u64); 14] = [
-            ("registry_raft_committed_total", "Client writes committed through this node as leader.", s.committed.get()),
-            ("registry_raft_applied_total", "Commands applied to this node's store.", s.applied.get()),
-            ("registry_raft_proposals_total", "Log entries proposed by this node (each holds many writes).", s.proposals.get()),
-            ("registry_raft_refused_total", "Persistent writes refused: no leader, not committed in time, too large.", s.refused.get()),
-            ("registry_raft_forwarded_total", "Persistent writes relayed to the leader.", s.forwarded.get()),
-            ("registry_raft_leader_changes_total", "Leader changes seen by this node.", s.leader_changes.get()),
-            ("registry_raft_snapshots_built_total", "Snapshots built here.", s.snapshots_built.get()),
-            ("registry_raft_snapshots_installed_total", "Snapshots installed from a leader.", s.snapshots_installed.get()),
-            ("registry_raft_snapshot_chunks_sent_total", "Snapshot chunks sent to followers.", s.snapshot_chunks_sent.get()),
-            ("registry_raft_snapshot_sent_bytes_total", "Snapshot bytes sent to followers.", s.snapshot_bytes_sent.get()),
-            ("registry_raft_snapshot_chunks_received_total", "Snapshot chunks received.", s.snapshot_chunks_received.get()),
-            ("registry_raft_snapshot_received_bytes_total", "Snapshot bytes received.", s.snapshot_bytes_received.get()),
-            ("registry_raft_sent_bytes_total", "Bytes of Raft messages sent.", s.bytes_sent.get()),
-            ("registry_raft_term", "Current term (a counter: it only grows).", self.position().term),
+            (
+                "registry_raft_committed_total",
+                "Client writes committed through this node as leader.",
+                s.committed.get(),
+            ),
+            (
+                "registry_raft_applied_total",
+                "Commands applied to this node's store.",
+                s.applied.get(),
+            ),
+            (
+                "registry_raft_proposals_total",
+                "Log entries proposed by this node (each holds many writes).",
+                s.proposals.get(),
+            ),
+            (
+                "registry_raft_refused_total",
+                "Persistent writes refused: no leader, not committed in time, too large.",
+                s.refused.get(),
+            ),
+            (
+                "registry_raft_forwarded_total",
+                "Persistent writes relayed to the leader.",
+                s.forwarded.get(),
+            ),
+            (
+                "registry_raft_leader_changes_total",
+                "Leader changes seen by this node.",
+                s.leader_changes.get(),
+            ),
+            (
+                "registry_raft_snapshots_built_total",
+                "Snapshots built here.",
+                s.snapshots_built.get(),
+            ),
+            (
+                "registry_raft_snapshots_installed_total",
+                "Snapshots installed from a leader.",
+                s.snapshots_installed.get(),
+            ),
+            (
+                "registry_raft_snapshot_chunks_sent_total",
+                "Snapshot chunks sent to followers.",
+                s.snapshot_chunks_sent.get(),
+            ),
+            (
+                "registry_raft_snapshot_sent_bytes_total",
+                "Snapshot bytes sent to followers.",
+                s.snapshot_bytes_sent.get(),
+            ),
+            (
+                "registry_raft_snapshot_chunks_received_total",
+                "Snapshot chunks received.",
+                s.snapshot_chunks_received.get(),
+            ),
+            (
+                "registry_raft_snapshot_received_bytes_total",
+                "Snapshot bytes received.",
+                s.snapshot_bytes_received.get(),
+            ),
+            (
+                "registry_raft_sent_bytes_total",
+                "Bytes of Raft messages sent.",
+                s.bytes_sent.get(),
+            ),
+            (
+                "registry_raft_term",
+                "Current term (a counter: it only grows).",
+                self.position().term,
+            ),
         ];
         for (name, help, v) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
         }
         let p = self.position();
         let _ = writeln!(

@@ -125,6 +125,8 @@ fn network<E: std::error::Error>(text: String) -> RPCError<NodeId, BasicNode, E>
     RPCError::Network(NetworkError::new(&std::io::Error::other(text)))
 }
 
+// The error type is openraft's, fixed by the `RaftNetwork` signatures.
+#[allow(clippy::result_large_err)]
 impl Client {
     async fn call<E: std::error::Error>(
         &self,
@@ -162,7 +164,10 @@ impl Client {
             .map_err(|e| network(format!("{}: {e}", links.addr)))
     }
 
-    fn remote<T, E: std::error::Error>(&self, r: Result<T, RaftError<NodeId, E>>) -> Rpc<T, RaftError<NodeId, E>> {
+    fn remote<T, E: std::error::Error>(
+        &self,
+        r: Result<T, RaftError<NodeId, E>>,
+    ) -> Rpc<T, RaftError<NodeId, E>> {
         r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
@@ -194,7 +199,11 @@ impl RaftNetwork<TypeConfig> for Client {
         }
     }
 
-    async fn vote(&mut self, rpc: VoteRequest<NodeId>, _option: RPCOption) -> Rpc<VoteResponse<NodeId>> {
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> Rpc<VoteResponse<NodeId>> {
         match self.call(RaftRequest::Vote(rpc), false).await? {
             RaftAnswer::Vote(r) => self.remote(r),
             _ => Err(network("answer of another kind to a vote".into())),
@@ -203,13 +212,20 @@ impl RaftNetwork<TypeConfig> for Client {
 }
 
 /// Hands a received message to the local engine; the answer to send back.
-pub async fn serve(raft: &openraft::Raft<TypeConfig>, shared: &Shared, message: RaftRequest) -> RaftAnswer {
+pub async fn serve(
+    raft: &openraft::Raft<TypeConfig>,
+    shared: &Shared,
+    message: RaftRequest,
+) -> RaftAnswer {
     match message {
         RaftRequest::Append(r) => RaftAnswer::Append(raft.append_entries(r).await),
         RaftRequest::Vote(r) => RaftAnswer::Vote(raft.vote(r).await),
         RaftRequest::Snapshot(r) => {
             shared.stats.snapshot_chunks_received.inc();
-            shared.stats.snapshot_bytes_received.add(r.data.len() as u64);
+            shared
+                .stats
+                .snapshot_bytes_received
+                .add(r.data.len() as u64);
             RaftAnswer::Snapshot(raft.install_snapshot(r).await)
         }
     }

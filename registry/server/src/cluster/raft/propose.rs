@@ -68,19 +68,23 @@ pub(super) async fn run(
 
 async fn commit(raft: &Raft<TypeConfig>, shared: &Shared, batch: Vec<Proposal>, timeout: Duration) {
     let started = Instant::now();
-    let (commands, waiters): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.command, p.done)).unzip();
+    let (commands, waiters): (Vec<_>, Vec<_>) =
+        batch.into_iter().map(|p| (p.command, p.done)).unzip();
     let n = commands.len();
     shared.stats.proposals.inc();
     let result = tokio::time::timeout(timeout, raft.client_write(Batch(commands))).await;
     let failure = match result {
         Ok(Ok(response)) => {
-            shared.stats.commit_latency.record_duration(started.elapsed());
+            shared
+                .stats
+                .commit_latency
+                .record_duration(started.elapsed());
             shared.stats.committed.add(n as u64);
             let mut outcomes = response.data.0.into_iter();
             for done in waiters {
-                let outcome = outcomes
-                    .next()
-                    .ok_or_else(|| "the entry was applied without an outcome for this write".to_owned());
+                let outcome = outcomes.next().ok_or_else(|| {
+                    "the entry was applied without an outcome for this write".to_owned()
+                });
                 let _ = done.send(outcome);
             }
             return;
