@@ -225,3 +225,113 @@ fn forward(
         }
     }))
 }
+
+/// A persistent instance written over the gRPC API (Nacos 2.x) in a Raft
+/// cluster: the same command an HTTP register or deregister would be,
+/// proposed here on the leader or relayed to it as an HTTP request.
+///
+/// # Errors
+/// The refusal text (no leader, not committed, refused by the store).
+pub(crate) async fn grpc_write(
+    cluster: &Arc<Cluster>,
+    consensus: &Arc<Consensus>,
+    register: bool,
+    svc: registry_core::ServiceRef<'_>,
+    spec: &registry_core::InstanceSpec<'_>,
+) -> Result<(), String> {
+    use registry_proto::params::percent_encode_into;
+    let mut q = String::with_capacity(256);
+    let mut push = |k: &str, v: &str| {
+        if !q.is_empty() {
+            q.push('&');
+        }
+        q.push_str(k);
+        q.push('=');
+        percent_encode_into(&mut q, v);
+    };
+    push("namespaceId", svc.namespace);
+    push("serviceName", svc.name);
+    push("clusterName", spec.addr.cluster);
+    push("ip", &spec.addr.ip.to_string());
+    push("port", &spec.addr.port.to_string());
+    push("ephemeral", "false");
+    if register {
+        push("weight", &spec.weight.to_string());
+        push("healthy", if spec.healthy { "true" } else { "false" });
+        push("enabled", if spec.enabled { "true" } else { "false" });
+        let metadata: std::collections::BTreeMap<&str, &str> = spec.metadata.iter().collect();
+        if !metadata.is_empty() {
+            push(
+                "metadata",
+                &serde_json::to_string(&metadata).unwrap_or_default(),
+            );
+        }
+    }
+    let op = if register {
+        WriteOp::Register
+    } else {
+        WriteOp::Deregister
+    };
+    let position = consensus.position();
+    let answer = if position.leader == Some(consensus.id) {
+        let command = Command::Write {
+            op,
+            params: q,
+            agent: None,
+        };
+        let weight = serde_json::to_vec(&command).map_or(usize::MAX, |v| v.len());
+        if weight > consensus.max_command {
+            return Err(format!(
+                "a persistent write of {weight} bytes exceeds the cluster log's limit of {} bytes",
+                consensus.max_command
+            ));
+        }
+        match consensus.propose(command, weight).await {
+            Ok(Ok(o)) => (o.status, o.body),
+            Ok(Err(text)) => return Err(text),
+            Err(_) => return Err("the server is shutting down".into()),
+        }
+    } else {
+        let Some(leader) = position.leader.and_then(|id| consensus.address(id)) else {
+            consensus.shared.stats.refused.inc();
+            return Err(
+                "no Raft leader: this node cannot reach a majority of the cluster; \
+                        the write was not applied"
+                    .into(),
+            );
+        };
+        let mut bytes = Vec::with_capacity(256 + q.len());
+        distro::write_relayed(
+            &mut bytes,
+            &Relayed {
+                method: if register { "POST" } else { "DELETE" },
+                path: "/nacos/v1/ns/instance",
+                query: &q,
+                user_agent: None,
+                content_type: None,
+                body: b"",
+            },
+            leader,
+            &cluster.config.me,
+        );
+        let Some(peer) = cluster.peer(leader) else {
+            return Err(format!("{leader} is not a member"));
+        };
+        match peer.relay_link().call(bytes).await {
+            Ok(a) => {
+                consensus.shared.stats.forwarded.inc();
+                (a.status, String::from_utf8_lossy(&a.body).into_owned())
+            }
+            Err(e) => {
+                consensus.shared.stats.refused.inc();
+                return Err(format!(
+                    "no answer from the Raft leader {leader}: {e}; the write was not acknowledged"
+                ));
+            }
+        }
+    };
+    match answer {
+        (200, _) => Ok(()),
+        (status, body) => Err(format!("{status}: {body}")),
+    }
+}
