@@ -29,7 +29,7 @@ class Conn:
     def __init__(self, addr):
         host, port = addr.rsplit(":", 1)
         self.addr = addr
-        self.s = socket.create_connection((host, int(port)), timeout=10)
+        self.s = socket.create_connection((host, int(port)), timeout=60)
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
 
@@ -106,7 +106,7 @@ def pipelined(addrs, seconds, conns, depth, total=None, service="pipe"):
             more = time.time() < stop if per_conn is None else sent < per_conn
             batch = b""
             while more and inflight < depth and (per_conn is None or sent < per_conn):
-                batch += request(c.addr, "%s%d" % (service, (i * 7 + sent) % 100), i * 1000000 + sent)
+                batch += request(c.addr, "%s%d" % (service, (i * 7 + sent) % 1000), i * 1000000 + sent)
                 sent += 1
                 inflight += 1
             if batch:
