@@ -140,12 +140,15 @@ pub fn encode_answer<T: Serialize>(answer: &T) -> Vec<u8> {
 
 /// The probe: "I am alive", and whether the sender serves (has loaded its
 /// snapshot). Answered with the receiver's own report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
     /// The node's incarnation.
     pub node: u64,
     /// It has loaded its snapshot and serves clients.
     pub ready: bool,
+    /// Its Raft role and log position, in a cluster with Raft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raft: Option<RaftMemberView>,
 }
 
 /// Service states from the node that wrote them (`node`).
@@ -333,6 +336,22 @@ pub struct MemberView<'a> {
     pub last_refresh_ms: u64,
     /// Failed probes in a row.
     pub fail_count: u32,
+    /// The member's Raft role and log position, in a cluster with Raft.
+    pub raft: Option<RaftMemberView>,
+}
+
+/// A member's Raft state as one node knows it, shown in `extendInfo`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RaftMemberView {
+    /// `LEADER`, `FOLLOWER`, `CANDIDATE`, `LEARNER`, `SHUTDOWN` or `UNKNOWN`.
+    pub role: String,
+    /// Its current term.
+    pub term: u64,
+    /// Index of its last log entry.
+    pub last_log_index: u64,
+    /// Index of the last entry it applied.
+    pub applied_index: u64,
 }
 
 /// Encodes `GET /nacos/v1/core/cluster/nodes`'s answer as Nacos 1.4 does:
@@ -347,7 +366,16 @@ pub fn encode_members(out: &mut Vec<u8>, members: &[MemberView<'_>]) {
                 "ip": ip.trim_start_matches('[').trim_end_matches(']'),
                 "port": port.parse::<u16>().unwrap_or(0),
                 "state": m.state,
-                "extendInfo": { "lastRefreshTime": m.last_refresh_ms },
+                "extendInfo": match &m.raft {
+                    None => serde_json::json!({ "lastRefreshTime": m.last_refresh_ms }),
+                    Some(r) => serde_json::json!({
+                        "lastRefreshTime": m.last_refresh_ms,
+                        "raftRole": r.role,
+                        "raftTerm": r.term,
+                        "raftLastLogIndex": r.last_log_index,
+                        "raftAppliedIndex": r.applied_index,
+                    }),
+                },
                 "address": m.address,
                 "failAccessCnt": m.fail_count,
             })
@@ -436,6 +464,7 @@ mod tests {
         let bytes = encode(&envelope(Report {
             node: 1,
             ready: true,
+            raft: None,
         }));
         assert!(matches!(
             decode::<Report>(&bytes, 10),
@@ -488,6 +517,7 @@ mod tests {
                 state: "UP",
                 last_refresh_ms: 5,
                 fail_count: 0,
+                raft: None,
             }],
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();

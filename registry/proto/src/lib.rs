@@ -39,6 +39,7 @@ pub mod http1;
 mod json;
 pub mod naming;
 pub mod params;
+pub mod raft;
 pub mod udp;
 
 pub use error::ProtoError;

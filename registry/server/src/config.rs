@@ -314,6 +314,32 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_CLUSTER_SECRET_FILE")]
     pub cluster_secret_file: Option<PathBuf>,
 
+    /// Raft (persistent data in a cluster with `--data-dir`): the shortest
+    /// election timeout in ms; a follower that hears no leader for a random
+    /// time between this and twice this starts an election. Sized for
+    /// loopback and LAN: a new leader within a few seconds of a crash.
+    #[arg(
+        long,
+        env = "REGISTRY_RAFT_ELECTION_TIMEOUT_MS",
+        default_value_t = 1_000
+    )]
+    pub raft_election_timeout_ms: u64,
+
+    /// Raft: the leader's heartbeat interval in ms (well under the election
+    /// timeout).
+    #[arg(long, env = "REGISTRY_RAFT_HEARTBEAT_MS", default_value_t = 200)]
+    pub raft_heartbeat_ms: u64,
+
+    /// Raft: entries applied since the last snapshot after which a new
+    /// snapshot is built and the log before it compacted.
+    #[arg(long, env = "REGISTRY_RAFT_SNAPSHOT_LOGS", default_value_t = 5_000)]
+    pub raft_snapshot_logs: u64,
+
+    /// Raft: how long a persistent write may wait for its commit before the
+    /// client gets a 503 (no majority reachable); in ms.
+    #[arg(long, env = "REGISTRY_RAFT_WRITE_TIMEOUT_MS", default_value_t = 5_000)]
+    pub raft_write_timeout_ms: u64,
+
     /// Log format: `text` or `json`.
     #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
     pub log_format: String,

@@ -195,6 +195,19 @@ pub struct HealthChecks {
     pub stats: Arc<HealthStats>,
     /// Settings.
     pub settings: HealthSettings,
+    /// In a Raft cluster: where verdicts go instead of the store, and
+    /// whether this node checks at all (only the leader does).
+    pub verdicts: Option<Arc<dyn Verdicts>>,
+}
+
+/// Where a replicated registry sends health verdicts.
+pub trait Verdicts: Send + Sync {
+    /// Whether this node runs the checks now (it is the Raft leader): one
+    /// prober per cluster, and a new leader starts its streaks from zero,
+    /// so a failover flips nothing by itself.
+    fn checks_here(&self) -> bool;
+    /// Proposes a verdict; every node applies it once committed.
+    fn propose(&self, service: &ServiceKey, cluster: &str, ip: IpAddr, port: u16, healthy: bool);
 }
 
 /// Runs until `cancel` fires. Does nothing with an interval of 0.
@@ -222,6 +235,10 @@ pub async fn run(checks: HealthChecks, cancel: CancellationToken) {
 
 /// One pass over every persistent instance.
 async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
+    if checks.verdicts.as_ref().is_some_and(|v| !v.checks_here()) {
+        streaks.clear();
+        return;
+    }
     let default = &checks.settings.default_checker;
     let mut due: Vec<(Target, Checker, bool)> = Vec::new();
     for service in checks.targets.list() {
@@ -286,6 +303,15 @@ async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
 }
 
 fn flip(checks: &HealthChecks, target: &Target, up: bool) {
+    if let Some(v) = &checks.verdicts {
+        if up {
+            checks.stats.revived.inc();
+        } else {
+            checks.stats.failed.inc();
+        }
+        v.propose(&target.service, &target.cluster, target.ip, target.port, up);
+        return;
+    }
     let addr = InstanceAddr {
         cluster: &target.cluster,
         ip: target.ip,
@@ -417,6 +443,7 @@ mod tests {
                 threshold: 3,
                 default_checker: Checker::Tcp,
             },
+            verdicts: None,
         };
         let healthy = || store.read(service, |s| s.instances()[0].healthy).unwrap();
         let mut streaks = HashMap::new();

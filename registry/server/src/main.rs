@@ -169,7 +169,8 @@ fn prompt_hidden(prompt: &str) -> anyhow::Result<String> {
 
 fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("REGISTRY_LOG")
-        .unwrap_or_else(|_| "info".into());
+        // openraft narrates every vote and replication step at info.
+        .unwrap_or_else(|_| "info,openraft=warn".into());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

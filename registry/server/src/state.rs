@@ -106,14 +106,17 @@ impl App {
             Some(c) => Some(Arc::new(Cluster::new(c)?)),
             None => None,
         };
+        // In a cluster, --data-dir holds the Raft log instead: persistent
+        // writes are durable once committed there (see `cluster::raft`).
+        let raft = cluster.as_ref().is_some_and(|c| c.raft_enabled());
         let persist = match &config.data_dir {
-            Some(dir) => Some(Arc::new(Persist::open(
+            Some(dir) if !raft => Some(Arc::new(Persist::open(
                 dir,
                 config.data_cache_bytes,
                 config.max_pending_writes,
                 config.max_commit_batch,
             )?)),
-            None => None,
+            _ => None,
         };
         let auth = match &config.auth_users {
             Some(path) => {
@@ -157,6 +160,9 @@ impl App {
                     "recovered persistent state"
                 );
             }
+            None if raft => tracing::info!(
+                "persistent instances and services are replicated by Raft under --data-dir"
+            ),
             None => tracing::info!(
                 "no --data-dir: persistent instances and services are kept in memory only"
             ),
@@ -212,6 +218,10 @@ impl App {
             targets: self.health_targets.clone(),
             stats: self.health_stats.clone(),
             settings: self.config.health_settings(),
+            verdicts: self.cluster.as_ref().filter(|c| c.raft_enabled()).map(|c| {
+                Arc::new(crate::cluster::raft::LeaderChecks(c.clone()))
+                    as Arc<dyn crate::health::Verdicts>
+            }),
         }
     }
 

@@ -63,11 +63,13 @@ pub enum Route {
     DistroSnapshot,
     /// `GET /nacos/v1/console/health/readiness`
     Readiness,
+    /// `POST /nacos/v1/core/raft`: a Raft peer message
+    RaftRpc,
 }
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 23] = [
+    pub const ALL: [Route; 24] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -91,6 +93,7 @@ impl Route {
         Route::DistroChecksum,
         Route::DistroSnapshot,
         Route::Readiness,
+        Route::RaftRpc,
     ];
 
     /// A short stable name (`instance_beat`), for logs and metric labels.
@@ -119,6 +122,7 @@ impl Route {
             Route::DistroChecksum => "distro_checksum",
             Route::DistroSnapshot => "distro_snapshot",
             Route::Readiness => "readiness",
+            Route::RaftRpc => "raft_rpc",
         }
     }
 
@@ -148,6 +152,7 @@ impl Route {
             Route::DistroChecksum => (Method::Put, crate::distro::CHECKSUM_PATH),
             Route::DistroSnapshot => (Method::Post, crate::distro::SNAPSHOT_PATH),
             Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
+            Route::RaftRpc => (Method::Post, crate::raft::RAFT_PATH),
         }
     }
 
@@ -278,6 +283,10 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
         }
         crate::distro::REPORT_PATH => match lookup {
             Method::Post => Ok(Route::ClusterReport),
+            _ => Err(not_allowed("POST")),
+        },
+        crate::raft::RAFT_PATH => match lookup {
+            Method::Post => Ok(Route::RaftRpc),
             _ => Err(not_allowed("POST")),
         },
         crate::distro::READINESS_PATH => {

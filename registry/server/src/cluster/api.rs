@@ -7,17 +7,19 @@
 //! Its body is bounded and versioned (400 with the reason otherwise), and
 //! nothing of a refused message is applied.
 
+use registry_proto::distro::RaftMemberView;
 use registry_proto::distro::{
     self, Checksums, Datums, DistroError, Envelope, Fetch, MemberView, Report, SnapshotPart,
 };
 use registry_proto::naming::route::Route;
+use registry_proto::raft::RaftRequest;
 use serde::de::DeserializeOwned;
 use subtle::ConstantTimeEq;
 
 use super::replicate::apply_datums;
 use super::verify::{answer_fetch, answer_snapshot, on_checksums};
 use super::Cluster;
-use crate::http::{error::Failure, Exchange, Reply, Scratch};
+use crate::http::{error::Failure, Done, Exchange, Reply, Scratch};
 
 /// Answers a cluster route.
 ///
@@ -35,6 +37,18 @@ pub(crate) fn handle(
     match route {
         Route::ClusterNodes => {
             let states = cluster.member_states();
+            let consensus = cluster.consensus();
+            let raft_of = |addr: &str| -> Option<RaftMemberView> {
+                let c = consensus?;
+                if addr == cluster.config.me {
+                    return Some(c.position().view());
+                }
+                let reported = cluster.peer(addr).and_then(|p| p.raft());
+                Some(reported.unwrap_or_else(|| RaftMemberView {
+                    role: "UNKNOWN".into(),
+                    ..RaftMemberView::default()
+                }))
+            };
             let views: Vec<MemberView<'_>> = states
                 .iter()
                 .map(|(addr, state, last, fails)| MemberView {
@@ -42,6 +56,7 @@ pub(crate) fn handle(
                     state: state.name(),
                     last_refresh_ms: *last,
                     fail_count: *fails,
+                    raft: raft_of(addr),
                 })
                 .collect();
             distro::encode_members(&mut scratch.body, &views);
@@ -50,11 +65,8 @@ pub(crate) fn handle(
         Route::Readiness => readiness(cluster.is_ready()),
         Route::ClusterReport => {
             let m: Envelope<Report> = admit(ex, cluster)?;
-            cluster.heard_from(&m.from, m.body.ready);
-            let answer = Report {
-                node: cluster.node,
-                ready: cluster.is_ready(),
-            };
+            cluster.heard_from(&m.from, &m.body);
+            let answer = cluster.report();
             scratch.body = distro::encode_answer(&answer);
             Ok(Reply::Json)
         }
@@ -95,6 +107,21 @@ pub(crate) fn handle(
             scratch.body = distro::encode_answer(&answer_snapshot(app, cluster, m.body));
             Ok(Reply::Json)
         }
+        Route::RaftRpc => {
+            let m: Envelope<RaftRequest> = admit(ex, cluster)?;
+            let Some(consensus) = cluster.consensus() else {
+                return Err(Failure::new(
+                    503,
+                    "the Raft engine is not running on this node",
+                ));
+            };
+            let consensus = consensus.clone();
+            Ok(Reply::Later(Box::pin(async move {
+                let answer =
+                    super::raft::net::serve(&consensus.raft, &consensus.shared, m.body).await;
+                Ok(Done::Json(distro::encode_answer(&answer)))
+            })))
+        }
         _ => Err(Failure::new(404, "not a cluster route")),
     }
 }
@@ -123,6 +150,7 @@ fn single_node(ex: &Exchange<'_>, route: Route, scratch: &mut Scratch) -> Result
                     state: "UP",
                     last_refresh_ms: crate::clock::Clock::wall_ms(),
                     fail_count: 0,
+                    raft: None,
                 }],
             );
             Ok(Reply::Json)

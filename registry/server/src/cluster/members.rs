@@ -78,9 +78,16 @@ pub(crate) struct Peer {
     state: AtomicU8,
     fails: AtomicU32,
     last_ms: AtomicU64,
+    /// Its Raft role and log position as it last reported them.
+    raft: Mutex<Option<distro::RaftMemberView>>,
 }
 
 impl Peer {
+    /// Its Raft state as it last reported it.
+    pub fn raft(&self) -> Option<distro::RaftMemberView> {
+        self.raft.lock().clone()
+    }
+
     pub fn state(&self) -> MemberState {
         MemberState::from_u8(self.state.load(Ordering::Acquire))
     }
@@ -161,6 +168,10 @@ pub struct Cluster {
     pub(super) rounds: Mutex<HashMap<String, Round>>,
     /// Counters for `/metrics`.
     pub stats: ClusterStats,
+    /// The Raft database, opened at configuration, until the engine starts.
+    pub(super) raft_pending: Option<super::raft::Pending>,
+    /// The Raft group once its engine runs.
+    pub(super) consensus: OnceLock<Arc<super::raft::Consensus>>,
 }
 
 impl Cluster {
@@ -190,6 +201,7 @@ impl Cluster {
                 state: AtomicU8::new(MemberState::Unknown as u8),
                 fails: AtomicU32::new(0),
                 last_ms: AtomicU64::new(0),
+                raft: Mutex::new(None),
             });
         }
         let alone = peers.is_empty();
@@ -209,6 +221,11 @@ impl Cluster {
             suspects: Mutex::new(HashSet::new()),
             rounds: Mutex::new(HashMap::new()),
             stats: ClusterStats::default(),
+            raft_pending: match &config.raft {
+                Some(settings) => Some(super::raft::Pending::open(settings.clone())?),
+                None => None,
+            },
+            consensus: OnceLock::new(),
             config,
         };
         cluster.view.store(Arc::new(cluster.compute_view()));
@@ -288,9 +305,21 @@ impl Cluster {
     }
 
     /// A report from `from` arrived: it is alive.
-    pub(super) fn heard_from(&self, from: &str, ready: bool) {
+    pub(super) fn heard_from(&self, from: &str, report: &Report) {
         if let Some(p) = self.peer(from) {
-            p.answered(ready);
+            p.answered(report.ready);
+            if report.raft.is_some() {
+                *p.raft.lock() = report.raft.clone();
+            }
+        }
+    }
+
+    /// This node's report to its peers.
+    pub(super) fn report(&self) -> Report {
+        Report {
+            node: self.node,
+            ready: self.is_ready(),
+            raft: self.consensus().map(|c| c.position().view()),
         }
     }
 
@@ -382,10 +411,7 @@ pub(crate) async fn probe_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: Can
 }
 
 async fn probe_round(cluster: &Arc<Cluster>) {
-    let report = distro::encode(&cluster.envelope(Report {
-        node: cluster.node,
-        ready: cluster.is_ready(),
-    }));
+    let report = distro::encode(&cluster.envelope(cluster.report()));
     let mut probes = tokio::task::JoinSet::new();
     for i in 0..cluster.peers.len() {
         let cluster = cluster.clone();
@@ -404,7 +430,12 @@ async fn probe_round(cluster: &Arc<Cluster>) {
             match answer.ok().filter(|a| a.status == 200).and_then(|a| {
                 distro::decode_answer::<Report>(&a.body, cluster.config.max_message).ok()
             }) {
-                Some(r) => peer.answered(r.ready),
+                Some(r) => {
+                    peer.answered(r.ready);
+                    if r.raft.is_some() {
+                        *peer.raft.lock() = r.raft;
+                    }
+                }
                 None => peer.failed(cluster.config.probe_failures),
             }
         });

@@ -29,6 +29,7 @@
 pub mod api;
 mod link;
 pub mod members;
+pub mod raft;
 pub mod relay;
 mod replicate;
 pub mod verify;
@@ -77,6 +78,8 @@ pub struct ClusterConfig {
     pub secret: Option<String>,
     /// Largest peer message sent or accepted, in bytes.
     pub max_message: usize,
+    /// The Raft group of persistent data, with `--data-dir`.
+    pub raft: Option<raft::RaftSettings>,
 }
 
 impl ClusterConfig {
@@ -131,12 +134,14 @@ impl ClusterConfig {
             ),
             None => None,
         };
-        if config.data_dir.is_some() {
-            anyhow::bail!(
-                "--data-dir with --members: persistent data needs a consensus log (Raft), \
-                 which this build does not have; run the cluster without --data-dir"
-            );
-        }
+        let raft = config.data_dir.as_ref().map(|dir| raft::RaftSettings {
+            dir: dir.clone(),
+            cache_bytes: config.data_cache_bytes,
+            election_timeout: Duration::from_millis(config.raft_election_timeout_ms.max(10)),
+            heartbeat: Duration::from_millis(config.raft_heartbeat_ms.max(1)),
+            snapshot_logs: config.raft_snapshot_logs.max(1),
+            write_timeout: Duration::from_millis(config.raft_write_timeout_ms.max(1)),
+        });
         Ok(Some(ClusterConfig {
             me,
             members: normalised,
@@ -147,6 +152,7 @@ impl ClusterConfig {
             relay_timeout: Duration::from_millis(config.cluster_relay_timeout_ms.max(1)),
             secret,
             max_message: config.max_body_bytes,
+            raft,
         }))
     }
 }
@@ -246,9 +252,22 @@ impl Cluster {
         self.member_ips.contains(&ip)
     }
 
-    /// Whether this node has loaded its snapshot and serves clients.
+    /// Whether this node has loaded its snapshot and serves clients (and,
+    /// with Raft, its engine has loaded the persistent state).
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
+            && (self.config.raft.is_none() || self.consensus.get().is_some())
+    }
+
+    /// The Raft group, once started (`None` without `--data-dir`).
+    pub fn consensus(&self) -> Option<&Arc<raft::Consensus>> {
+        self.consensus.get()
+    }
+
+    /// Whether persistent data is replicated by Raft (Distro must then
+    /// leave it alone).
+    pub fn raft_enabled(&self) -> bool {
+        self.config.raft.is_some()
     }
 }
 
@@ -259,7 +278,15 @@ pub fn start(app: &Arc<App>, cancel: &CancellationToken) -> Vec<tokio::task::Joi
     };
     let (repair_tx, repair_rx) = mpsc::channel(64);
     cluster.set_repairs(repair_tx);
-    vec![
+    let mut tasks = Vec::new();
+    if cluster.raft_pending.is_some() {
+        tasks.push(tokio::spawn(run_raft(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )));
+    }
+    tasks.extend([
         tokio::spawn(members::probe_loop(
             app.clone(),
             cluster.clone(),
@@ -278,7 +305,32 @@ pub fn start(app: &Arc<App>, cancel: &CancellationToken) -> Vec<tokio::task::Joi
             cancel.clone(),
         )),
         tokio::spawn(verify::load_snapshot(app.clone(), cluster, cancel.clone())),
-    ]
+    ]);
+    tasks
+}
+
+/// Starts the Raft engine, runs it until `cancel`, then shuts it down. A
+/// node whose engine cannot start (unreadable storage) stops the process:
+/// serving without its persistent state would answer wrong lists.
+async fn run_raft(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToken) {
+    let Some(pending) = &cluster.raft_pending else {
+        return;
+    };
+    let (consensus, tasks) = match raft::start(&app, &cluster, pending).await {
+        Ok(started) => started,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "the Raft engine could not start");
+            std::process::exit(1);
+        }
+    };
+    let _ = cluster.consensus.set(consensus.clone());
+    cancel.cancelled().await;
+    if let Err(e) = consensus.raft.shutdown().await {
+        tracing::warn!(error = %e, "Raft engine shutdown");
+    }
+    for t in tasks {
+        t.abort();
+    }
 }
 
 /// A random, non-zero incarnation id.
@@ -419,6 +471,9 @@ impl Cluster {
         );
         s.relay_latency
             .render(&mut text, "registry_cluster_relay_seconds", "", 1e6);
+        if let Some(c) = self.consensus() {
+            c.render(&mut text);
+        }
         out.extend_from_slice(text.as_bytes());
     }
 }

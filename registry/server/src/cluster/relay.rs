@@ -62,6 +62,7 @@ fn served_while_loading(route: Route) -> bool {
             | Route::DistroSnapshot
             | Route::Readiness
             | Route::PrometheusMetrics
+            | Route::RaftRpc
     )
 }
 
@@ -86,14 +87,23 @@ pub(crate) fn intercept(
     if !is_write(route) {
         return Ok(Verdict::Local);
     }
-    if params.get(distro::RELAYED_BY).is_some() {
-        if !cluster.is_member_ip(peer.ip()) {
-            cluster.stats.refused.inc();
-            return Err(Failure::new(
-                403,
-                "relayed requests are only accepted from cluster members",
-            ));
+    let relayed = params.get(distro::RELAYED_BY).is_some();
+    if relayed && !cluster.is_member_ip(peer.ip()) {
+        cluster.stats.refused.inc();
+        return Err(Failure::new(
+            403,
+            "relayed requests are only accepted from cluster members",
+        ));
+    }
+    // Persistent data has one writer, the Raft leader, whatever the service.
+    if let Some(consensus) = cluster.consensus() {
+        if let Some(answer) =
+            super::raft::client::intercept(app, cluster, consensus, route, request, params, relayed)
+        {
+            return answer.map(Verdict::Answer);
         }
+    }
+    if relayed {
         return Ok(Verdict::Local);
     }
     // A request whose service cannot be named is the handler's to refuse.

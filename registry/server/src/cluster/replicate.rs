@@ -206,15 +206,40 @@ pub(crate) fn apply_datums(
             revision: d.revision,
         };
         let service = ServiceRef::new(&d.ns, &d.service);
-        let outcome = match &d.state {
-            Some(state) => match replica_of(state, origin) {
-                Ok(replica) => app
+        let outcome = if cluster.raft_enabled() {
+            // Raft owns the persistent part: merge under its apply lock so
+            // no committed entry lands between the read and the write.
+            let _serialised = cluster.consensus().map(|c| c.shared.apply_lock.lock());
+            let local = app.store.snapshot(service);
+            match (&d.state, local.as_deref()) {
+                (Some(state), local) => match replica_of(state, origin) {
+                    Ok(replica) => app
+                        .store
+                        .apply_replica(service, &keep_persistent(replica, local, origin), now)
+                        .map_err(|_| ()),
+                    Err(()) => Err(()),
+                },
+                (None, Some(l)) if holds_persistent(l) => app
                     .store
-                    .apply_replica(service, &replica, now)
+                    .apply_replica(
+                        service,
+                        &keep_persistent(empty_replica(origin), Some(l), origin),
+                        now,
+                    )
                     .map_err(|_| ()),
-                Err(()) => Err(()),
-            },
-            None => Ok(remove(app, service, origin)),
+                (None, _) => Ok(remove(app, service, origin)),
+            }
+        } else {
+            match &d.state {
+                Some(state) => match replica_of(state, origin) {
+                    Ok(replica) => app
+                        .store
+                        .apply_replica(service, &replica, now)
+                        .map_err(|_| ()),
+                    Err(()) => Err(()),
+                },
+                None => Ok(remove(app, service, origin)),
+            }
         };
         match outcome {
             Ok(Applied::Written(w)) => {
@@ -236,6 +261,58 @@ pub(crate) fn apply_datums(
     cluster.stats.datums_stale.add(report.stale as u64);
     cluster.stats.datums_invalid.add(report.invalid as u64);
     report
+}
+
+/// Whether a service holds data Raft replicates (explicit settings or a
+/// persistent instance): Distro must not remove it.
+pub(crate) fn holds_persistent(snap: &ServiceSnapshot) -> bool {
+    snap.is_explicit() || snap.instances().iter().any(|i| !i.ephemeral)
+}
+
+fn empty_replica(origin: Origin) -> Replica<'static> {
+    Replica {
+        origin,
+        protect_threshold: 0.0,
+        metadata: Metadata::empty(),
+        selector: None,
+        explicit: false,
+        instances: Vec::new(),
+    }
+}
+
+/// `replica`'s ephemeral instances with this node's persistent instances
+/// and service settings (Raft's), when it holds the service.
+fn keep_persistent<'a>(
+    mut replica: Replica<'a>,
+    local: Option<&'a ServiceSnapshot>,
+    origin: Origin,
+) -> Replica<'a> {
+    replica.origin = origin;
+    replica.instances.retain(|i| i.ephemeral);
+    match local {
+        Some(l) => {
+            replica.protect_threshold = l.protect_threshold();
+            replica.metadata = l.metadata().clone();
+            replica.selector = l.selector().map(Arc::from);
+            replica.explicit = l.is_explicit();
+            for i in l.instances().iter().filter(|i| !i.ephemeral) {
+                replica.instances.push(InstanceSpec {
+                    addr: InstanceAddr {
+                        cluster: &i.cluster,
+                        ip: i.ip,
+                        port: i.port,
+                    },
+                    weight: i.weight,
+                    healthy: i.healthy,
+                    enabled: i.enabled,
+                    ephemeral: false,
+                    metadata: i.metadata.clone(),
+                });
+            }
+        }
+        None => replica.explicit = false,
+    }
+    replica
 }
 
 /// Deletes a service its writer removed, unless this node holds a later

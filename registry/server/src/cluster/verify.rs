@@ -187,6 +187,10 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
     let mut missing: Vec<ServiceKey> = Vec::new();
     app.store.for_each_service(|snap| {
         let key = snap.key();
+        // Raft's data stays whatever Distro's owner lists.
+        if cluster.raft_enabled() && super::replicate::holds_persistent(snap) {
+            return;
+        }
         if !listed.contains(key) && cluster.owned_by(key, from) {
             missing.push(key.clone());
         }

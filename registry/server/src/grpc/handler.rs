@@ -322,6 +322,22 @@ async fn persistent(
         message: e.to_string(),
         request_id: id.clone(),
     };
+    // In a Raft cluster the log is the durable record: the write is a
+    // command, applied everywhere once committed.
+    if let Some(cluster) = &app.cluster {
+        if let Some(consensus) = cluster.consensus() {
+            let register = op == InstanceOp::Register;
+            return crate::cluster::raft::client::grpc_write(
+                cluster, consensus, register, svc, spec,
+            )
+            .await
+            .map_err(|message| Refusal {
+                code: code::SERVER_ERROR,
+                message,
+                request_id: id.clone(),
+            });
+        }
+    }
     let ticket = match &app.persist {
         Some(p) => Some(p.reserve().map_err(busy)?),
         None => None,

@@ -309,6 +309,7 @@ fn dispatch(
                 | Route::DistroFetch
                 | Route::DistroChecksum
                 | Route::DistroSnapshot
+                | Route::RaftRpc
         ) {
             auth.check(params.get("accessToken"))
                 .map_err(Failure::denied)?;
@@ -350,6 +351,7 @@ fn dispatch(
         | Route::DistroFetch
         | Route::DistroChecksum
         | Route::DistroSnapshot
+        | Route::RaftRpc
         | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
         Route::PrometheusMetrics => {
             let reply = operator::prometheus(&ex, scratch)?;
@@ -404,6 +406,72 @@ fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
             Err(_) => Err(Failure::login_aborted()),
         }
     })))
+}
+
+/// Applies a replicated persistent write (a Raft command) through the
+/// handler of its endpoint, as if a client had sent `params` here; returns
+/// the status, whether the body is JSON, and the body the handler answered.
+/// The handlers find no `--data-dir` writer in a Raft cluster, so they
+/// answer at once (the log is the durable record).
+pub(crate) fn apply_write(
+    app: &App,
+    route: Route,
+    params: &str,
+    user_agent: Option<&str>,
+    now: Millis,
+) -> (u16, bool, String) {
+    let (method, path) = route.endpoint();
+    let request = Request {
+        method,
+        method_token: method.as_str(),
+        path,
+        query: params,
+        version: registry_proto::http1::Version::Http11,
+        keep_alive: true,
+        content_type: None,
+        user_agent,
+        host: None,
+        expect_continue: false,
+        body: std::borrow::Cow::Borrowed(&[]),
+    };
+    let params = match Params::from_request(&request) {
+        Ok(p) => p,
+        Err(e) => {
+            let f = Failure::from(e);
+            return (f.status, false, f.text.into_owned());
+        }
+    };
+    let ex = Exchange {
+        app,
+        peer: SocketAddr::from(([0, 0, 0, 0], 0)),
+        request: &request,
+        params,
+        now,
+    };
+    let scratch = Scratch::default();
+    let result = match route {
+        Route::InstanceRegister => instance::register(&ex),
+        Route::InstanceDeregister => instance::deregister(&ex),
+        Route::InstanceUpdate => instance::update(&ex),
+        Route::InstancePatch => instance::patch(&ex),
+        Route::ServiceCreate => service::create(&ex),
+        Route::ServiceDelete => service::delete(&ex),
+        Route::ServiceUpdate => service::update(&ex),
+        _ => Err(Failure::new(400, "not a replicated write")),
+    };
+    match result {
+        Ok(Reply::Text(t)) => (200, false, t.to_owned()),
+        Ok(Reply::Json) => (
+            200,
+            true,
+            String::from_utf8_lossy(&scratch.body).into_owned(),
+        ),
+        Ok(Reply::Cached(c)) => (200, true, String::from_utf8_lossy(&c.body).into_owned()),
+        Ok(Reply::Prometheus | Reply::Later(_)) => {
+            (500, false, "a replicated write answered later".to_owned())
+        }
+        Err(f) => (f.status, false, f.text.into_owned()),
+    }
 }
 
 /// Reserves a place in the next commits for a persistent write; `None`

@@ -93,7 +93,7 @@ impl Node {
             .args(["--members", &self.members])
             .args(FAST)
             .args(&self.extra)
-            .env("REGISTRY_LOG", "info")
+            .env("REGISTRY_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)

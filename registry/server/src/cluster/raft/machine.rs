@@ -1,0 +1,523 @@
+//! The Raft state machine: the persistent instances and explicit services
+//! of the in-memory store, as `openraft`'s [`RaftStateMachine`].
+//!
+//! Applying an entry runs each command through the naming API handler of
+//! its endpoint ([`crate::http::apply_write`]), so validation, limits and
+//! change events are the ones a single node has; health verdicts go through
+//! [`registry_core::Store::set_health`] as the single-node checker does.
+//! Every node applies the same commands in the same order; the leader's
+//! outcome is what the client gets.
+//!
+//! The machine itself lives in memory (the store). Its durable form is the
+//! last snapshot (kept in `raft.redb`'s `meta` table) plus the log after
+//! it: a restart loads the snapshot, then openraft re-applies the log up to
+//! the committed index. A snapshot is an [`Image`]: every explicit
+//! service's settings and every persistent instance, captured when openraft
+//! asks for a builder (between two applies, so it is exactly the state at
+//! the last applied entry) and encoded off the apply path.
+//!
+//! Distro (ephemeral data) writes the same store; its merges of replicated
+//! service states keep the persistent part as this machine left it and
+//! take [`super::Shared::apply_lock`] so the two never interleave inside
+//! one service.
+
+use std::collections::HashSet;
+use std::io::Cursor;
+use std::net::IpAddr;
+use std::sync::{Arc, Weak};
+
+use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
+use openraft::{
+    BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, StorageError, StorageIOError,
+    StoredMembership,
+};
+use redb::Database;
+use registry_core::{InstanceAddr, InstanceSpec, Metadata, ServiceRef, ServiceSpec, Store};
+use registry_proto::naming::route::Route;
+use registry_proto::raft::{Batch, Command, NodeId, Outcome, Outcomes, TypeConfig, WriteOp};
+use serde::{Deserialize, Serialize};
+
+use super::log::{read_meta, write_meta};
+use super::Shared;
+use crate::state::App;
+
+type StoreResult<T> = Result<T, StorageError<NodeId>>;
+type Membership = StoredMembership<NodeId, BasicNode>;
+
+/// The persistent part of the store, as a snapshot carries it.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Image {
+    /// Explicit services' settings.
+    pub services: Vec<ServiceRecord>,
+    /// Persistent instances.
+    pub instances: Vec<InstanceRecord>,
+}
+
+/// An explicit service.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServiceRecord {
+    ns: String,
+    name: String,
+    threshold: f32,
+    metadata: Vec<(String, String)>,
+    selector: Option<String>,
+}
+
+/// A persistent instance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceRecord {
+    ns: String,
+    name: String,
+    cluster: String,
+    ip: String,
+    port: u16,
+    weight: f64,
+    healthy: bool,
+    enabled: bool,
+    metadata: Vec<(String, String)>,
+}
+
+fn pairs(m: &Metadata) -> Vec<(String, String)> {
+    m.iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+impl Image {
+    /// Every explicit service and persistent instance of `store`, sorted.
+    pub fn capture(store: &Store) -> Image {
+        let mut image = Image::default();
+        store.for_each_service(|s| {
+            let key = s.key();
+            if s.is_explicit() {
+                image.services.push(ServiceRecord {
+                    ns: key.namespace().to_owned(),
+                    name: key.grouped_name().to_owned(),
+                    threshold: s.protect_threshold(),
+                    metadata: pairs(s.metadata()),
+                    selector: s.selector().map(str::to_owned),
+                });
+            }
+            for i in s.instances().iter().filter(|i| !i.ephemeral) {
+                image.instances.push(InstanceRecord {
+                    ns: key.namespace().to_owned(),
+                    name: key.grouped_name().to_owned(),
+                    cluster: i.cluster.to_string(),
+                    ip: i.ip.to_string(),
+                    port: i.port,
+                    weight: i.weight,
+                    healthy: i.healthy,
+                    enabled: i.enabled,
+                    metadata: pairs(&i.metadata),
+                });
+            }
+        });
+        image
+            .services
+            .sort_by(|a, b| (&a.ns, &a.name).cmp(&(&b.ns, &b.name)));
+        image.instances.sort_by(|a, b| {
+            (&a.ns, &a.name, &a.cluster, &a.ip, a.port)
+                .cmp(&(&b.ns, &b.name, &b.cluster, &b.ip, b.port))
+        });
+        image
+    }
+
+    /// Makes the persistent part of the app's store equal to this image:
+    /// removes what it lacks, creates or updates what it has. Ephemeral
+    /// instances are left alone. Returns the records refused by the store.
+    pub fn install(&self, app: &App) -> usize {
+        let store = &app.store;
+        let now = app.clock.now();
+        let services: HashSet<(&str, &str)> = self
+            .services
+            .iter()
+            .map(|s| (s.ns.as_str(), s.name.as_str()))
+            .collect();
+        let instances: HashSet<(&str, &str, &str, String, u16)> = self
+            .instances
+            .iter()
+            .map(|i| {
+                (
+                    i.ns.as_str(),
+                    i.name.as_str(),
+                    i.cluster.as_str(),
+                    i.ip.clone(),
+                    i.port,
+                )
+            })
+            .collect();
+        let mut drop_services = Vec::new();
+        let mut drop_instances = Vec::new();
+        store.for_each_service(|s| {
+            let key = s.key();
+            let (ns, name) = (key.namespace(), key.grouped_name());
+            if s.is_explicit() && !services.contains(&(ns, name)) {
+                drop_services.push(key.clone());
+                return;
+            }
+            for i in s.instances().iter().filter(|i| !i.ephemeral) {
+                if !instances.contains(&(ns, name, &i.cluster, i.ip.to_string(), i.port)) {
+                    drop_instances.push((key.clone(), i.cluster.to_string(), i.ip, i.port));
+                }
+            }
+        });
+        for key in drop_services {
+            if let Ok(w) = store.delete_service(key.as_ref()) {
+                app.publish(w.event);
+            }
+        }
+        for (key, cluster, ip, port) in drop_instances {
+            let addr = InstanceAddr {
+                cluster: &cluster,
+                ip,
+                port,
+            };
+            if let Ok(w) = store.deregister(key.as_ref(), addr, false, now) {
+                app.publish(w.event);
+            }
+        }
+        let mut refused = 0;
+        for s in &self.services {
+            let svc = ServiceRef::new(&s.ns, &s.name);
+            let Ok(metadata) = Metadata::from_pairs(s.metadata.iter().map(|(k, v)| (k, v))) else {
+                refused += 1;
+                continue;
+            };
+            let selector = s.selector.as_deref().map(Arc::from);
+            let spec = ServiceSpec {
+                protect_threshold: s.threshold,
+                metadata: metadata.clone(),
+                selector: selector.clone(),
+            };
+            let written = match store.create_service(svc, &spec, now) {
+                Ok(w) => Ok(w),
+                Err(_) => store.update_service(svc, s.threshold, Some(metadata), selector, now),
+            };
+            match written {
+                Ok(w) => app.publish(w.event),
+                Err(_) => refused += 1,
+            }
+        }
+        for i in &self.instances {
+            let svc = ServiceRef::new(&i.ns, &i.name);
+            let (Ok(ip), Ok(metadata)) = (
+                i.ip.parse::<IpAddr>(),
+                Metadata::from_pairs(i.metadata.iter().map(|(k, v)| (k, v))),
+            ) else {
+                refused += 1;
+                continue;
+            };
+            let spec = InstanceSpec {
+                weight: i.weight,
+                healthy: i.healthy,
+                enabled: i.enabled,
+                ephemeral: false,
+                metadata,
+                ..InstanceSpec::new(&i.cluster, ip, i.port)
+            };
+            match store.register(svc, &spec, now) {
+                Ok(w) => {
+                    app.publish(w.event);
+                    app.health_targets.insert(svc);
+                }
+                Err(_) => refused += 1,
+            }
+        }
+        refused
+    }
+}
+
+fn route_of(op: WriteOp) -> Route {
+    match op {
+        WriteOp::Register => Route::InstanceRegister,
+        WriteOp::Update => Route::InstanceUpdate,
+        WriteOp::Deregister => Route::InstanceDeregister,
+        WriteOp::Patch => Route::InstancePatch,
+        WriteOp::ServiceCreate => Route::ServiceCreate,
+        WriteOp::ServiceUpdate => Route::ServiceUpdate,
+        WriteOp::ServiceDelete => Route::ServiceDelete,
+    }
+}
+
+/// Applies one command to the app's store; the outcome the client gets
+/// when this node is the leader.
+pub fn apply_command(app: &App, command: &Command) -> Outcome {
+    match command {
+        Command::Write { op, params, agent } => {
+            let (status, json, body) = crate::http::apply_write(
+                app,
+                route_of(*op),
+                params,
+                agent.as_deref(),
+                app.clock.now(),
+            );
+            Outcome { status, json, body }
+        }
+        Command::Health {
+            namespace,
+            service,
+            cluster,
+            ip,
+            port,
+            healthy,
+        } => {
+            let Ok(ip) = ip.parse::<IpAddr>() else {
+                return Outcome {
+                    status: 400,
+                    json: false,
+                    body: format!("invalid ip {ip}"),
+                };
+            };
+            let addr = InstanceAddr {
+                cluster,
+                ip,
+                port: *port,
+            };
+            let svc = ServiceRef::new(namespace, service);
+            match app
+                .store
+                .set_health(svc, addr, false, *healthy, app.clock.now())
+            {
+                Ok(w) => {
+                    app.publish(w.event);
+                    Outcome {
+                        status: 200,
+                        json: false,
+                        body: "ok".into(),
+                    }
+                }
+                // Deregistered since the verdict: nothing to mark.
+                Err(e) => Outcome {
+                    status: 404,
+                    json: false,
+                    body: e.to_string(),
+                },
+            }
+        }
+    }
+}
+
+fn stopped() -> Outcome {
+    Outcome {
+        status: 503,
+        json: false,
+        body: "the server is shutting down".into(),
+    }
+}
+
+/// The state machine handed to openraft.
+pub struct Machine {
+    app: Weak<App>,
+    db: Arc<Database>,
+    shared: Arc<Shared>,
+    last_applied: Option<LogId<NodeId>>,
+    membership: Membership,
+    builds: u64,
+}
+
+/// A stored snapshot's metadata and bytes.
+fn stored_snapshot(db: &Database) -> Result<Option<Snapshot<TypeConfig>>, String> {
+    let Some(meta) = read_meta::<SnapshotMeta<NodeId, BasicNode>>(db, "snapshot_meta")? else {
+        return Ok(None);
+    };
+    let data = super::log::read_raw(db, "snapshot")?.unwrap_or_default();
+    Ok(Some(Snapshot {
+        meta,
+        snapshot: Box::new(Cursor::new(data)),
+    }))
+}
+
+fn store_snapshot(
+    db: &Database,
+    meta: &SnapshotMeta<NodeId, BasicNode>,
+    data: Vec<u8>,
+) -> Result<(), String> {
+    let meta = serde_json::to_vec(meta).map_err(|e| e.to_string())?;
+    write_meta(db, &[("snapshot", data), ("snapshot_meta", meta)])
+}
+
+impl Machine {
+    /// The machine over `app`'s store. Loads the stored snapshot, if any,
+    /// into the store first, so the machine starts where it was.
+    ///
+    /// # Errors
+    /// When the stored snapshot cannot be read or decoded.
+    pub fn open(app: &Arc<App>, db: Arc<Database>, shared: Arc<Shared>) -> anyhow::Result<Machine> {
+        let mut machine = Machine {
+            app: Arc::downgrade(app),
+            db,
+            shared,
+            last_applied: None,
+            membership: Membership::default(),
+            builds: 0,
+        };
+        if let Some(s) = stored_snapshot(&machine.db).map_err(anyhow::Error::msg)? {
+            let image: Image = serde_json::from_slice(s.snapshot.get_ref())
+                .map_err(|e| anyhow::anyhow!("decoding the stored Raft snapshot: {e}"))?;
+            let refused = image.install(app);
+            tracing::info!(
+                services = image.services.len(),
+                instances = image.instances.len(),
+                refused,
+                last = ?s.meta.last_log_id,
+                "loaded the stored Raft snapshot"
+            );
+            machine.last_applied = s.meta.last_log_id;
+            machine.membership = s.meta.last_membership.clone();
+        }
+        Ok(machine)
+    }
+}
+
+/// Builds a snapshot from an image captured between two applies.
+pub struct Builder {
+    image: Image,
+    last_applied: Option<LogId<NodeId>>,
+    membership: Membership,
+    db: Arc<Database>,
+    shared: Arc<Shared>,
+    id: String,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for Builder {
+    async fn build_snapshot(&mut self) -> StoreResult<Snapshot<TypeConfig>> {
+        let image = std::mem::take(&mut self.image);
+        let meta = SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
+            snapshot_id: self.id.clone(),
+        };
+        let db = self.db.clone();
+        let stored_meta = meta.clone();
+        let data = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, String> {
+            let data = serde_json::to_vec(&image).map_err(|e| e.to_string())?;
+            store_snapshot(&db, &stored_meta, data.clone())?;
+            Ok(data)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)))?;
+        self.shared.stats.snapshots_built.inc();
+        self.shared
+            .stats
+            .snapshot_bytes
+            .store(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(bytes = data.len(), last = ?meta.last_log_id, "built a Raft snapshot");
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for Machine {
+    type SnapshotBuilder = Builder;
+
+    async fn applied_state(&mut self) -> StoreResult<(Option<LogId<NodeId>>, Membership)> {
+        Ok((self.last_applied, self.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> StoreResult<Vec<Outcomes>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + openraft::OptionalSend,
+        I::IntoIter: openraft::OptionalSend,
+    {
+        let app = self.app.upgrade();
+        let mut out = Vec::new();
+        let _serialised = self.shared.apply_lock.lock();
+        for entry in entries {
+            self.last_applied = Some(entry.log_id);
+            match entry.payload {
+                EntryPayload::Blank => out.push(Outcomes::default()),
+                EntryPayload::Normal(Batch(commands)) => {
+                    let outcomes = commands
+                        .iter()
+                        .map(|c| match &app {
+                            Some(app) => apply_command(app, c),
+                            None => stopped(),
+                        })
+                        .collect();
+                    self.shared.stats.applied.add(commands.len() as u64);
+                    out.push(Outcomes(outcomes));
+                }
+                EntryPayload::Membership(m) => {
+                    self.membership = Membership::new(Some(entry.log_id), m);
+                    out.push(Outcomes::default());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Builder {
+        self.builds += 1;
+        let image = match self.app.upgrade() {
+            Some(app) => Image::capture(&app.store),
+            None => Image::default(),
+        };
+        let last = self.last_applied;
+        Builder {
+            image,
+            last_applied: last,
+            membership: self.membership.clone(),
+            db: self.db.clone(),
+            shared: self.shared.clone(),
+            id: format!(
+                "{}-{}-{}",
+                last.map_or(0, |l| l.leader_id.term),
+                last.map_or(0, |l| l.index),
+                self.builds
+            ),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> StoreResult<Box<Cursor<Vec<u8>>>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> StoreResult<()> {
+        let data = snapshot.into_inner();
+        let image: Image = serde_json::from_slice(&data).map_err(|e| {
+            StorageIOError::read_snapshot(
+                Some(meta.signature()),
+                &std::io::Error::other(e.to_string()),
+            )
+        })?;
+        if let Some(app) = self.app.upgrade() {
+            let _serialised = self.shared.apply_lock.lock();
+            let refused = image.install(&app);
+            tracing::info!(
+                services = image.services.len(),
+                instances = image.instances.len(),
+                refused,
+                bytes = data.len(),
+                last = ?meta.last_log_id,
+                "installed a Raft snapshot from the leader"
+            );
+        }
+        self.shared.stats.snapshots_installed.inc();
+        self.shared
+            .stats
+            .snapshot_bytes
+            .store(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.last_applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        let db = self.db.clone();
+        let meta = meta.clone();
+        tokio::task::spawn_blocking(move || store_snapshot(&db, &meta, data))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r)
+            .map_err(|e| StorageIOError::write_snapshot(None, &std::io::Error::other(e)).into())
+    }
+
+    async fn get_current_snapshot(&mut self) -> StoreResult<Option<Snapshot<TypeConfig>>> {
+        stored_snapshot(&self.db)
+            .map_err(|e| StorageIOError::read_snapshot(None, &std::io::Error::other(e)).into())
+    }
+}

@@ -1,0 +1,544 @@
+//! Persistent data in a cluster: one Raft group over the members, run by
+//! the `openraft` engine (CP, next to Distro's AP for ephemeral data).
+//!
+//! Present when the registry runs with both `--members` and `--data-dir`.
+//! Every write of persistent data (register, update, patch or deregister
+//! of a persistent instance; create, update or delete of a service; the
+//! leader's health verdicts) is a command in the Raft log:
+//!
+//! - a client write reaching the leader is queued for the proposer
+//!   ([`propose`]), which puts every command waiting into one entry and
+//!   keeps a few entries in flight, so one fsync and one round trip serve
+//!   many writes; the client is answered with the outcome of applying its
+//!   command on the leader, i.e. only once it is committed;
+//! - a client write reaching a follower is relayed unchanged to the leader
+//!   over the cluster's pooled links and its answer returned as it came
+//!   ([`client`]); with no leader, or on a node cut off from the majority,
+//!   it is refused with a 503 that says so, and nothing is applied;
+//! - every node applies committed commands to its own store through the
+//!   naming API's handlers ([`machine`]); reads stay local.
+//!
+//! Storage is redb under `--data-dir` ([`log`]: log and vote; the state
+//! machine's snapshot in the same file). Peer messages travel over HTTP on
+//! the members' API ports ([`net`]). Health checks of persistent instances
+//! run on the leader only and propose their verdicts.
+
+pub mod client;
+pub mod log;
+pub mod machine;
+pub mod net;
+mod propose;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use openraft::{BasicNode, Raft, ServerState, SnapshotPolicy};
+use parking_lot::Mutex;
+use redb::Database;
+use registry_proto::raft::{Command, NodeId, Outcome, TypeConfig};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::metrics::{Counter, Histogram};
+use crate::state::App;
+
+/// Bounds of the commit-latency histogram, in microseconds.
+const COMMIT_BOUNDS_US: [u64; 14] = [
+    250, 500, 1_000, 2_000, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    5_000_000, 30_000_000,
+];
+
+/// What `--data-dir` with `--members` configures.
+#[derive(Clone, Debug)]
+pub struct RaftSettings {
+    /// The data directory.
+    pub dir: PathBuf,
+    /// Page cache of the database, in bytes.
+    pub cache_bytes: usize,
+    /// Shortest election timeout (the longest is twice this).
+    pub election_timeout: Duration,
+    /// Leader heartbeat interval.
+    pub heartbeat: Duration,
+    /// Entries applied between two snapshots.
+    pub snapshot_logs: u64,
+    /// How long a client write waits for its commit.
+    pub write_timeout: Duration,
+}
+
+/// Counters of the Raft group, rendered into `/metrics`.
+pub struct RaftStats {
+    /// Client writes committed through this node as leader.
+    pub committed: Counter,
+    /// Commands applied to this node's store.
+    pub applied: Counter,
+    /// Entries proposed by this node.
+    pub proposals: Counter,
+    /// Client writes refused (no leader, not leader, timeout, too large).
+    pub refused: Counter,
+    /// Client writes relayed to the leader.
+    pub forwarded: Counter,
+    /// Times this node saw the leader change.
+    pub leader_changes: Counter,
+    /// Snapshots built here.
+    pub snapshots_built: Counter,
+    /// Snapshots installed from a leader.
+    pub snapshots_installed: Counter,
+    /// Size of the last snapshot built or installed, in bytes.
+    pub snapshot_bytes: AtomicU64,
+    /// Snapshot chunks sent to followers.
+    pub snapshot_chunks_sent: Counter,
+    /// Snapshot bytes sent to followers.
+    pub snapshot_bytes_sent: Counter,
+    /// Snapshot chunks received.
+    pub snapshot_chunks_received: Counter,
+    /// Snapshot bytes received.
+    pub snapshot_bytes_received: Counter,
+    /// Bytes of Raft messages sent.
+    pub bytes_sent: Counter,
+    /// Proposal to commit and apply on the leader, in µs.
+    pub commit_latency: Histogram,
+}
+
+impl Default for RaftStats {
+    fn default() -> Self {
+        RaftStats {
+            committed: Counter::default(),
+            applied: Counter::default(),
+            proposals: Counter::default(),
+            refused: Counter::default(),
+            forwarded: Counter::default(),
+            leader_changes: Counter::default(),
+            snapshots_built: Counter::default(),
+            snapshots_installed: Counter::default(),
+            snapshot_bytes: AtomicU64::new(0),
+            snapshot_chunks_sent: Counter::default(),
+            snapshot_bytes_sent: Counter::default(),
+            snapshot_chunks_received: Counter::default(),
+            snapshot_bytes_received: Counter::default(),
+            bytes_sent: Counter::default(),
+            commit_latency: Histogram::new(&COMMIT_BOUNDS_US),
+        }
+    }
+}
+
+/// What the engine's storage and the rest of the server share.
+#[derive(Default)]
+pub struct Shared {
+    /// Held while the state machine applies entries or installs a snapshot,
+    /// and while Distro merges a replicated service state: the merge reads
+    /// the persistent part it keeps, so no apply may run in between.
+    pub apply_lock: Mutex<()>,
+    /// Counters.
+    pub stats: RaftStats,
+}
+
+/// A client write waiting for its outcome.
+pub(crate) struct Proposal {
+    command: Command,
+    weight: usize,
+    done: oneshot::Sender<Result<Outcome, String>>,
+}
+
+/// The Raft group as this node runs it.
+pub struct Consensus {
+    /// The engine.
+    pub raft: Raft<TypeConfig>,
+    /// This node's id.
+    pub id: NodeId,
+    /// Every member: id and address, sorted by address.
+    pub members: Vec<(NodeId, String)>,
+    /// Shared with the storage.
+    pub shared: Arc<Shared>,
+    queue: mpsc::Sender<Proposal>,
+    /// Largest command accepted, in bytes of its JSON.
+    pub max_command: usize,
+    write_timeout: Duration,
+}
+
+/// The database opened at configuration time, waiting for [`start`].
+pub struct Pending {
+    db: Mutex<Option<Database>>,
+    /// The settings.
+    pub settings: RaftSettings,
+}
+
+impl Pending {
+    /// Opens the database (so a locked or unreadable one fails the start).
+    ///
+    /// # Errors
+    /// When the database cannot be opened.
+    pub fn open(settings: RaftSettings) -> anyhow::Result<Pending> {
+        let db = log::open(&settings.dir, settings.cache_bytes)?;
+        Ok(Pending {
+            db: Mutex::new(Some(db)),
+            settings,
+        })
+    }
+}
+
+/// Member ids: 1-based positions in the sorted member list, the same on
+/// every node of a cluster started with the same list.
+pub fn member_ids(members: &[String]) -> Vec<(NodeId, String)> {
+    members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (i as NodeId + 1, m.clone()))
+        .collect()
+}
+
+/// Starts the engine: loads the stored snapshot into the store, opens the
+/// log, and initialises the group on first start. Returns the tasks it
+/// spawned (proposer, leader watch).
+///
+/// # Errors
+/// When the storage cannot be read or the engine refuses its settings.
+pub async fn start(
+    app: &Arc<App>,
+    cluster: &Arc<super::Cluster>,
+    pending: &Pending,
+) -> anyhow::Result<(Arc<Consensus>, Vec<tokio::task::JoinHandle<()>>)> {
+    let settings = &pending.settings;
+    let db = Arc::new(
+        pending
+            .db
+            .lock()
+            .take()
+            .context("the Raft database was already taken")?,
+    );
+    let shared = Arc::new(Shared::default());
+    let members = member_ids(&cluster.config.members);
+    let id = members
+        .iter()
+        .find(|(_, a)| *a == cluster.config.me)
+        .map(|(i, _)| *i)
+        .context("this node is not in the member list")?;
+    let election = settings.election_timeout.as_millis().max(10) as u64;
+    let max_message = cluster.config.max_message.max(64 * 1024);
+    // Bounds that keep every peer message within the peers' body limit:
+    // an entry of at most max/32 bytes, at most 16 entries per append.
+    let max_command = max_message / 32;
+    let config = openraft::Config {
+        cluster_name: "registry".into(),
+        election_timeout_min: election,
+        election_timeout_max: election * 2,
+        heartbeat_interval: (settings.heartbeat.as_millis() as u64).clamp(1, election / 2),
+        install_snapshot_timeout: 10_000,
+        max_payload_entries: 16,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_logs.max(1)),
+        snapshot_max_chunk_size: (max_message / 8) as u64,
+        max_in_snapshot_log_to_keep: settings.snapshot_logs / 10,
+        ..Default::default()
+    }
+    .validate()
+    .context("Raft settings")?;
+    let machine = machine::Machine::open(app, db.clone(), shared.clone())?;
+    let log_store = log::LogStore::new(db);
+    let sender = net::Sender {
+        me: cluster.config.me.clone(),
+        node: cluster.node,
+        secret: cluster.config.secret.clone(),
+        max_message,
+    };
+    let network = net::Network::new(
+        sender,
+        &members,
+        Duration::from_millis(election).max(Duration::from_millis(500)),
+        shared.clone(),
+    )?;
+    let raft = Raft::new(id, Arc::new(config), network, log_store, machine)
+        .await
+        .context("starting the Raft engine")?;
+    if !raft.is_initialized().await.unwrap_or(true) {
+        let nodes: BTreeMap<NodeId, BasicNode> = members
+            .iter()
+            .map(|(i, a)| (*i, BasicNode::new(a)))
+            .collect();
+        // Every member does this with the same list on its first start;
+        // openraft accepts identical initialisations.
+        if let Err(e) = raft.initialize(nodes).await {
+            tracing::debug!(error = %e, "Raft group already initialised");
+        }
+    }
+    let (queue, proposals) = mpsc::channel(16_384);
+    let consensus = Arc::new(Consensus {
+        raft: raft.clone(),
+        id,
+        members,
+        shared: shared.clone(),
+        queue,
+        max_command,
+        write_timeout: settings.write_timeout,
+    });
+    let tasks = vec![
+        tokio::spawn(propose::run(
+            raft.clone(),
+            proposals,
+            shared.clone(),
+            settings.write_timeout,
+            max_command,
+        )),
+        tokio::spawn(watch_leader(raft, shared)),
+    ];
+    tracing::info!(id, dir = %settings.dir.display(), "Raft group member started");
+    Ok((consensus, tasks))
+}
+
+/// Counts leader changes as this node sees them.
+async fn watch_leader(raft: Raft<TypeConfig>, shared: Arc<Shared>) {
+    let mut rx = raft.metrics();
+    let mut leader = rx.borrow().current_leader;
+    while rx.changed().await.is_ok() {
+        let now = rx.borrow().current_leader;
+        if now != leader {
+            if now.is_some() {
+                shared.stats.leader_changes.inc();
+            }
+            tracing::info!(leader = ?now, "Raft leader changed");
+            leader = now;
+        }
+    }
+}
+
+/// This node's Raft position, as `/cluster/nodes` and `/metrics` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    /// `LEADER`, `FOLLOWER`, `CANDIDATE`, `LEARNER` or `SHUTDOWN`.
+    pub role: &'static str,
+    /// Current term.
+    pub term: u64,
+    /// Index of the last log entry.
+    pub last_log: u64,
+    /// Index of the last applied entry.
+    pub applied: u64,
+    /// The leader's address, if one is known.
+    pub leader: Option<NodeId>,
+}
+
+impl Position {
+    /// As the member list shows it.
+    pub fn view(&self) -> registry_proto::distro::RaftMemberView {
+        registry_proto::distro::RaftMemberView {
+            role: self.role.to_owned(),
+            term: self.term,
+            last_log_index: self.last_log,
+            applied_index: self.applied,
+        }
+    }
+}
+
+impl Consensus {
+    /// This node's role and log position now.
+    pub fn position(&self) -> Position {
+        let m = self.raft.metrics().borrow().clone();
+        Position {
+            role: role_name(m.state),
+            term: m.current_term,
+            last_log: m.last_log_index.unwrap_or(0),
+            applied: m.last_applied.map_or(0, |l| l.index),
+            leader: m.current_leader,
+        }
+    }
+
+    /// The leader's index of each member's matched log (known on the leader only).
+    pub fn matched(&self) -> BTreeMap<NodeId, u64> {
+        let m = self.raft.metrics().borrow().clone();
+        m.replication
+            .map(|r| {
+                r.into_iter()
+                    .map(|(id, l)| (id, l.map_or(0, |l| l.index)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The address of member `id`.
+    pub fn address(&self, id: NodeId) -> Option<&str> {
+        self.members
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, a)| a.as_str())
+    }
+
+    /// Queues `command` for the next entry; resolves with its outcome on
+    /// this node (the leader) once committed and applied.
+    pub(crate) fn propose(
+        &self,
+        command: Command,
+        weight: usize,
+    ) -> oneshot::Receiver<Result<Outcome, String>> {
+        let (done, outcome) = oneshot::channel();
+        if let Err(e) = self.queue.try_send(Proposal {
+            command,
+            weight,
+            done,
+        }) {
+            let (proposal, text) = match e {
+                mpsc::error::TrySendError::Full(p) => (
+                    p,
+                    "too many writes waiting for a Raft commit, please try again later",
+                ),
+                mpsc::error::TrySendError::Closed(p) => (p, "the server is shutting down"),
+            };
+            let _ = proposal.done.send(Err(text.to_owned()));
+        }
+        outcome
+    }
+
+    /// How long a write waits for its commit.
+    pub fn write_timeout(&self) -> Duration {
+        self.write_timeout
+    }
+
+    /// Appends the Raft metrics in the Prometheus text format.
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let s = &self.shared.stats;
+        let counters: [(&str, &str, u64); 14] = [
+            (
+                "registry_raft_committed_total",
+                "Client writes committed through this node as leader.",
+                s.committed.get(),
+            ),
+            (
+                "registry_raft_applied_total",
+                "Commands applied to this node's store.",
+                s.applied.get(),
+            ),
+            (
+                "registry_raft_proposals_total",
+                "Log entries proposed by this node (each holds many writes).",
+                s.proposals.get(),
+            ),
+            (
+                "registry_raft_refused_total",
+                "Persistent writes refused: no leader, not committed in time, too large.",
+                s.refused.get(),
+            ),
+            (
+                "registry_raft_forwarded_total",
+                "Persistent writes relayed to the leader.",
+                s.forwarded.get(),
+            ),
+            (
+                "registry_raft_leader_changes_total",
+                "Leader changes seen by this node.",
+                s.leader_changes.get(),
+            ),
+            (
+                "registry_raft_snapshots_built_total",
+                "Snapshots built here.",
+                s.snapshots_built.get(),
+            ),
+            (
+                "registry_raft_snapshots_installed_total",
+                "Snapshots installed from a leader.",
+                s.snapshots_installed.get(),
+            ),
+            (
+                "registry_raft_snapshot_chunks_sent_total",
+                "Snapshot chunks sent to followers.",
+                s.snapshot_chunks_sent.get(),
+            ),
+            (
+                "registry_raft_snapshot_sent_bytes_total",
+                "Snapshot bytes sent to followers.",
+                s.snapshot_bytes_sent.get(),
+            ),
+            (
+                "registry_raft_snapshot_chunks_received_total",
+                "Snapshot chunks received.",
+                s.snapshot_chunks_received.get(),
+            ),
+            (
+                "registry_raft_snapshot_received_bytes_total",
+                "Snapshot bytes received.",
+                s.snapshot_bytes_received.get(),
+            ),
+            (
+                "registry_raft_sent_bytes_total",
+                "Bytes of Raft messages sent.",
+                s.bytes_sent.get(),
+            ),
+            (
+                "registry_raft_term",
+                "Current term (a counter: it only grows).",
+                self.position().term,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        }
+        let p = self.position();
+        let _ = writeln!(
+            out,
+            "# HELP registry_raft_snapshot_bytes Size of the last snapshot built or installed.\n\
+             # TYPE registry_raft_snapshot_bytes gauge\nregistry_raft_snapshot_bytes {}\n\
+             # HELP registry_raft_last_log_index Index of this node's last log entry.\n\
+             # TYPE registry_raft_last_log_index gauge\nregistry_raft_last_log_index {}\n\
+             # HELP registry_raft_applied_index Index of the last entry applied here.\n\
+             # TYPE registry_raft_applied_index gauge\nregistry_raft_applied_index {}\n\
+             # HELP registry_raft_leader Whether this node is the leader.\n\
+             # TYPE registry_raft_leader gauge\nregistry_raft_leader {}",
+            s.snapshot_bytes.load(Ordering::Relaxed),
+            p.last_log,
+            p.applied,
+            u8::from(p.role == "LEADER"),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP registry_raft_commit_seconds Persistent write proposed to committed and applied on the leader.\n\
+             # TYPE registry_raft_commit_seconds histogram"
+        );
+        s.commit_latency
+            .render(out, "registry_raft_commit_seconds", "", 1e6);
+    }
+}
+
+/// Health checks in a Raft cluster: run on the leader, verdicts proposed.
+pub struct LeaderChecks(pub Arc<super::Cluster>);
+
+impl crate::health::Verdicts for LeaderChecks {
+    fn checks_here(&self) -> bool {
+        self.0
+            .consensus()
+            .is_some_and(|c| c.raft.metrics().borrow().state == ServerState::Leader)
+    }
+
+    fn propose(
+        &self,
+        service: &registry_core::ServiceKey,
+        cluster: &str,
+        ip: std::net::IpAddr,
+        port: u16,
+        healthy: bool,
+    ) {
+        let Some(c) = self.0.consensus() else { return };
+        let command = Command::Health {
+            namespace: service.namespace().to_owned(),
+            service: service.grouped_name().to_owned(),
+            cluster: cluster.to_owned(),
+            ip: ip.to_string(),
+            port,
+            healthy,
+        };
+        let weight = command.weight();
+        // Nobody waits: the next round sees the committed verdict.
+        drop(c.propose(command, weight));
+    }
+}
+
+fn role_name(s: ServerState) -> &'static str {
+    match s {
+        ServerState::Leader => "LEADER",
+        ServerState::Follower => "FOLLOWER",
+        ServerState::Candidate => "CANDIDATE",
+        ServerState::Learner => "LEARNER",
+        ServerState::Shutdown => "SHUTDOWN",
+    }
+}

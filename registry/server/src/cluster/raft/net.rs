@@ -1,0 +1,232 @@
+//! Raft messages between members: `POST /nacos/v1/core/raft` on each
+//! member's API port, the body a cluster envelope (version, sender,
+//! secret) around a [`RaftRequest`], the answer a [`RaftAnswer`].
+//!
+//! Sending: one pipelined keep-alive [`Link`] per peer for appends and
+//! votes, and another for snapshot chunks, so a large snapshot never delays
+//! the heartbeats that keep a leader in place. A peer that does not answer
+//! within the link's timeout is reported to openraft as unreachable (it
+//! backs off); an answer that does not decode is a network error.
+//!
+//! Receiving ([`serve`]): the cluster's `admit` has already checked the
+//! sender (member IP, member address, secret) and decoded the message
+//! within `--max-body-bytes`; the message goes to the local engine.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use registry_proto::distro::{self, Envelope, VERSION};
+use registry_proto::http1::Method;
+use registry_proto::raft::{NodeId, RaftAnswer, RaftRequest, TypeConfig, RAFT_PATH};
+
+use super::super::link::Link;
+use super::Shared;
+
+/// The sender's identity, put in every envelope.
+#[derive(Clone)]
+pub struct Sender {
+    /// This node's advertised address.
+    pub me: String,
+    /// This process's incarnation.
+    pub node: u64,
+    /// The cluster secret, if any.
+    pub secret: Option<String>,
+    /// Largest answer accepted.
+    pub max_message: usize,
+}
+
+struct PeerLinks {
+    addr: String,
+    rpc: Link,
+    snapshot: Link,
+}
+
+/// Builds a client per peer; the links live as long as the engine.
+#[derive(Clone)]
+pub struct Network {
+    sender: Sender,
+    peers: Arc<HashMap<NodeId, Arc<PeerLinks>>>,
+    shared: Arc<Shared>,
+}
+
+impl Network {
+    /// Links to every member in `members` (id → address) but `me`.
+    ///
+    /// # Errors
+    /// When an address does not parse.
+    pub fn new(
+        sender: Sender,
+        members: &[(NodeId, String)],
+        rpc_timeout: Duration,
+        shared: Arc<Shared>,
+    ) -> anyhow::Result<Network> {
+        let mut peers = HashMap::new();
+        for (id, addr) in members {
+            if *addr == sender.me {
+                continue;
+            }
+            let sock: SocketAddr = addr.parse()?;
+            peers.insert(
+                *id,
+                Arc::new(PeerLinks {
+                    addr: addr.clone(),
+                    rpc: Link::new(sock, rpc_timeout),
+                    snapshot: Link::new(sock, rpc_timeout.max(Duration::from_secs(10))),
+                }),
+            );
+        }
+        Ok(Network {
+            sender,
+            peers: Arc::new(peers),
+            shared,
+        })
+    }
+}
+
+/// A client for one peer.
+pub struct Client {
+    target: NodeId,
+    links: Option<Arc<PeerLinks>>,
+    sender: Sender,
+    shared: Arc<Shared>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Client;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Client {
+        Client {
+            target,
+            links: self.peers.get(&target).cloned(),
+            sender: self.sender.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+type Rpc<T, E = RaftError<NodeId>> = Result<T, RPCError<NodeId, BasicNode, E>>;
+
+fn unreachable<E: std::error::Error>(text: String) -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(text)))
+}
+
+fn network<E: std::error::Error>(text: String) -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(text)))
+}
+
+// The error type is openraft's, fixed by the `RaftNetwork` signatures.
+#[allow(clippy::result_large_err)]
+impl Client {
+    async fn call<E: std::error::Error>(
+        &self,
+        message: RaftRequest,
+        snapshot: bool,
+    ) -> Rpc<RaftAnswer, E> {
+        let Some(links) = &self.links else {
+            return Err(unreachable(format!("node {} is not a member", self.target)));
+        };
+        let body = distro::encode(&Envelope {
+            v: VERSION,
+            from: self.sender.me.clone(),
+            node: self.sender.node,
+            secret: self.sender.secret.clone(),
+            body: message,
+        });
+        self.shared.stats.bytes_sent.add(body.len() as u64);
+        let mut request = Vec::with_capacity(body.len() + 160);
+        distro::write_peer_request(&mut request, Method::Post, RAFT_PATH, &links.addr, &body);
+        let link = if snapshot {
+            &links.snapshot
+        } else {
+            &links.rpc
+        };
+        let answer = link.call(request).await.map_err(unreachable)?;
+        if answer.status != 200 {
+            return Err(network(format!(
+                "{} answered {}: {}",
+                links.addr,
+                answer.status,
+                String::from_utf8_lossy(&answer.body)
+            )));
+        }
+        distro::decode_answer::<RaftAnswer>(&answer.body, self.sender.max_message.max(1 << 20) * 4)
+            .map_err(|e| network(format!("{}: {e}", links.addr)))
+    }
+
+    fn remote<T, E: std::error::Error>(
+        &self,
+        r: Result<T, RaftError<NodeId, E>>,
+    ) -> Rpc<T, RaftError<NodeId, E>> {
+        r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Client {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Rpc<AppendEntriesResponse<NodeId>> {
+        match self.call(RaftRequest::Append(rpc), false).await? {
+            RaftAnswer::Append(r) => self.remote(r),
+            _ => Err(network("answer of another kind to an append".into())),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Rpc<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+        let bytes = rpc.data.len() as u64;
+        let answer = self.call(RaftRequest::Snapshot(rpc), true).await?;
+        self.shared.stats.snapshot_chunks_sent.inc();
+        self.shared.stats.snapshot_bytes_sent.add(bytes);
+        match answer {
+            RaftAnswer::Snapshot(r) => self.remote(r),
+            _ => Err(network("answer of another kind to a snapshot chunk".into())),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> Rpc<VoteResponse<NodeId>> {
+        match self.call(RaftRequest::Vote(rpc), false).await? {
+            RaftAnswer::Vote(r) => self.remote(r),
+            _ => Err(network("answer of another kind to a vote".into())),
+        }
+    }
+}
+
+/// Hands a received message to the local engine; the answer to send back.
+pub async fn serve(
+    raft: &openraft::Raft<TypeConfig>,
+    shared: &Shared,
+    message: RaftRequest,
+) -> RaftAnswer {
+    match message {
+        RaftRequest::Append(r) => RaftAnswer::Append(raft.append_entries(r).await),
+        RaftRequest::Vote(r) => RaftAnswer::Vote(raft.vote(r).await),
+        RaftRequest::Snapshot(r) => {
+            shared.stats.snapshot_chunks_received.inc();
+            shared
+                .stats
+                .snapshot_bytes_received
+                .add(r.data.len() as u64);
+            RaftAnswer::Snapshot(raft.install_snapshot(r).await)
+        }
+    }
+}

@@ -1,0 +1,551 @@
+//! Persistent data replicated by Raft across real `registry` processes on
+//! loopback, each with its own `--data-dir`: no acknowledged write lost when
+//! the leader is `kill -9`ed mid-storm, catch-up after a restart, a wiped
+//! node restored by snapshot, and a node cut off from the majority refusing
+//! writes.
+//!
+//! Timings are scaled down by flags (election timeout 500 ms, heartbeat
+//! 100 ms); every cross-process condition is polled with a bounded deadline.
+
+mod binary;
+mod cluster_support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cluster_support::{free_addrs, until, Node};
+use registry_proto::http1::Method;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// A Raft cluster: real processes, one data directory each.
+struct RaftCluster {
+    nodes: Vec<Node>,
+    dirs: Vec<PathBuf>,
+    _dir: tempfile::TempDir,
+}
+
+impl RaftCluster {
+    async fn start(n: usize, extra: &[&str]) -> RaftCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let addrs = free_addrs(n);
+        let members = addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut nodes = Vec::new();
+        let mut dirs = Vec::new();
+        for (i, a) in addrs.iter().enumerate() {
+            let data = dir.path().join(format!("data{i}"));
+            let mut args: Vec<&str> = vec![
+                "--data-dir",
+                data.to_str().expect("utf-8 path"),
+                "--raft-election-timeout-ms",
+                "500",
+                "--raft-heartbeat-ms",
+                "100",
+                "--raft-write-timeout-ms",
+                "2000",
+                "--health-check-interval-ms",
+                "0",
+            ];
+            args.extend_from_slice(extra);
+            let log = dir.path().join(format!("node{i}.log"));
+            nodes.push(Node::start(*a, &members, &args, &log).await);
+            dirs.push(data);
+        }
+        let c = RaftCluster {
+            nodes,
+            dirs,
+            _dir: dir,
+        };
+        c.until_leader(&[0, 1, 2][..n], 20 * SECOND).await;
+        c.until_ready(&[0, 1, 2][..n], 20 * SECOND).await;
+        c
+    }
+
+    /// Waits until the nodes serve clients (Distro snapshot and Raft state loaded).
+    async fn until_ready(&self, which: &[usize], limit: Duration) {
+        until(limit, "the nodes are ready", || async {
+            for &i in which {
+                if !self.nodes[i].ready().await {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
+    /// The index of the node that says it is the leader, among `alive`.
+    async fn leader(&self, alive: &[usize]) -> Option<usize> {
+        for &i in alive {
+            if role(&self.nodes[i]).await.as_deref() == Some("LEADER") {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    async fn until_leader(&self, alive: &[usize], limit: Duration) -> usize {
+        let found = Arc::new(Mutex::new(None));
+        until(limit, "a Raft leader among the live nodes", || {
+            let found = found.clone();
+            async move {
+                let l = self.leader(alive).await;
+                *found.lock().unwrap() = l;
+                l.is_some()
+            }
+        })
+        .await;
+        let l = *found.lock().unwrap();
+        l.expect("leader")
+    }
+
+    fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("--- node {i} ({}) ---\n{}", n.addr, tail(&n.log_text(), 60)))
+            .collect()
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The node's own Raft role as it reports it in the member list.
+async fn role(node: &Node) -> Option<String> {
+    let (status, body) = node
+        .try_call(Method::Get, "/nacos/v1/core/cluster/nodes")
+        .await?;
+    if status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let me = node.addr.to_string();
+    v["data"]
+        .as_array()?
+        .iter()
+        .find(|m| m["address"].as_str() == Some(&me))
+        .and_then(|m| m["extendInfo"]["raftRole"].as_str())
+        .map(str::to_owned)
+}
+
+fn register_target(service: &str, port: u16) -> String {
+    format!("/nacos/v1/ns/instance?serviceName={service}&ip=127.0.0.1&port={port}&ephemeral=false")
+}
+
+/// Persistent ports of `service` on `node`, `None` when it does not answer.
+async fn ports(node: &Node, service: &str) -> Option<BTreeSet<u16>> {
+    node.ports(service).await.map(|v| v.into_iter().collect())
+}
+
+/// Waits until every node in `which` lists exactly `expected` for `service`.
+async fn until_lists(
+    c: &RaftCluster,
+    which: &[usize],
+    service: &str,
+    expected: &BTreeSet<u16>,
+    limit: Duration,
+) {
+    let started = Instant::now();
+    loop {
+        let mut all = true;
+        for &i in which {
+            if ports(&c.nodes[i], service).await.as_ref() != Some(expected) {
+                all = false;
+                break;
+            }
+        }
+        if all {
+            return;
+        }
+        if started.elapsed() > limit {
+            let mut seen = String::new();
+            for &i in which {
+                let p = ports(&c.nodes[i], service).await;
+                seen += &format!(
+                    "node {i}: {:?} (missing {:?})\n",
+                    p.as_ref().map(BTreeSet::len),
+                    p.map(|p| expected.difference(&p).copied().collect::<Vec<_>>())
+                );
+            }
+            panic!(
+                "{service}: nodes {which:?} do not list the {} expected instances within {limit:?}\n{seen}{}",
+                expected.len(),
+                c.logs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Registers persistent instances of `service` through random live nodes
+/// from `writers` tasks until `stop`; returns the acknowledged ports and
+/// when the first acknowledgement after `mark` came.
+struct Storm {
+    acked: Arc<Mutex<BTreeSet<u16>>>,
+    acks_at: Arc<Mutex<Vec<Instant>>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn storm(
+    addrs: Vec<std::net::SocketAddr>,
+    alive: Arc<Mutex<Vec<usize>>>,
+    service: &str,
+    writers: u16,
+) -> Storm {
+    let acked = Arc::new(Mutex::new(BTreeSet::new()));
+    let acks_at = Arc::new(Mutex::new(Vec::new()));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let (acked, acks_at, alive, addrs) =
+            (acked.clone(), acks_at.clone(), alive.clone(), addrs.clone());
+        let stopped = stopped.clone();
+        let service = service.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut n: u16 = 0;
+            let mut pick = w as usize;
+            while !*stopped.borrow() {
+                let port = 10_000 + w * 2_000 + n;
+                n += 1;
+                let live = alive.lock().unwrap().clone();
+                pick = pick.wrapping_mul(31).wrapping_add(7);
+                let addr = addrs[live[pick % live.len()]];
+                let Ok(Ok(mut conn)) = tokio::time::timeout(SECOND, binary::Conn::open(addr)).await
+                else {
+                    continue;
+                };
+                let answer = tokio::time::timeout(
+                    4 * SECOND,
+                    conn.call(Method::Post, &register_target(&service, port)),
+                )
+                .await;
+                if let Ok(Ok((200, body))) = answer {
+                    assert_eq!(body, "ok");
+                    acked.lock().unwrap().insert(port);
+                    acks_at.lock().unwrap().push(Instant::now());
+                }
+            }
+        }));
+    }
+    Storm {
+        acked,
+        acks_at,
+        stop,
+        tasks,
+    }
+}
+
+impl Storm {
+    async fn until_acked(&self, n: usize, limit: Duration, what: &str) {
+        until(limit, what, || async {
+            self.acked.lock().unwrap().len() >= n
+        })
+        .await;
+    }
+
+    async fn finish(self) -> BTreeSet<u16> {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        let acked = self.acked.lock().unwrap().clone();
+        acked
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_killed_mid_storm_loses_no_acknowledged_write_and_restart_catches_up() {
+    let mut c = RaftCluster::start(3, &[]).await;
+    let addrs: Vec<_> = c.nodes.iter().map(|n| n.addr).collect();
+    let alive = Arc::new(Mutex::new(vec![0, 1, 2]));
+    let service = "storm";
+    let s = storm(addrs, alive.clone(), service, 6);
+    s.until_acked(150, 30 * SECOND, "150 writes acknowledged before the kill")
+        .await;
+
+    let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
+    let survivors: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    *alive.lock().unwrap() = survivors.clone();
+    let killed_at = Instant::now();
+    c.nodes[leader].kill9().await;
+    let before = s.acked.lock().unwrap().len();
+    s.until_acked(
+        before + 150,
+        20 * SECOND,
+        "150 more writes acknowledged after the kill",
+    )
+    .await;
+    let resumed = s
+        .acks_at
+        .lock()
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|t| *t > killed_at + Duration::from_millis(50))
+        .min()
+        .map(|t| t - killed_at);
+    let new_leader = c.until_leader(&survivors, 5 * SECOND).await;
+    assert_ne!(new_leader, leader);
+    let acked = s.finish().await;
+    println!(
+        "killed leader node {leader}; first acknowledged write after the kill: {resumed:?}; {} acknowledged in all",
+        acked.len()
+    );
+
+    // Every acknowledged write is on both survivors (more may be: a write
+    // whose answer was lost with the leader may still have committed).
+    let started = Instant::now();
+    loop {
+        let mut ok = true;
+        for &i in &survivors {
+            match ports(&c.nodes[i], service).await {
+                Some(p) if acked.is_subset(&p) => {}
+                _ => ok = false,
+            }
+        }
+        if ok {
+            break;
+        }
+        if started.elapsed() > 10 * SECOND {
+            for &i in &survivors {
+                let p = ports(&c.nodes[i], service).await.unwrap_or_default();
+                println!(
+                    "node {i} misses {:?}",
+                    acked.difference(&p).collect::<Vec<_>>()
+                );
+            }
+            panic!("acknowledged writes missing on a survivor\n{}", c.logs());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let on_survivor = ports(&c.nodes[survivors[0]], service).await.expect("list");
+    until_lists(&c, &survivors, service, &on_survivor, 10 * SECOND).await;
+
+    // The killed node restarts from its own disk, catches up, and serves
+    // the same list.
+    c.nodes[leader].restart().await;
+    until_lists(&c, &[0, 1, 2], service, &on_survivor, 20 * SECOND).await;
+
+    // Writes through the restarted node go to the leader and reach everyone.
+    let (status, body) = c.nodes[leader]
+        .call(Method::Post, &register_target(service, 9_999))
+        .await;
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let mut expected = on_survivor.clone();
+    expected.insert(9_999);
+    until_lists(&c, &[0, 1, 2], service, &expected, 10 * SECOND).await;
+    // Every node shows every member's Raft role; one leader.
+    let mut leaders = 0;
+    for n in &c.nodes {
+        if role(n).await.as_deref() == Some("LEADER") {
+            leaders += 1;
+        }
+    }
+    assert_eq!(leaders, 1, "{}", c.logs());
+    assert!(
+        c.nodes[new_leader]
+            .metric("registry_raft_leader_changes_total")
+            .await
+            >= 1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wiped_node_comes_back_by_snapshot() {
+    let mut c = RaftCluster::start(3, &["--raft-snapshot-logs", "20"]).await;
+    let service = "wiped";
+    let mut expected = BTreeSet::new();
+    // One entry per write (sequential): enough entries for several
+    // snapshots and a compacted log.
+    for port in 1..=80u16 {
+        let node = &c.nodes[port as usize % 3];
+        let (status, body) = node
+            .call(Method::Post, &register_target(service, port))
+            .await;
+        assert_eq!((status, body.as_str()), (200, "ok"), "{}", c.logs());
+        expected.insert(port);
+    }
+    // A service created explicitly travels in the snapshot too.
+    let (status, _) = c.nodes[0]
+        .call(
+            Method::Post,
+            "/nacos/v1/ns/service?serviceName=explicit&protectThreshold=0.5",
+        )
+        .await;
+    assert_eq!(status, 200);
+    until_lists(&c, &[0, 1, 2], service, &expected, 10 * SECOND).await;
+    let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
+    let victim = (leader + 1) % 3;
+    c.nodes[victim].kill9().await;
+    wipe(&c.dirs[victim]);
+    c.nodes[victim].restart().await;
+    c.until_ready(&[victim], 20 * SECOND).await;
+    until_lists(&c, &[victim], service, &expected, 20 * SECOND).await;
+    until(10 * SECOND, "the explicit service on the wiped node", || async {
+        matches!(
+            c.nodes[victim].try_call(Method::Get, "/nacos/v1/ns/service?serviceName=explicit").await,
+            Some((200, body)) if body.contains("0.5")
+        )
+    })
+    .await;
+    assert!(
+        c.nodes[victim]
+            .metric("registry_raft_snapshots_installed_total")
+            .await
+            >= 1.0,
+        "the wiped node caught up without a snapshot\n{}",
+        c.logs()
+    );
+    // The leader may have changed meanwhile: some node sent it.
+    let mut sent = 0.0;
+    for n in &c.nodes {
+        sent += n.metric("registry_raft_snapshot_chunks_sent_total").await;
+    }
+    assert!(sent >= 1.0, "no snapshot chunk sent\n{}", c.logs());
+}
+
+fn wipe(dir: &Path) {
+    std::fs::remove_dir_all(dir).expect("wipe the data directory");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_keeps_writing_and_a_node_alone_refuses() {
+    let c = RaftCluster::start(3, &[]).await;
+    let service = "split";
+    let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
+    let followers: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+
+    // One follower frozen: the other two are a majority and keep writing.
+    c.nodes[followers[0]].signal("STOP");
+    let mut expected = BTreeSet::new();
+    for port in 1..=10u16 {
+        let via = if port % 2 == 0 { leader } else { followers[1] };
+        let (status, body) = c.nodes[via]
+            .call(Method::Post, &register_target(service, port))
+            .await;
+        assert_eq!((status, body.as_str()), (200, "ok"), "{}", c.logs());
+        expected.insert(port);
+    }
+    until_lists(&c, &[leader, followers[1]], service, &expected, 5 * SECOND).await;
+
+    // Both followers frozen: the leader alone cannot commit and says so.
+    c.nodes[followers[1]].signal("STOP");
+    let (status, body) = c.nodes[leader]
+        .call(Method::Post, &register_target(service, 500))
+        .await;
+    c.nodes[followers[0]].signal("CONT");
+    c.nodes[followers[1]].signal("CONT");
+    assert_eq!(status, 503, "a lone node acknowledged a write: {body}");
+    assert!(
+        body.contains("majority") && body.contains("not acknowledged"),
+        "unclear refusal: {body}"
+    );
+
+    // Back together: writes are accepted again and every node converges
+    // (a node back from a freeze reloads Distro's replica before it serves).
+    c.until_ready(&[0, 1, 2], 10 * SECOND).await;
+    // The thawed followers may start an election first: retry (a client
+    // moves on after a 503 too) until the write is acknowledged.
+    let node = &c.nodes[followers[0]];
+    until(
+        10 * SECOND,
+        "a write acknowledged after the thaw",
+        || async {
+            node.try_call(Method::Post, &register_target(service, 11))
+                .await
+                == Some((200, "ok".to_owned()))
+        },
+    )
+    .await;
+    expected.insert(11);
+    // The refused write was never acknowledged; it may still commit once
+    // the leader reaches a majority again (as any timed-out request may).
+    let with_refused: BTreeSet<u16> = {
+        let mut e = expected.clone();
+        e.insert(500);
+        e
+    };
+    let started = Instant::now();
+    loop {
+        let lists = [
+            ports(&c.nodes[0], service).await,
+            ports(&c.nodes[1], service).await,
+            ports(&c.nodes[2], service).await,
+        ];
+        let same = lists.iter().all(|l| l.is_some() && *l == lists[0]);
+        let l0 = lists[0].clone().unwrap_or_default();
+        if same && (l0 == expected || l0 == with_refused) {
+            break;
+        }
+        assert!(
+            started.elapsed() < 10 * SECOND,
+            "no convergence: {lists:?}\n{}",
+            c.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_registers_persistent_instances_through_a_leader_kill() {
+    let compat = std::env::var_os("NACOS_COMPAT_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/compat"),
+        PathBuf::from,
+    );
+    let python = compat.join("venv/bin/python");
+    assert!(
+        python.exists(),
+        "nacos-sdk-python not found at {}: run scripts/deps/clients.sh",
+        python.display()
+    );
+    let mut c = RaftCluster::start(3, &[]).await;
+    let members = c
+        .nodes
+        .iter()
+        .map(|n| n.addr.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/compat/python_raft.py");
+    let client = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(&members)
+        .arg("8")
+        .kill_on_drop(true)
+        .output();
+    let client = tokio::spawn(client);
+    tokio::time::sleep(2 * SECOND).await;
+    let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
+    c.nodes[leader].kill9().await;
+    tokio::time::sleep(2 * SECOND).await;
+    c.nodes[leader].restart().await;
+    let out = tokio::time::timeout(60 * SECOND, client)
+        .await
+        .expect("client finished")
+        .expect("client task")
+        .expect("client ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("python raft: all checks passed"),
+        "client failed ({}):\n{stdout}\n{}\nleader was node {leader}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        c.logs()
+    );
+    println!("{stdout}");
+    // Every node, the restarted one included, ends with the same list.
+    c.until_ready(&[0, 1, 2], 20 * SECOND).await;
+    let reference = ports(&c.nodes[(leader + 1) % 3], "py-raft")
+        .await
+        .expect("list");
+    until_lists(&c, &[0, 1, 2], "py-raft", &reference, 20 * SECOND).await;
+}
