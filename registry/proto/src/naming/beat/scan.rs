@@ -65,15 +65,19 @@ impl<'t> Cursor<'t> {
     fn string(&mut self) -> Option<&'t str> {
         let bytes = self.text.as_bytes();
         let start = self.at + 1;
-        let len = bytes.get(start..)?.iter().position(|&b| b == b'"')?;
-        let content = &bytes[start..start + len];
-        // serde rejects raw control characters; an escape needs decoding.
-        if content.iter().any(|&b| b < 0x20 || b == b'\\') {
-            return None;
+        let mut end = start;
+        // One pass: serde rejects raw control characters, and an escape needs
+        // decoding; either is serde's to handle.
+        loop {
+            match *bytes.get(end)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => end += 1,
+            }
         }
-        self.at = start + len + 1;
+        self.at = end + 1;
         // Both ends are ASCII quotes, so these are char boundaries.
-        Some(&self.text[start..start + len])
+        Some(&self.text[start..end])
     }
 
     /// A literal such as `true`.
