@@ -149,41 +149,29 @@ pub fn percent_decode(raw: &[u8]) -> Result<Cow<'_, str>, ProtoError> {
 
 /// Decodes `raw`, whose first `%` or `+` is at `first`.
 fn decode_escaped(raw: &[u8], first: usize) -> Result<String, ProtoError> {
-    // The output is never longer than the input, so it is written by index into
-    // a buffer of that size, without a capacity check per byte. A URL-encoded
-    // JSON beat has an escape every few bytes: a byte-at-a-time loop with a class
-    // table beats searching for the next escape, whose call costs more than the
-    // run it skips.
-    let mut out = vec![0u8; raw.len()];
-    out[..first].copy_from_slice(&raw[..first]);
-    let (mut r, mut w) = (first, first);
-    while let Some(&b) = raw.get(r) {
-        let byte = match b {
+    // The output is never longer than the input, so its capacity is reserved
+    // once. A URL-encoded JSON beat has an escape every few bytes: a
+    // byte-at-a-time loop beats searching for the next escape, whose call costs
+    // more than the run it skips.
+    let mut out = Vec::with_capacity(raw.len());
+    out.extend_from_slice(&raw[..first]);
+    let mut rest = raw[first..].iter();
+    while let Some(&b) = rest.next() {
+        out.push(match b {
             b'%' => {
-                let (Some(&hi), Some(&lo)) = (raw.get(r + 1), raw.get(r + 2)) else {
+                let (Some(&hi), Some(&lo)) = (rest.next(), rest.next()) else {
                     return Err(ProtoError::PercentEncoding);
                 };
                 let (hi, lo) = (HEX[usize::from(hi)], HEX[usize::from(lo)]);
                 if (hi | lo) & 0xf0 != 0 {
                     return Err(ProtoError::PercentEncoding);
                 }
-                r += 3;
                 hi << 4 | lo
             }
-            b'+' => {
-                r += 1;
-                b' '
-            }
-            b => {
-                r += 1;
-                b
-            }
-        };
-        // w <= r - 1 < raw.len() == out.len(): in bounds.
-        out[w] = byte;
-        w += 1;
+            b'+' => b' ',
+            b => b,
+        });
     }
-    out.truncate(w);
     String::from_utf8(out).map_err(|_| ProtoError::Utf8)
 }
 

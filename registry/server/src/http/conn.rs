@@ -317,13 +317,23 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
         let mut consumed = 0;
         let mut open = true;
         let mut backlog = false;
+        // One clock read for the batch; each answer then reads it once more,
+        // at its end, which is the next request's start (see `answer`).
+        let mut clock = Instant::now();
         while open {
             match parse_request(&rbuf.bytes[consumed..], &app.http_limits) {
                 Ok(Some((request, used))) => {
                     consumed += used;
                     continued = false;
-                    open = match answer(app, &request, peer, &mut scratch, &mut wbuf, shutting_down)
-                    {
+                    open = match answer(
+                        app,
+                        &request,
+                        peer,
+                        &mut scratch,
+                        &mut wbuf,
+                        shutting_down,
+                        &mut clock,
+                    ) {
                         Answered::Now(keep_alive) => keep_alive,
                         Answered::Later(l) => {
                             let keep_alive = l.keep_alive;

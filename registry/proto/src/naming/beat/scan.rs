@@ -65,20 +65,26 @@ impl<'t> Cursor<'t> {
     fn string(&mut self) -> Option<&'t str> {
         let bytes = self.text.as_bytes();
         let start = self.at + 1;
-        let len = memchr::memchr(b'"', bytes.get(start..)?)?;
-        let content = &bytes[start..start + len];
+        let mut end = start;
         // serde rejects raw control characters, and an escape needs decoding:
-        // either is serde's to handle. A fold without an early exit, so that it
-        // compiles to vector instructions.
-        if content
-            .iter()
-            .fold(false, |bad, &b| bad | (b < 0x20) | (b == b'\\'))
-        {
+        // either is serde's to handle. One pass that notes them without a
+        // branch; a beat's strings are short, shorter than `memchr`'s set-up
+        // pays for.
+        let mut bad = false;
+        loop {
+            let b = *bytes.get(end)?;
+            if b == b'"' {
+                break;
+            }
+            bad |= (b < 0x20) | (b == b'\\');
+            end += 1;
+        }
+        if bad {
             return None;
         }
-        self.at = start + len + 1;
+        self.at = end + 1;
         // Both ends are ASCII quotes, so these are char boundaries.
-        Some(&self.text[start..start + len])
+        Some(&self.text[start..end])
     }
 
     /// A literal such as `true`.
