@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Pipelined light beats against the release registry on one core, at several
 # pipeline depths, with the server's CPU share of each run, so a reader can tell
-# a server-bound rate (share ~100 %) from a generator-bound one.
+# a server-bound rate (share ~100 %) from a generator-bound one, and the beats
+# per second of server CPU (beats / the registry's user+system seconds): what one
+# dedicated core would answer, readable even when other work shares core 0.
 #
 # The registry runs pinned to core 0 with one worker, wrk to core 1 (as in
 # scripts/bench-http.sh); 50k instances over 5k services are registered first
@@ -45,14 +47,15 @@ PY
 ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
 hz=$(getconf CLK_TCK)
 echo "uptime: $(uptime)"
-printf '%-6s %12s %10s %9s %9s %8s\n' depth "beats/s" "server%" p50 p99 non2xx
+printf '%-6s %12s %10s %14s %9s %9s %8s\n' depth "beats/s" "server%" "beats/cpu-s" p50 p99 non2xx
 for depth in "${depths[@]}"; do
     t0=$(ticks)
     out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" --latency -s scripts/wrk/registry.lua \
         "http://127.0.0.1:$port" -- beat "$depth" "$n" 2>&1)
     t1=$(ticks)
-    echo "$out" | awk -v d="$depth" -v cpu="$(( (t1 - t0) * 100 / hz ))" -v s="$secs" '
+    echo "$out" | awk -v d="$depth" -v ticks="$((t1 - t0))" -v hz="$hz" -v s="$secs" '
         /Requests\/sec/ {rate=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}
-        / Non-2xx or 3xx responses/ {bad=$NF}
-        END {printf "%-6s %12.0f %9.0f%% %9s %9s %8s\n", d, rate, cpu / s, p50, p99, (bad==""?0:bad)}'
+        / requests in / {n=$1} / Non-2xx or 3xx responses/ {bad=$NF}
+        END {cpu = ticks / hz; printf "%-6s %12.0f %9.0f%% %14.0f %9s %9s %8s\n",
+            d, rate, 100 * cpu / s, (cpu > 0 ? n / cpu : 0), p50, p99, (bad==""?0:bad)}'
 done
