@@ -11,6 +11,7 @@
 #
 #   scripts/bench-beats.sh [SECONDS] [DEPTH...]     (default depths: 16 32 64)
 #   REGISTRY_BIN=path CONNECTIONS=32 scripts/bench-beats.sh 5 16 64
+#   HEADERS=java scripts/bench-beats.sh    (the Java client's headers: ~480-byte beats)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
@@ -51,7 +52,7 @@ printf '%-6s %12s %10s %14s %9s %9s %8s\n' depth "beats/s" "server%" "beats/cpu-
 for depth in "${depths[@]}"; do
     t0=$(ticks)
     out=$(taskset -c 1 wrk -t1 -c"$conns" -d"${secs}s" --latency -s scripts/wrk/registry.lua \
-        "http://127.0.0.1:$port" -- beat "$depth" "$n" 2>&1)
+        "http://127.0.0.1:$port" -- beat "$depth" "$n" "${HEADERS:-}" 2>&1)
     t1=$(ticks)
     echo "$out" | awk -v d="$depth" -v ticks="$((t1 - t0))" -v hz="$hz" -v s="$secs" '
         /Requests\/sec/ {rate=$2} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2}

@@ -184,21 +184,8 @@ impl<'t> Cursor<'t> {
     }
 }
 
-/// The fields `BeatInfo` knows, by index; a second occurrence is serde's
-/// "duplicate field".
-const FIELDS: [&str; 10] = [
-    "ip",
-    "port",
-    "cluster",
-    "serviceName",
-    "weight",
-    "ephemeral",
-    "metadata",
-    "scheduled",
-    "period",
-    "stopped",
-];
-
+/// Indexes of the fields `BeatInfo` knows (a bit each in the `seen` mask: a
+/// second occurrence is serde's "duplicate field").
 const IP: usize = 0;
 const PORT: usize = 1;
 const CLUSTER: usize = 2;
@@ -210,7 +197,7 @@ const SCHEDULED: usize = 7;
 const PERIOD: usize = 8;
 const STOPPED: usize = 9;
 
-/// The index in [`FIELDS`] of `key`: a `match` on the text compares lengths
+/// The index of the field `key`: a `match` on the text compares lengths
 /// first, so an unknown key costs a few comparisons and no `memcmp`.
 fn field_index(key: &str) -> Option<usize> {
     Some(match key {
@@ -284,7 +271,7 @@ pub(super) fn identity<'t>(text: &'t str, limits: &ParseLimits) -> Option<BeatId
     Some(out)
 }
 
-/// Checks one known scalar field (its index in [`FIELDS`]) the way
+/// Checks one known scalar field (by its index) the way
 /// `BeatInfo::parse` does and keeps the identity fields; `None` for a type or
 /// value serde must judge.
 fn read_field<'t>(
@@ -397,6 +384,19 @@ mod tests {
             assert!(!agrees(text), "taken: {text}");
         }
     }
+
+    const FIELDS: [&str; 10] = [
+        "ip",
+        "port",
+        "cluster",
+        "serviceName",
+        "weight",
+        "ephemeral",
+        "metadata",
+        "scheduled",
+        "period",
+        "stopped",
+    ];
 
     #[test]
     fn field_indexes_name_the_fields() {
