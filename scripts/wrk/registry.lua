@@ -1,7 +1,9 @@
--- wrk scripts for scripts/bench-http.sh. Arguments: MODE DEPTH [COUNT]
+-- wrk scripts for scripts/bench-http.sh. Arguments: MODE DEPTH [COUNT] [HEADERS]
 --   MODE  list | beat | register | floor
 --   DEPTH requests per write (1 = plain, 16 = pipelined)
 --   COUNT for beat: how many registered instances to cycle through
+--   HEADERS java: the headers the Nacos Java 1.4 client sends (~480-byte
+--         beats instead of ~110), to see how request size meets buffer sizes
 local mode, depth, count, counter = "floor", 1, 1, 0
 
 function init(args)
@@ -10,6 +12,16 @@ function init(args)
   count = tonumber(args[3] or "1")
   -- Each wrk thread gets its own id space so registrations never collide.
   counter = math.random(0, 1000) * 1000000
+  if args[4] == "java" then
+    wrk.headers["Client-Version"] = "Nacos-Java-Client:v1.4.6"
+    wrk.headers["User-Agent"] = "Nacos-Java-Client:v1.4.6"
+    wrk.headers["Accept-Encoding"] = "gzip,deflate,sdch"
+    wrk.headers["RequestId"] = "0b5c6f1e-4a42-4f4e-9d6e-3c2f0a1b2c3d"
+    wrk.headers["Request-Module"] = "Naming"
+    wrk.headers["Content-Type"] = "application/x-www-form-urlencoded;charset=UTF-8"
+    wrk.headers["Connection"] = "Keep-Alive"
+    wrk.headers["Content-Length"] = "0"
+  end
 end
 
 local function ip_of(i)

@@ -18,9 +18,11 @@ use std::hint::black_box;
 use std::process::ExitCode;
 
 use benches::profile::{self, NAMESPACE};
-use registry_core::{BeatOutcome, InstanceSpec, Metadata, Millis, ServiceRef, Store, StoreConfig};
-use registry_proto::http1::{parse_request, Limits};
-use registry_proto::naming::beat::BeatRequest;
+use registry_core::{
+    BeatOutcome, InstanceAddr, InstanceSpec, Metadata, Millis, ServiceRef, Store, StoreConfig,
+};
+use registry_proto::http1::{parse_request, write_response, ContentType, Limits};
+use registry_proto::naming::beat::{beat_ok, BeatRequest};
 use registry_proto::naming::route::route;
 use registry_proto::naming::{ParseLimits, ServiceName};
 use registry_proto::params::Params;
@@ -89,6 +91,24 @@ const OPS: &[Op] = &[
         gate_iterations: 4_000,
         run: http_beat_parse,
     },
+    Op {
+        name: "http-beat-json-parse",
+        what: "parse_request + route + Params + BeatRequest::parse of a Java JSON beat",
+        gate_iterations: 4_000,
+        run: http_beat_json_parse,
+    },
+    Op {
+        name: "http-beat",
+        what: "a light beat through parse, route, Store::beat and the reply",
+        gate_iterations: 4_000,
+        run: http_beat,
+    },
+    Op {
+        name: "http-beat-json",
+        what: "a Java JSON beat through parse, route, Store::beat and the reply",
+        gate_iterations: 4_000,
+        run: http_beat_json,
+    },
 ];
 
 const GROUP: &str = "DEFAULT_GROUP";
@@ -115,6 +135,22 @@ Host: 127.0.0.1:8848\r\n\
 Connection: Keep-Alive\r\n\
 Content-Length: 0\r\n\
 \r\n";
+
+/// A beat as the Java 1.4 client sends it with light beats off: the same
+/// query, and `BeatInfo` as URL-encoded JSON in the form body (field order
+/// as Jackson writes it; one metadata entry, as Spring Cloud adds).
+const JSON_BEAT: &[u8] = b"PUT /nacos/v1/ns/instance/beat?app=unknown&serviceName=DEFAULT_GROUP%40%40com.example.order.svc000000&namespaceId=public&port=8080&clusterName=DEFAULT&ip=10.0.0.0 HTTP/1.1\r\n\
+Client-Version: Nacos-Java-Client:v1.4.6\r\n\
+User-Agent: Nacos-Java-Client:v1.4.6\r\n\
+Accept-Encoding: gzip,deflate,sdch\r\n\
+RequestId: 0b5c6f1e-4a42-4f4e-9d6e-3c2f0a1b2c3d\r\n\
+Request-Module: Naming\r\n\
+Content-Type: application/x-www-form-urlencoded;charset=UTF-8\r\n\
+Host: 127.0.0.1:8848\r\n\
+Connection: Keep-Alive\r\n\
+Content-Length: 334\r\n\
+\r\n\
+beat=%7B%22port%22%3A8080%2C%22ip%22%3A%2210.0.0.0%22%2C%22weight%22%3A1.0%2C%22serviceName%22%3A%22DEFAULT_GROUP%40%40com.example.order.svc000000%22%2C%22cluster%22%3A%22DEFAULT%22%2C%22metadata%22%3A%7B%22preserved.register.source%22%3A%22SPRING_CLOUD%22%7D%2C%22scheduled%22%3Afalse%2C%22period%22%3A5000%2C%22stopped%22%3Afalse%7D";
 
 /// What every path reads; built identically whatever `N` is.
 struct Fixture {
@@ -241,6 +277,30 @@ impl Fixture {
         if !beat.is_light() {
             return Err("http-beat-parse: not a light beat".into());
         }
+        let (request, used) = parse_request(JSON_BEAT, &Limits::default())
+            .map_err(|e| format!("http-beat-json-parse: {e}"))?
+            .ok_or("http-beat-json-parse: request incomplete")?;
+        if used != JSON_BEAT.len() {
+            return Err(format!(
+                "http-beat-json-parse: {used} of {} bytes read",
+                JSON_BEAT.len()
+            ));
+        }
+        let params = Params::from_request(&request).map_err(|e| format!("params: {e}"))?;
+        let beat = BeatRequest::parse(&params, &ParseLimits::default())
+            .map_err(|e| format!("http-beat-json-parse: {e}"))?;
+        if beat.is_light() || (&*beat.ip, beat.port) != ("10.0.0.0", 8080) {
+            return Err(format!("http-beat-json-parse: not the JSON beat: {beat:?}"));
+        }
+        let mut scratch = BeatScratch::default();
+        for (name, raw) in [("http-beat", LIGHT_BEAT), ("http-beat-json", JSON_BEAT)] {
+            let outcome = beat_exchange(self, raw, &mut scratch);
+            if !matches!(outcome, BeatOutcome::Renewed { .. })
+                || !scratch.body.ends_with(b"10200,\"lightBeatEnabled\":true}")
+            {
+                return Err(format!("{name}: expected a renewal, got {outcome:?}"));
+            }
+        }
         Ok(())
     }
 }
@@ -357,6 +417,93 @@ fn http_beat_parse(_: &Fixture, n: u64) -> u64 {
         black_box(&beat);
     }
     acc
+}
+
+#[inline(never)]
+fn http_beat_json_parse(_: &Fixture, n: u64) -> u64 {
+    let limits = Limits::default();
+    let parse_limits = ParseLimits::default();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        let Ok(Some((request, used))) = parse_request(black_box(JSON_BEAT), &limits) else {
+            unreachable!("checked in Fixture::check");
+        };
+        let routed = route(request.method, request.path).is_ok();
+        let params = Params::from_request(&request).expect("checked");
+        let beat = BeatRequest::parse(&params, &parse_limits).expect("checked");
+        acc += used as u64 + u64::from(beat.port) + routed as u64;
+        black_box(&beat);
+    }
+    acc
+}
+
+/// What the server's beat handler reuses from one request to the next.
+#[derive(Default)]
+struct BeatScratch {
+    name: String,
+    body: Vec<u8>,
+    /// The connection's write buffer.
+    out: Vec<u8>,
+}
+
+/// One beat as the server's handler runs it (`http/instance.rs` `beat`):
+/// parse, route, the grouped name, the address, `Store::beat`, the reply's
+/// body and head. Left out: the clock read, the metrics, the socket I/O,
+/// the same for either kind of beat.
+fn beat_exchange(f: &Fixture, raw: &[u8], scratch: &mut BeatScratch) -> BeatOutcome {
+    let Ok(Some((request, _))) = parse_request(raw, &Limits::default()) else {
+        unreachable!("checked in Fixture::check");
+    };
+    let routed = route(request.method, request.path).expect("a beat routes");
+    black_box(routed);
+    let params = Params::from_request(&request).expect("checked");
+    let beat = BeatRequest::parse(&params, &ParseLimits::default()).expect("checked");
+    scratch.name.clear();
+    beat.service.write_grouped(&mut scratch.name);
+    let addr = InstanceAddr {
+        cluster: &beat.cluster,
+        ip: registry_server::convert::ip(&beat.ip).expect("checked"),
+        port: beat.port,
+    };
+    let outcome = f.store.beat(
+        ServiceRef::new(beat.namespace_id, &scratch.name),
+        addr,
+        Millis(1_000),
+    );
+    scratch.body.clear();
+    if let BeatOutcome::Renewed { interval_ms } = outcome {
+        beat_ok(&mut scratch.body, u64::from(interval_ms), true);
+    }
+    scratch.out.clear();
+    write_response(
+        &mut scratch.out,
+        200,
+        ContentType::Json,
+        &scratch.body,
+        request.connection(),
+    );
+    outcome
+}
+
+fn beats(f: &Fixture, raw: &[u8], n: u64) -> u64 {
+    let mut scratch = BeatScratch::default();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        let outcome = beat_exchange(f, black_box(raw), &mut scratch);
+        acc += matches!(black_box(outcome), BeatOutcome::Renewed { .. }) as u64
+            + scratch.out.len() as u64;
+    }
+    acc
+}
+
+#[inline(never)]
+fn http_beat(f: &Fixture, n: u64) -> u64 {
+    beats(f, LIGHT_BEAT, n)
+}
+
+#[inline(never)]
+fn http_beat_json(f: &Fixture, n: u64) -> u64 {
+    beats(f, JSON_BEAT, n)
 }
 
 fn usage() -> ExitCode {

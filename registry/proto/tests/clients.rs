@@ -249,7 +249,7 @@ fn python_list_and_beat() {
             (&*b.ip, b.port, &*b.cluster),
             ("127.0.0.1", 8080, "DEFAULT")
         );
-        let info = b.beat.unwrap();
+        let info = b.beat.unwrap().info(&Default::default()).unwrap();
         assert_eq!((info.weight, info.ephemeral), (1.0, true));
         assert_eq!(info.metadata.get("k"), Some("v"));
         assert_eq!(info.service_name, "DEFAULT_GROUP@@demo");
@@ -346,7 +346,7 @@ fn node_beat_metrics_and_service_list() {
         let b = BeatRequest::parse(&p, &limits()).unwrap();
         assert_eq!((b.service.group, b.service.name), ("G1", "demo"));
         assert_eq!((&*b.ip, b.port, &*b.cluster), ("127.0.0.1", 9090, "c1"));
-        assert!(b.beat.unwrap().scheduled);
+        assert!(b.beat.unwrap().info(&Default::default()).unwrap().scheduled);
     });
     let metrics = node_request(
         "GET",
@@ -390,7 +390,10 @@ Content-Type: application/x-www-form-urlencoded;charset=UTF-8\r\nContent-Length:
         let p = Params::from_request(req).unwrap();
         let b = BeatRequest::parse(&p, &limits()).unwrap();
         assert_eq!((&*b.ip, b.port, &*b.cluster), ("127.0.0.1", 8080, "c1"));
-        assert_eq!(b.beat.unwrap().period, 5000);
+        assert_eq!(
+            b.beat.unwrap().info(&Default::default()).unwrap().period,
+            5000
+        );
     });
 }
 

@@ -10,7 +10,7 @@ use proptest::test_runner::{Config, TestRunner};
 
 use registry_proto::grpc::{self, Payload};
 use registry_proto::http1::{parse_request, Limits};
-use registry_proto::naming::beat::BeatRequest;
+use registry_proto::naming::beat::{BeatIdentity, BeatInfo, BeatRequest};
 use registry_proto::naming::instance::{InstanceKey, InstancePatch, InstanceRequest};
 use registry_proto::naming::list::ListRequest;
 use registry_proto::naming::route::route;
@@ -45,6 +45,23 @@ fn http_pipeline(data: &[u8]) {
     }
     if let Ok(text) = std::str::from_utf8(data) {
         let _ = Metadata::parse(text, &pl);
+    }
+}
+
+/// `fuzz/fuzz_targets/beat_json.rs`.
+fn beat_json_pipeline(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let limits = ParseLimits::default();
+    let slow = BeatInfo::parse(text, &limits);
+    let read = BeatIdentity::read(text, &limits);
+    assert_eq!(read.is_ok(), slow.is_ok(), "{text:?}");
+    if let Some(fast) = BeatIdentity::scan(text, &limits) {
+        let info = slow.expect("the fast path accepted what serde refuses");
+        assert_eq!(fast.ip.as_deref(), info.ip.as_deref());
+        assert_eq!(fast.port, info.port);
+        assert_eq!(fast.cluster.as_deref(), info.cluster.as_deref());
     }
 }
 
@@ -153,6 +170,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     // Built-in seeds, so the smoke run is meaningful even without the fuzz folder.
     out.push(match target {
         "http_request" => b"PUT /nacos/v1/ns/instance/beat?serviceName=G%40%40s&ip=1.1.1.1&port=1&beat=%7B%22port%22%3A1%7D HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        "beat_json" => br#"{"port":1,"ip":"1.1.1.1","weight":1.0,"cluster":"c","metadata":{"k":"v"}}"#.to_vec(),
         "udp_ack" => br#"{"type":"push-ack","lastRefTime":"7","data":""}"#.to_vec(),
         "distro_message" => br#"{"v":1,"from":"127.0.0.1:1","node":1,"body":{"part":0,"parts":1,"items":[]}}"#.to_vec(),
         "raft_message" => RAFT_SEED.to_vec(),
@@ -226,6 +244,11 @@ fn raft_message_smoke() {
         registry_proto::distro::decode::<registry_proto::raft::RaftRequest>(RAFT_SEED, 1 << 20);
     assert!(seed.is_ok(), "{seed:?}");
     run("raft_message", raft_pipeline);
+}
+
+#[test]
+fn beat_json_smoke() {
+    run("beat_json", beat_json_pipeline);
 }
 
 #[test]

@@ -182,9 +182,10 @@ fn check_partial(buf: &[u8], limits: &Limits) -> Result<(), HttpError> {
 fn split_target(target: &str) -> (&str, &str) {
     let target = strip_authority(target);
     let bytes = target.as_bytes();
-    // Clients never send a fragment, but cut one off if present.
-    let end = bytes.iter().position(|&b| b == b'#').unwrap_or(bytes.len());
-    let (path, query) = match bytes[..end].iter().position(|&b| b == b'?') {
+    // Clients never send a fragment, but cut one off if present. `memchr`, not
+    // a byte loop: a beat's target is ~170 bytes, read on every beat.
+    let end = memchr::memchr(b'#', bytes).unwrap_or(bytes.len());
+    let (path, query) = match memchr::memchr(b'?', &bytes[..end]) {
         Some(i) => (&target[..i], &target[i + 1..end]),
         None => (&target[..end], ""),
     };

@@ -19,6 +19,8 @@ use crate::error::ProtoError;
 use crate::json::{self, LenientBool, LenientF64, LenientI64};
 use crate::params::{java_trim, Params};
 
+mod scan;
+
 /// `code` of a beat reply for a known instance (`ResponseCode.OK`).
 pub const CODE_OK: u32 = 10200;
 /// `code` of a beat reply for an unknown instance (`RESOURCE_NOT_FOUND`); the client
@@ -39,8 +41,8 @@ pub struct BeatRequest<'a> {
     /// The cluster: the `beat` JSON's `cluster` if not blank, else `clusterName` /
     /// `cluster` / `DEFAULT`.
     pub cluster: Cow<'a, str>,
-    /// The parsed `beat` JSON; `None` for a light beat.
-    pub beat: Option<BeatInfo>,
+    /// The `beat` JSON, validated; `None` for a light beat.
+    pub beat: Option<BeatBody<'a>>,
 }
 
 impl<'a> BeatRequest<'a> {
@@ -49,23 +51,23 @@ impl<'a> BeatRequest<'a> {
     pub fn parse(params: &'a Params<'_>, limits: &ParseLimits) -> Result<Self, ProtoError> {
         let namespace_id = namespace_id(params, limits)?;
         let service = ServiceName::from_params(params, limits)?;
-        let beat = params
-            .optional("beat")
-            .map(|b| BeatInfo::parse(b, limits))
-            .transpose()?;
-        let cluster = match beat.as_ref().and_then(|b| b.cluster.as_deref()) {
-            Some(c) => Cow::Owned(c.to_owned()),
+        let (beat, identity) = match params.optional("beat") {
+            None => (None, BeatIdentity::default()),
+            Some(text) => (Some(BeatBody { text }), BeatIdentity::read(text, limits)?),
+        };
+        let cluster = match identity.cluster {
+            Some(c) => c,
             None => Cow::Borrowed(cluster_param(params, limits)?),
         };
-        let ip = match beat.as_ref().and_then(|b| b.ip.as_deref()) {
-            Some(ip) => Cow::Owned(ip.to_owned()),
+        let ip = match identity.ip {
+            Some(ip) => ip,
             None => {
                 let ip = params.required("ip")?;
                 validate_ip(ip)?;
                 Cow::Borrowed(ip)
             }
         };
-        let port = match beat.as_ref().and_then(|b| b.port) {
+        let port = match identity.port {
             Some(p) => p,
             None => parse_port("port", params.required("port")?)?,
         };
@@ -82,6 +84,63 @@ impl<'a> BeatRequest<'a> {
     /// Whether this is a light beat (no `beat` JSON).
     pub fn is_light(&self) -> bool {
         self.beat.is_none()
+    }
+}
+
+/// The `beat` JSON of a request, already validated. Only a beat from an unknown
+/// instance needs its other fields (to register it), so they are decoded then, by
+/// [`BeatBody::info`], and a beat from a known instance allocates nothing for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BeatBody<'a> {
+    text: &'a str,
+}
+
+impl<'a> BeatBody<'a> {
+    /// The JSON text as the client sent it (decoded from the form, trimmed).
+    pub fn text(&self) -> &'a str {
+        self.text
+    }
+
+    /// Every field, decoded. Cannot fail for a body that [`BeatRequest::parse`]
+    /// accepted with the same limits; the `Result` is for any other limits.
+    pub fn info(&self, limits: &ParseLimits) -> Result<BeatInfo, ProtoError> {
+        BeatInfo::parse(self.text, limits)
+    }
+}
+
+/// What a `beat` JSON says about the instance's identity: the fields that override
+/// the request's parameters. Strings are borrowed from the text when it is in the
+/// common shape (see the `scan` module), owned when serde had to decode it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BeatIdentity<'t> {
+    /// `ip`, validated; `None` when absent or blank.
+    pub ip: Option<Cow<'t, str>>,
+    /// `port`; `None` when absent.
+    pub port: Option<u16>,
+    /// `cluster`, normalised and validated; `None` when absent or blank.
+    pub cluster: Option<Cow<'t, str>>,
+}
+
+impl<'t> BeatIdentity<'t> {
+    /// Validates the whole `beat` JSON as [`BeatInfo::parse`] does, with the same
+    /// errors, and returns its identity fields.
+    pub fn read(text: &'t str, limits: &ParseLimits) -> Result<Self, ProtoError> {
+        if let Some(identity) = scan::identity(text, limits) {
+            return Ok(identity);
+        }
+        let info = BeatInfo::parse(text, limits)?;
+        Ok(BeatIdentity {
+            ip: info.ip.map(Cow::Owned),
+            port: info.port,
+            cluster: info.cluster.map(Cow::Owned),
+        })
+    }
+
+    /// The allocation-free reader alone: `Some` only for a valid text in the common
+    /// shape. Public so that the fuzz target can hold it to its promise: whatever it
+    /// accepts, [`BeatInfo::parse`] accepts with the same identity.
+    pub fn scan(text: &'t str, limits: &ParseLimits) -> Option<Self> {
+        scan::identity(text, limits)
     }
 }
 
@@ -294,7 +353,7 @@ mod tests {
         with(&q[1..], |r| {
             let r = r.unwrap();
             assert_eq!((&*r.ip, r.port, &*r.cluster), ("10.0.0.1", 9090, "c2"));
-            let b = r.beat.unwrap();
+            let b = r.beat.unwrap().info(&ParseLimits::default()).unwrap();
             assert_eq!(b.weight, 2.0);
             assert!(b.ephemeral && b.scheduled && !b.stopped);
             assert_eq!(b.period, 5000);

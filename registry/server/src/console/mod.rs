@@ -290,6 +290,41 @@ mod tests {
         }
     }
 
+    /// The HTTP layer asks the console only about paths the route table
+    /// misses: a console path that also routed would never reach it.
+    #[test]
+    fn no_console_path_is_in_the_route_table() {
+        use registry_proto::naming::route::{route, Route};
+        for r in Route::ALL {
+            let (_, path) = r.endpoint();
+            assert!(!claims(path), "{path}");
+            assert!(!claims(&format!("{path}/")), "{path}/");
+        }
+        for p in [
+            "/nacos",
+            "/nacos/",
+            "/nacos/index.html",
+            "/nacos/console/app.js",
+            "/nacos/v1/ns/catalog/services",
+            "/nacos/v1/ns/catalog/service/",
+            "/nacos/v1/ns/catalog/instances",
+            "/nacos/v1/ns/service/subscribers",
+            "/nacos/v1/console/server/state",
+            "/nacos/v1/console/namespaces",
+            "/nacos/v1/console/instances",
+        ] {
+            for m in [
+                Method::Get,
+                Method::Head,
+                Method::Post,
+                Method::Put,
+                Method::Delete,
+            ] {
+                assert!(route(m, p).is_err(), "{m:?} {p}");
+            }
+        }
+    }
+
     #[test]
     fn page_parameters_are_bounded_with_a_clear_text() {
         let p = Params::parse("pageNo=0&pageSize=x&ok=7", None).unwrap();

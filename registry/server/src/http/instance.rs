@@ -225,8 +225,10 @@ pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
                 beat_not_found(&mut scratch.body, u64::from(app.config.beat_interval_ms));
                 return Ok(Reply::Json);
             }
-            Some(info) => {
-                // "Perform data compensation": register from the beat body.
+            Some(body) => {
+                // "Perform data compensation": register from the beat body,
+                // whose fields only this rare path decodes.
+                let info = body.info(&app.parse_limits)?;
                 let spec = InstanceSpec {
                     weight: info.weight,
                     ephemeral: info.ephemeral,
