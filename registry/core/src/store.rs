@@ -84,6 +84,31 @@ pub struct StoreStats {
     pub lease_bytes: usize,
 }
 
+impl StoreStats {
+    /// Estimated heap bytes of the instances: their structs, which hold
+    /// every per-instance field (interned names and metadata are shared and
+    /// not counted), plus the instance lists' chunk headers.
+    pub fn instance_bytes(&self) -> usize {
+        self.instances * (std::mem::size_of::<Instance>() + 1)
+    }
+
+    /// Estimated heap bytes of the services without their instances: the
+    /// cell and snapshot, the map and listing-index entries, the name.
+    pub fn service_bytes(&self) -> usize {
+        self.services * SERVICE_BYTES
+    }
+}
+
+/// What one service costs besides its instances, estimated from the struct
+/// sizes: the `ServiceCell` and `ServiceSnapshot` with their `Arc` headers,
+/// a map entry and an index entry (a key and about a node's share each),
+/// and ~40 bytes of name.
+const SERVICE_BYTES: usize = std::mem::size_of::<ServiceCell>()
+    + std::mem::size_of::<ServiceSnapshot>()
+    + 2 * 16
+    + 2 * (std::mem::size_of::<ServiceKey>() + 24)
+    + 40;
+
 /// The result of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
