@@ -8,6 +8,8 @@
 //! - [`model`]: service keys, instances, identity, defaults, `preserved.*` timeouts.
 //! - [`metadata`]: the compact immutable metadata map.
 //! - [`snapshot`]: immutable revisioned service state and the query views.
+//! - [`instance_list`]: a snapshot's sorted instances, shared in chunks
+//!   between revisions, with their digest.
 //! - [`store`]: shards, every operation, expiry; who writes what; with the
 //!   cluster's writes (applying a replicated state, lease takeover).
 //! - [`lease`]: the per-shard slab of heartbeat deadlines.
@@ -29,6 +31,7 @@
 pub mod coalesce;
 pub mod error;
 pub mod event;
+pub mod instance_list;
 mod intern;
 pub mod lease;
 pub mod metadata;
@@ -41,6 +44,7 @@ pub mod subscribers;
 pub use coalesce::{Coalescer, Due};
 pub use error::RegistryError;
 pub use event::ChangeEvent;
+pub use instance_list::InstanceList;
 pub use metadata::Metadata;
 pub use model::{
     Instance, InstanceAddr, InstancePatch, InstanceSpec, LeaseTimeouts, Millis, ServiceKey,

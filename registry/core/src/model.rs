@@ -252,6 +252,31 @@ impl Instance {
         )
     }
 
+    /// The instance `spec` describes, with its cluster name and metadata
+    /// already interned by the shard's writer and its lease slot chosen.
+    /// The one place a spec becomes an instance (register, held register,
+    /// replica apply).
+    pub(crate) fn from_spec(
+        spec: &InstanceSpec<'_>,
+        cluster: Arc<str>,
+        metadata: Metadata,
+        timeouts: LeaseTimeouts,
+        lease: LeaseSlot,
+    ) -> Instance {
+        Instance {
+            ip: spec.addr.ip,
+            port: spec.addr.port,
+            healthy: spec.healthy,
+            enabled: spec.enabled,
+            ephemeral: spec.ephemeral,
+            weight: spec.weight,
+            cluster,
+            metadata,
+            timeouts,
+            lease,
+        }
+    }
+
     /// Sort key: cluster, IP, port, then persistent before ephemeral.
     pub(crate) fn sort_key(&self) -> (&str, IpAddr, u16, bool) {
         (&self.cluster, self.ip, self.port, self.ephemeral)

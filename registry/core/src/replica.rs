@@ -10,8 +10,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{check_name, set_owner, Shard, Store, Written};
+use super::{check_name, Shard, Store, Written};
 use crate::error::RegistryError;
+use crate::instance_list::InstanceList;
 use crate::lease::{self, LeaseSlot};
 use crate::metadata::Metadata;
 use crate::model::{check_threshold, check_weight, Instance, InstanceSpec, LeaseTimeouts};
@@ -109,18 +110,10 @@ impl Store {
         let mut instances = Vec::with_capacity(specs.len());
         for (spec, timeouts) in specs {
             let pos = old.position(spec.addr, spec.ephemeral);
-            let (cluster, lease) = match pos {
-                Ok(i) => {
-                    kept[i] = true;
-                    (old.instances[i].cluster.clone(), old.instances[i].lease)
-                }
-                Err(_) if spec.ephemeral => {
-                    let slot = w.slots.allocate();
-                    set_owner(&mut w.owners, slot, Some(cell.clone()));
-                    (w.interner.string(spec.addr.cluster), slot)
-                }
-                Err(_) => (w.interner.string(spec.addr.cluster), LeaseSlot::NONE),
-            };
+            if let Ok(i) = pos {
+                kept[i] = true;
+            }
+            let (cluster, lease) = w.place(&old.instances, pos, spec, &cell);
             if lease.is_some() {
                 let deadline = lease::beat_deadline(now, &timeouts);
                 match pos {
@@ -128,18 +121,10 @@ impl Store {
                     Err(_) => shard.leases.activate(lease, deadline),
                 }
             }
-            instances.push(Instance {
-                ip: spec.addr.ip,
-                port: spec.addr.port,
-                healthy: spec.healthy,
-                enabled: spec.enabled,
-                ephemeral: spec.ephemeral,
-                weight: spec.weight,
-                cluster,
-                metadata: w.interner.metadata(spec.metadata.clone()),
-                timeouts,
-                lease,
-            });
+            let metadata = w.interner.metadata(spec.metadata.clone());
+            instances.push(Instance::from_spec(
+                spec, cluster, metadata, timeouts, lease,
+            ));
         }
         for (inst, kept) in old.instances.iter().zip(kept) {
             if !kept {
@@ -158,8 +143,7 @@ impl Store {
             protect_threshold: replica.protect_threshold,
             metadata: w.interner.metadata(replica.metadata.clone()),
             selector: replica.selector.clone(),
-            instances: instances.into_boxed_slice(),
-            checksum: old.checksum,
+            instances: InstanceList::from_sorted(instances),
             explicit: replica.explicit,
             emptied_at: old.emptied_at,
             origin: replica.origin,

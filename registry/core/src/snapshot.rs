@@ -2,13 +2,14 @@
 //!
 //! Each service's state is one `Arc<ServiceSnapshot>` behind an `ArcSwap` in
 //! its [`ServiceCell`](crate::store::ServiceCell). Readers load it without a
-//! lock; a writer builds a new snapshot (copying only this service) and swaps
-//! the pointer. A snapshot never changes after it is published, so a reader
+//! lock; a writer builds a new snapshot and swaps the pointer. The new
+//! snapshot shares all but the changed chunk of its instance list with the
+//! old one ([`InstanceList`]), so a write costs the same in any size of service. A snapshot never changes after it is published, so a reader
 //! holding one sees one consistent revision, never a torn mix.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::instance_list::InstanceList;
 use crate::metadata::Metadata;
 use crate::model::{Instance, InstanceAddr, Millis, ServiceKey};
 
@@ -20,9 +21,8 @@ pub struct ServiceSnapshot {
     pub(crate) protect_threshold: f32,
     pub(crate) metadata: Metadata,
     pub(crate) selector: Option<Arc<str>>,
-    /// Sorted by [`Instance::sort_key`].
-    pub(crate) instances: Box<[Instance]>,
-    pub(crate) checksum: u64,
+    /// Sorted by [`Instance::sort_key`], with its digest.
+    pub(crate) instances: InstanceList,
     /// Created through the service API: kept when it has no instances.
     pub(crate) explicit: bool,
     /// When the last instance left, for the cleanup of auto-created services.
@@ -85,8 +85,7 @@ impl ServiceSnapshot {
             protect_threshold: 0.0,
             metadata: Metadata::empty(),
             selector: None,
-            instances: Box::new([]),
-            checksum: checksum(&[]),
+            instances: InstanceList::default(),
             explicit,
             emptied_at: Some(now),
             origin: Origin::LOCAL,
@@ -131,13 +130,13 @@ impl ServiceSnapshot {
     }
 
     /// All instances, ephemeral and persistent, sorted by cluster, IP, port.
-    pub fn instances(&self) -> &[Instance] {
+    pub fn instances(&self) -> &InstanceList {
         &self.instances
     }
 
     /// A 64-bit digest of the visible instance list; changes whenever it does.
     pub fn checksum(&self) -> u64 {
-        self.checksum
+        self.instances.digest()
     }
 
     /// Distinct cluster names in use, sorted.
@@ -160,7 +159,8 @@ impl ServiceSnapshot {
     }
 
     pub(crate) fn position(&self, addr: InstanceAddr<'_>, ephemeral: bool) -> Result<usize, usize> {
-        position(&self.instances, addr, ephemeral)
+        self.instances
+            .position((addr.cluster, addr.ip, addr.port, ephemeral))
     }
 
     /// Selects the instances a query returns, with Nacos 1.4's semantics:
@@ -190,44 +190,4 @@ impl ServiceSnapshot {
             reach_protection_threshold: protect,
         }
     }
-}
-
-pub(crate) fn position(
-    instances: &[Instance],
-    addr: InstanceAddr<'_>,
-    ephemeral: bool,
-) -> Result<usize, usize> {
-    let probe: (&str, IpAddr, u16, bool) = (addr.cluster, addr.ip, addr.port, ephemeral);
-    instances.binary_search_by(|i| i.sort_key().cmp(&probe))
-}
-
-/// FNV-1a over every field a reader of the list can see, in list order.
-/// Deterministic across processes, so two servers with the same state agree.
-pub(crate) fn checksum(instances: &[Instance]) -> u64 {
-    const PRIME: u64 = 0x100_0000_01b3;
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(PRIME);
-        }
-    };
-    for i in instances {
-        eat(i.cluster.as_bytes());
-        eat(&[0]);
-        match i.ip {
-            IpAddr::V4(a) => eat(&a.octets()),
-            IpAddr::V6(a) => eat(&a.octets()),
-        }
-        eat(&i.port.to_le_bytes());
-        eat(&i.weight.to_bits().to_le_bytes());
-        eat(&[
-            u8::from(i.healthy),
-            u8::from(i.enabled),
-            u8::from(i.ephemeral),
-        ]);
-        eat(i.metadata.encoded().as_bytes());
-        eat(&[0xff]);
-    }
-    h
 }

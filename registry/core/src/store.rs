@@ -18,9 +18,11 @@
 //! for long.
 //!
 //! Reads (`query`, `beat`) load the current snapshot and never wait for a
-//! writer. A write takes its shard's lock, copies the one service it
-//! changes, publishes the copy with a new revision, and returns a
-//! [`ChangeEvent`] for the notifier. The store is pure: no clock, no I/O.
+//! writer. A write takes its shard's lock, builds the service's next
+//! snapshot (sharing all but one chunk of the instance list with the
+//! current one, see [`InstanceList`]), publishes it with a new revision, and
+//! returns a [`ChangeEvent`] for the notifier. The store is pure: no clock,
+//! no I/O.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,6 +34,7 @@ use parking_lot::Mutex;
 
 use crate::error::RegistryError;
 use crate::event::ChangeEvent;
+use crate::instance_list::InstanceList;
 use crate::intern::Interner;
 use crate::lease::{self, LeaseSlot, LeaseTable, SlotAllocator};
 use crate::metadata::Metadata;
@@ -80,6 +83,31 @@ pub struct StoreStats {
     /// Bytes held by the lease slabs.
     pub lease_bytes: usize,
 }
+
+impl StoreStats {
+    /// Estimated heap bytes of the instances: their structs, which hold
+    /// every per-instance field (interned names and metadata are shared and
+    /// not counted), plus the instance lists' chunk headers.
+    pub fn instance_bytes(&self) -> usize {
+        self.instances * (std::mem::size_of::<Instance>() + 1)
+    }
+
+    /// Estimated heap bytes of the services without their instances: the
+    /// cell and snapshot, the map and listing-index entries, the name.
+    pub fn service_bytes(&self) -> usize {
+        self.services * SERVICE_BYTES
+    }
+}
+
+/// What one service costs besides its instances, estimated from the struct
+/// sizes: the `ServiceCell` and `ServiceSnapshot` with their `Arc` headers,
+/// a map entry and an index entry (a key and about a node's share each),
+/// and ~40 bytes of name.
+const SERVICE_BYTES: usize = std::mem::size_of::<ServiceCell>()
+    + std::mem::size_of::<ServiceSnapshot>()
+    + 2 * 16
+    + 2 * (std::mem::size_of::<ServiceKey>() + 24)
+    + 40;
 
 /// The result of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -218,6 +246,34 @@ struct Writer {
     /// Auto-created services that became empty, oldest first (the
     /// sweeper puts ones not yet due back at the end).
     emptied: VecDeque<Arc<ServiceCell>>,
+}
+
+impl Writer {
+    /// The interned cluster name and the lease slot for `spec`, found at
+    /// `pos` of `list`: an existing instance keeps its own; a new one gets
+    /// the interned name and, if ephemeral, a fresh slot owned by `cell`
+    /// (which the caller activates).
+    fn place(
+        &mut self,
+        list: &InstanceList,
+        pos: Result<usize, usize>,
+        spec: &InstanceSpec<'_>,
+        cell: &Arc<ServiceCell>,
+    ) -> (Arc<str>, LeaseSlot) {
+        match pos {
+            Ok(i) => (list[i].cluster.clone(), list[i].lease),
+            Err(_) => {
+                let lease = if spec.ephemeral {
+                    let slot = self.slots.allocate();
+                    set_owner(&mut self.owners, slot, Some(cell.clone()));
+                    slot
+                } else {
+                    LeaseSlot::NONE
+                };
+                (self.interner.string(spec.addr.cluster), lease)
+            }
+        }
+    }
 }
 
 /// How `upsert` treats a missing instance.
@@ -493,31 +549,9 @@ impl Store {
                 });
             }
         }
-        let (cluster, lease) = match pos {
-            Ok(i) => (old.instances[i].cluster.clone(), old.instances[i].lease),
-            Err(_) => {
-                let lease = if spec.ephemeral {
-                    let slot = w.slots.allocate();
-                    set_owner(&mut w.owners, slot, Some(cell.clone()));
-                    slot
-                } else {
-                    LeaseSlot::NONE
-                };
-                (w.interner.string(spec.addr.cluster), lease)
-            }
-        };
-        let inst = Instance {
-            ip: spec.addr.ip,
-            port: spec.addr.port,
-            healthy: spec.healthy,
-            enabled: spec.enabled,
-            ephemeral: spec.ephemeral,
-            weight: spec.weight,
-            cluster,
-            metadata: w.interner.metadata(spec.metadata.clone()),
-            timeouts,
-            lease,
-        };
+        let (cluster, lease) = w.place(&old.instances, pos, spec, &cell);
+        let metadata = w.interner.metadata(spec.metadata.clone());
+        let inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
         if lease.is_some() {
             let deadline = lease::beat_deadline(now, &timeouts);
             match pos {
@@ -525,20 +559,19 @@ impl Store {
                 Err(_) => shard.leases.activate(lease, deadline),
             }
         }
-        let mut instances = old.instances.to_vec();
-        match pos {
-            Ok(i) if instances[i].same_visible_state(&inst) => {
+        let instances = match pos {
+            Ok(i) if old.instances[i].same_visible_state(&inst) => {
                 return Ok(Written {
                     revision: old.revision,
                     event: None,
                 });
             }
-            Ok(i) => instances[i] = inst,
+            Ok(i) => old.instances.with_replaced(i, inst),
             Err(i) => {
-                instances.insert(i, inst);
                 shard.instances_count.fetch_add(1, Ordering::Relaxed);
+                old.instances.with_inserted(i, inst)
             }
-        }
+        };
         Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
     }
 
@@ -566,9 +599,8 @@ impl Store {
                 event: None,
             });
         };
-        let mut instances = old.instances.to_vec();
-        let gone = instances.remove(i);
-        self.release_lease(shard, &mut w, gone.lease);
+        let instances = old.instances.with_removed(i);
+        self.release_lease(shard, &mut w, old.instances[i].lease);
         shard.instances_count.fetch_sub(1, Ordering::Relaxed);
         Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
     }
@@ -656,8 +688,7 @@ impl Store {
                 event: None,
             });
         }
-        let mut instances = old.instances.to_vec();
-        instances[i] = inst;
+        let instances = old.instances.with_replaced(i, inst);
         Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
     }
 
@@ -687,7 +718,7 @@ impl Store {
             metadata: w.interner.metadata(spec.metadata.clone()),
             selector: spec.selector.clone(),
             explicit: true,
-            ..derive(&old, Box::new([]))
+            ..derive(&old, InstanceList::default())
         };
         Ok(self.commit(&mut w, &cell, next, now))
     }
@@ -983,6 +1014,7 @@ impl Store {
             instances.push(kept);
         }
         if changed {
+            let instances = InstanceList::from_sorted(instances);
             let written = self.publish(shard, w, cell, &old, instances, now);
             report.events.extend(written.event);
         }
@@ -1096,10 +1128,10 @@ impl Store {
         w: &mut Writer,
         cell: &Arc<ServiceCell>,
         old: &ServiceSnapshot,
-        instances: Vec<Instance>,
+        instances: InstanceList,
         now: Millis,
     ) -> Written {
-        let next = derive(old, instances.into_boxed_slice());
+        let next = derive(old, instances);
         let became_empty = next.instances.is_empty() && !old.instances.is_empty() && !old.explicit;
         let written = self.commit(w, cell, next, now);
         if became_empty {
@@ -1118,7 +1150,6 @@ impl Store {
     ) -> Written {
         w.next_revision += 1;
         next.revision = w.next_revision;
-        next.checksum = crate::snapshot::checksum(&next.instances);
         next.emptied_at = match (next.instances.is_empty(), next.emptied_at) {
             (false, _) => None,
             (true, Some(t)) => Some(t),
@@ -1156,9 +1187,9 @@ impl StoreConfig {
     }
 }
 
-/// The next snapshot: `old`'s settings with new instances. The revision and
-/// checksum are set by `commit`.
-fn derive(old: &ServiceSnapshot, instances: Box<[Instance]>) -> ServiceSnapshot {
+/// The next snapshot: `old`'s settings with new instances. The revision is
+/// set by `commit`.
+fn derive(old: &ServiceSnapshot, instances: InstanceList) -> ServiceSnapshot {
     ServiceSnapshot {
         key: old.key.clone(),
         revision: old.revision,
@@ -1166,7 +1197,6 @@ fn derive(old: &ServiceSnapshot, instances: Box<[Instance]>) -> ServiceSnapshot 
         metadata: old.metadata.clone(),
         selector: old.selector.clone(),
         instances,
-        checksum: old.checksum,
         explicit: old.explicit,
         emptied_at: old.emptied_at,
         // Every local write makes this node the source of the state.

@@ -7,11 +7,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{check_name, set_owner, Store, Written};
+use super::{check_name, Store, Written};
 use crate::error::RegistryError;
-use crate::lease::{self, LeaseSlot};
+use crate::lease;
 use crate::model::{check_weight, Instance, InstanceSpec, LeaseTimeouts, Millis, ServiceRef};
-use crate::snapshot::position;
 
 /// Deadline of a held lease: never due, and distinct from a free slot.
 pub(crate) const HELD: u64 = lease::FREE - 2;
@@ -58,53 +57,34 @@ impl Store {
                 limit: self.config.max_instances_per_service,
             });
         }
-        let mut instances = old.instances.to_vec();
+        let mut instances = old.instances.clone();
         let mut changed = false;
         for (spec, timeouts) in specs.iter().zip(timeouts) {
-            let pos = position(&instances, spec.addr, spec.ephemeral);
-            let (cluster, lease) = match pos {
-                Ok(i) => (instances[i].cluster.clone(), instances[i].lease),
-                Err(_) => {
-                    let lease = if spec.ephemeral {
-                        let slot = w.slots.allocate();
-                        set_owner(&mut w.owners, slot, Some(cell.clone()));
-                        slot
-                    } else {
-                        LeaseSlot::NONE
-                    };
-                    (w.interner.string(spec.addr.cluster), lease)
-                }
-            };
+            let pos = instances.position((
+                spec.addr.cluster,
+                spec.addr.ip,
+                spec.addr.port,
+                spec.ephemeral,
+            ));
+            let (cluster, lease) = w.place(&instances, pos, spec, &cell);
             if lease.is_some() {
                 match pos {
                     Ok(_) => shard.leases.renew(lease, HELD),
                     Err(_) => shard.leases.activate(lease, HELD),
                 }
             }
-            let inst = Instance {
-                ip: spec.addr.ip,
-                port: spec.addr.port,
-                healthy: spec.healthy,
-                enabled: spec.enabled,
-                ephemeral: spec.ephemeral,
-                weight: spec.weight,
-                cluster,
-                metadata: w.interner.metadata(spec.metadata.clone()),
-                timeouts,
-                lease,
-            };
-            match pos {
-                Ok(i) if instances[i].same_visible_state(&inst) => {}
-                Ok(i) => {
-                    instances[i] = inst;
-                    changed = true;
-                }
+            let metadata = w.interner.metadata(spec.metadata.clone());
+            let inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
+            // Each step shares all but one chunk with the one before.
+            instances = match pos {
+                Ok(i) if instances[i].same_visible_state(&inst) => continue,
+                Ok(i) => instances.with_replaced(i, inst),
                 Err(i) => {
-                    instances.insert(i, inst);
                     shard.instances_count.fetch_add(1, Ordering::Relaxed);
-                    changed = true;
+                    instances.with_inserted(i, inst)
                 }
-            }
+            };
+            changed = true;
         }
         if !changed {
             return Ok(Written {

@@ -21,7 +21,8 @@
 //! - [`cluster`]: membership, relaying and Distro replication with
 //!   `--members`; absent otherwise.
 //! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
-//! - [`metrics`]: Prometheus counters and histograms.
+//! - [`metrics`]: Prometheus counters and histograms;
+//!   [`footprint`]: the resident set broken into parts.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
 //!
@@ -39,6 +40,7 @@ pub mod console;
 pub mod convert;
 pub mod embed;
 pub mod events;
+pub mod footprint;
 pub mod grpc;
 pub mod health;
 pub mod http;

@@ -11,6 +11,16 @@
 //! late never pushes the newer encoding out (it still answers with its
 //! own). 600k cold services cost nothing until they are read.
 //!
+//! # Admission: what is hot, not what was ever read
+//! A list read once is not cached: an encoding is kept on its key's second
+//! miss within a round (a doorkeeper: one bit per hash of the key in a
+//! fixed 512 KiB bitmap, cleared after about [`ROUND_MISSES`] first misses),
+//! or at once when the key already has an entry (a newer revision of a list
+//! that was hot). Under `nacos-1x-report` most of the 6.5k queries a second
+//! land on one of 600k services once; caching those filled the whole budget
+//! with lists nobody read again. Polled and pushed lists are read again
+//! within seconds and are cached from their second read on.
+//!
 //! # Memory and eviction
 //! The cache holds about `budget` bytes (bodies, keys and a fixed overhead
 //! per entry). Requests never evict: an insert only adds, and above
@@ -25,7 +35,8 @@
 //! round stay, one-off reads go first, and no request waits for it.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use foldhash::fast::FixedState;
@@ -68,7 +79,19 @@ pub struct ListCache {
     ring: Mutex<VecDeque<Arc<str>>>,
     bytes: AtomicUsize,
     budget: usize,
+    /// The doorkeeper: keys missed once this round, one bit per hash.
+    seen: Box<[AtomicU64]>,
+    /// First misses this round.
+    round: AtomicUsize,
+    hasher: FixedState,
 }
+
+/// Bits of the doorkeeper (2^22: 512 KiB).
+const SEEN_BITS: usize = 1 << 22;
+/// First misses after which the doorkeeper forgets (an eighth of its bits,
+/// so a one-off key is mistaken for a seen one about 12 % of the time at
+/// worst).
+const ROUND_MISSES: usize = SEEN_BITS / 8;
 
 /// Overhead charged per entry beyond its body and key.
 const ENTRY_OVERHEAD: usize = 128;
@@ -89,6 +112,9 @@ impl ListCache {
             ring: Mutex::new(VecDeque::new()),
             bytes: AtomicUsize::new(0),
             budget,
+            seen: (0..SEEN_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
+            round: AtomicUsize::new(0),
+            hasher: FixedState::with_seed(0x5ee),
         }
     }
 
@@ -120,7 +146,8 @@ impl ListCache {
         Some(hit.clone())
     }
 
-    /// Caches `body` as the encoding of `revision`, unless the same or a
+    /// Caches `body` as the encoding of `revision`, unless this is the
+    /// key's first miss this round (see the module header), the same or a
     /// newer revision is already there, or the cache is full. Returns the
     /// entry for the caller to answer with (its own revision either way).
     pub fn put(&self, key: &str, revision: u64, body: Vec<u8>) -> Arc<CachedList> {
@@ -134,6 +161,9 @@ impl ListCache {
             return entry;
         }
         let map = self.map.pin();
+        if !map.contains_key(key) && !self.seen_before(key) {
+            return entry;
+        }
         let key: Arc<str> = Arc::from(key);
         let outcome = map.compute(key.clone(), |old| match old {
             Some((_, cached)) if cached.revision >= revision => Operation::Abort(()),
@@ -151,6 +181,24 @@ impl ListCache {
             Compute::Removed(..) | Compute::Aborted(()) => {}
         }
         entry
+    }
+
+    /// Marks `key` seen; true if it was already (or its hash collides with
+    /// a key that was). Relaxed: a lost race only caches one read later.
+    fn seen_before(&self, key: &str) -> bool {
+        let bit = self.hasher.hash_one(key) as usize & (SEEN_BITS - 1);
+        let mask = 1u64 << (bit % 64);
+        if self.seen[bit / 64].fetch_or(mask, Ordering::Relaxed) & mask != 0 {
+            return true;
+        }
+        if self.round.fetch_add(1, Ordering::Relaxed) + 1 >= ROUND_MISSES {
+            // A new round: ~65k stores, once per half a million misses.
+            self.round.store(0, Ordering::Relaxed);
+            for word in self.seen.iter() {
+                word.store(0, Ordering::Relaxed);
+            }
+        }
+        false
     }
 
     /// The most the cache holds before inserts stop.
@@ -226,10 +274,50 @@ mod tests {
         k
     }
 
+    /// A cache where `keys` were each missed once, so their next put caches.
+    fn warmed<'a>(budget: usize, keys: impl IntoIterator<Item = &'a str>) -> ListCache {
+        let c = ListCache::new(budget);
+        for k in keys {
+            c.seen_before(k);
+        }
+        c
+    }
+
     #[test]
-    fn hits_only_the_same_revision() {
+    fn a_list_read_once_is_not_kept_and_one_read_again_is() {
+        let c = ListCache::new(1 << 20);
+        let (once, twice) = (key("G@@once"), key("G@@twice"));
+        c.put(&once, 1, b"a".to_vec());
+        c.put(&twice, 1, b"b".to_vec());
+        assert!(c.get(&once, 1).is_none() && c.get(&twice, 1).is_none());
+        assert_eq!(c.bytes(), 0);
+        c.put(&twice, 1, b"b".to_vec());
+        assert_eq!(&*c.get(&twice, 1).expect("second miss kept").body, b"b");
+        // A newer revision of a kept list is kept at once.
+        c.put(&twice, 2, b"c".to_vec());
+        assert_eq!(&*c.get(&twice, 2).expect("hot key").body, b"c");
+        assert!(c.get(&once, 1).is_none());
+    }
+
+    #[test]
+    fn the_doorkeeper_forgets_after_a_round() {
         let c = ListCache::new(1 << 20);
         let k = key("G@@a");
+        assert!(!c.seen_before(&k));
+        let mut i = 0;
+        while c.round.load(Ordering::Relaxed) != 0 {
+            c.seen_before(&format!("other{i}"));
+            i += 1;
+        }
+        assert!(i >= ROUND_MISSES - 1, "{i}");
+        assert!(!c.seen_before(&k), "a new round starts empty");
+        assert!(c.seen_before(&k));
+    }
+
+    #[test]
+    fn hits_only_the_same_revision() {
+        let k = key("G@@a");
+        let c = warmed(1 << 20, [k.as_str()]);
         c.put(&k, 3, b"three".to_vec());
         assert_eq!(&*c.get(&k, 3).unwrap().body, b"three");
         assert!(c.get(&k, 4).is_none());
@@ -242,8 +330,8 @@ mod tests {
     /// newer one; it still gets its own encoding back.
     #[test]
     fn an_older_revision_never_replaces_a_newer_one() {
-        let c = ListCache::new(1 << 20);
         let k = key("G@@a");
+        let c = warmed(1 << 20, [k.as_str()]);
         c.put(&k, 5, b"five".to_vec());
         let late = c.put(&k, 4, b"four".to_vec());
         assert_eq!((late.revision, &*late.body), (4, &b"four"[..]));
@@ -261,7 +349,8 @@ mod tests {
     #[test]
     fn eviction_is_the_sweepers_bounded_clock() {
         let budget = 64 * 1024;
-        let c = ListCache::new(budget);
+        let keys: Vec<String> = (0..200).map(|i| key(&format!("G@@s{i}"))).collect();
+        let c = warmed(budget, keys.iter().map(String::as_str));
         for i in 0..200 {
             c.put(&key(&format!("G@@s{i}")), 1, vec![b'x'; 1000]);
             assert!(c.bytes() <= budget + budget / 4, "{} bytes", c.bytes());

@@ -1276,9 +1276,21 @@ async fn prometheus_metrics_count_requests_by_route_and_status() {
         "registry_beats_not_found_total 1\n",
         "# TYPE registry_http_requests_total counter\n",
         "# TYPE registry_http_request_duration_seconds histogram\n",
+        "# TYPE registry_memory_bytes gauge\n",
+        "registry_memory_bytes{part=\"list_cache\"} ",
+        "registry_memory_bytes{part=\"allocator_overhead\"} ",
     ] {
         assert!(r.body.contains(line), "missing {line:?} in\n{}", r.body);
     }
+    // The breakdown counts the two instances and the one service held.
+    let gauge = |part: &str| -> u64 {
+        let prefix = format!("registry_memory_bytes{{part=\"{part}\"}} ");
+        let line = r.body.lines().find(|l| l.starts_with(&prefix));
+        line.and_then(|l| l[prefix.len()..].parse().ok())
+            .unwrap_or_else(|| panic!("no {part} in\n{}", r.body))
+    };
+    assert!(gauge("store_instances") > 0 && gauge("store_services") > 0);
+    assert!(r.body.contains("registry_memory_rss_bytes "), "{}", r.body);
     assert!(r
         .body
         .contains("registry_http_request_duration_seconds_count{route=\"instance_register\"} 3\n"));

@@ -378,6 +378,12 @@ fn dispatch(
             app.health_stats.render(&mut scratch.body);
             app.grpc.metrics.render(&mut scratch.body);
             app.buffers.render(&mut scratch.body);
+            let parts = crate::footprint::Parts {
+                store: app.store.stats(),
+                list_cache: app.lists.bytes(),
+                read_buffers: app.buffers.used(),
+            };
+            crate::footprint::render(&parts, &mut scratch.body);
             if let Some(a) = &app.auth {
                 a.stats.render(&mut scratch.body);
             }
