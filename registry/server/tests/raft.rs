@@ -9,6 +9,7 @@
 
 mod binary;
 mod cluster_support;
+mod grpc_client;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ const SECOND: Duration = Duration::from_secs(1);
 struct RaftCluster {
     nodes: Vec<Node>,
     dirs: Vec<PathBuf>,
+    grpc: Vec<std::net::SocketAddr>,
     _dir: tempfile::TempDir,
 }
 
@@ -31,6 +33,7 @@ impl RaftCluster {
     async fn start(n: usize, extra: &[&str]) -> RaftCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let addrs = free_addrs(n);
+        let grpc = free_addrs(n);
         let members = addrs
             .iter()
             .map(|a| a.to_string())
@@ -40,7 +43,10 @@ impl RaftCluster {
         let mut dirs = Vec::new();
         for (i, a) in addrs.iter().enumerate() {
             let data = dir.path().join(format!("data{i}"));
+            let grpc_addr = grpc[i].to_string();
             let mut args: Vec<&str> = vec![
+                "--grpc-listen",
+                &grpc_addr,
                 "--data-dir",
                 data.to_str().expect("utf-8 path"),
                 "--raft-election-timeout-ms",
@@ -60,6 +66,7 @@ impl RaftCluster {
         let c = RaftCluster {
             nodes,
             dirs,
+            grpc,
             _dir: dir,
         };
         c.until_leader(&[0, 1, 2][..n], 20 * SECOND).await;
@@ -548,4 +555,42 @@ async fn python_client_registers_persistent_instances_through_a_leader_kill() {
         .await
         .expect("list");
     until_lists(&c, &[0, 1, 2], "py-raft", &reference, 20 * SECOND).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_persistent_instances_go_through_raft_from_any_node() {
+    use registry_proto::grpc::message::{
+        InstanceResponse, NamingHead, PersistentInstanceRequest, WireInstance,
+    };
+    let c = RaftCluster::start(3, &[]).await;
+    let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
+    let follower = (leader + 1) % 3;
+    let request = |kind: &str, port: i64| PersistentInstanceRequest {
+        naming: NamingHead {
+            namespace: Some("public".into()),
+            service_name: Some("grpc-raft".into()),
+            group_name: Some("DEFAULT_GROUP".into()),
+        },
+        r#type: Some(kind.into()),
+        instance: Some(WireInstance {
+            ip: Some("127.0.0.1".into()),
+            port: Some(port),
+            ephemeral: Some(false),
+            ..WireInstance::default()
+        }),
+        ..PersistentInstanceRequest::default()
+    };
+    // Through a follower (relayed to the leader) and through the leader.
+    for (via, port) in [(follower, 7001), (leader, 7002)] {
+        let client = grpc_client::Raw::connect(c.grpc[via]).await;
+        let _stream = client.set_up().await;
+        let _: InstanceResponse = client.expect(&request("registerInstance", port)).await;
+    }
+    let expected: BTreeSet<u16> = [7001, 7002].into_iter().collect();
+    until_lists(&c, &[0, 1, 2], "grpc-raft", &expected, 10 * SECOND).await;
+    let client = grpc_client::Raw::connect(c.grpc[follower]).await;
+    let _stream = client.set_up().await;
+    let _: InstanceResponse = client.expect(&request("deregisterInstance", 7001)).await;
+    let expected: BTreeSet<u16> = [7002].into_iter().collect();
+    until_lists(&c, &[0, 1, 2], "grpc-raft", &expected, 10 * SECOND).await;
 }
