@@ -579,6 +579,7 @@ async fn grpc_persistent_instances_go_through_raft_from_any_node() {
     use registry_proto::grpc::message::{
         InstanceResponse, NamingHead, PersistentInstanceRequest, WireInstance,
     };
+    use registry_proto::grpc::{Message as _, Payload};
     let c = RaftCluster::start(3, &[]).await;
     let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
     let follower = (leader + 1) % 3;
@@ -597,17 +598,35 @@ async fn grpc_persistent_instances_go_through_raft_from_any_node() {
         }),
         ..PersistentInstanceRequest::default()
     };
+    // Retried while an election runs (a missed heartbeat on a loaded
+    // machine), as a client would; an error answer names why.
+    let acknowledged = |via: usize, kind: &'static str, port: i64| {
+        let addr = c.grpc[via];
+        let body = request(kind, port);
+        async move {
+            let client = grpc_client::Raw::connect(addr).await;
+            let _stream = client.set_up().await;
+            let started = Instant::now();
+            loop {
+                let p = client.call(Payload::of(&body)).await;
+                if p.type_name() == InstanceResponse::TYPE {
+                    return;
+                }
+                assert!(
+                    started.elapsed() < 10 * SECOND,
+                    "{kind} {port}: {}",
+                    String::from_utf8_lossy(p.json())
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
     // Through a follower (relayed to the leader) and through the leader.
-    for (via, port) in [(follower, 7001), (leader, 7002)] {
-        let client = grpc_client::Raw::connect(c.grpc[via]).await;
-        let _stream = client.set_up().await;
-        let _: InstanceResponse = client.expect(&request("registerInstance", port)).await;
-    }
+    acknowledged(follower, "registerInstance", 7001).await;
+    acknowledged(leader, "registerInstance", 7002).await;
     let expected: BTreeSet<u16> = [7001, 7002].into_iter().collect();
     until_lists(&c, &[0, 1, 2], "grpc-raft", &expected, 10 * SECOND).await;
-    let client = grpc_client::Raw::connect(c.grpc[follower]).await;
-    let _stream = client.set_up().await;
-    let _: InstanceResponse = client.expect(&request("deregisterInstance", 7001)).await;
+    acknowledged(follower, "deregisterInstance", 7001).await;
     let expected: BTreeSet<u16> = [7002].into_iter().collect();
     until_lists(&c, &[0, 1, 2], "grpc-raft", &expected, 10 * SECOND).await;
 }
