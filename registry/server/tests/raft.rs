@@ -78,15 +78,24 @@ impl RaftCluster {
 
     /// Waits until the nodes serve clients (Distro snapshot and Raft state loaded).
     async fn until_ready(&self, which: &[usize], limit: Duration) {
-        until(limit, "the nodes are ready", || async {
+        let started = Instant::now();
+        loop {
+            let mut waiting = Vec::new();
             for &i in which {
                 if !self.nodes[i].ready().await {
-                    return false;
+                    waiting.push(i);
                 }
             }
-            true
-        })
-        .await;
+            if waiting.is_empty() {
+                return;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "nodes {waiting:?} not ready within {limit:?}\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The index of the node that says it is the leader, among `alive`.
