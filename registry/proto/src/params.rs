@@ -149,30 +149,66 @@ pub fn percent_decode(raw: &[u8]) -> Result<Cow<'_, str>, ProtoError> {
 
 /// Decodes `raw`, whose first `%` or `+` is at `first`.
 fn decode_escaped(raw: &[u8], first: usize) -> Result<String, ProtoError> {
-    // The output is never longer than the input, so its capacity is reserved
-    // once. A URL-encoded JSON beat has an escape every few bytes: a
-    // byte-at-a-time loop beats searching for the next escape, whose call costs
-    // more than the run it skips.
-    let mut out = Vec::with_capacity(raw.len());
-    out.extend_from_slice(&raw[..first]);
-    let mut rest = raw[first..].iter();
-    while let Some(&b) = rest.next() {
-        out.push(match b {
+    // Eight bytes at a time: each step stores a whole word and advances past
+    // its escape-free prefix only, then decodes the escape that ended it. A
+    // URL-encoded JSON beat has an escape every ~5 bytes: per-byte loops and
+    // searches for the next escape both cost several times more. The output is
+    // never longer than the input; the 8 spare bytes take the last word's store.
+    let mut out = vec![0u8; raw.len() + 8];
+    out[..first].copy_from_slice(&raw[..first]);
+    // Invariant: w <= r (an escape is at least one input byte per output byte).
+    let (mut r, mut w) = (first, first);
+    while r < raw.len() {
+        if let Some(chunk) = raw.get(r..r + 8) {
+            let plain = escape_free_prefix(u64::from_le_bytes(
+                chunk.try_into().expect("a slice of 8 bytes"),
+            ));
+            out[w..w + 8].copy_from_slice(chunk);
+            r += plain;
+            w += plain;
+            if plain == 8 {
+                continue;
+            }
+        }
+        // An escape, or the last few bytes.
+        out[w] = match raw[r] {
             b'%' => {
-                let (Some(&hi), Some(&lo)) = (rest.next(), rest.next()) else {
+                let (Some(&hi), Some(&lo)) = (raw.get(r + 1), raw.get(r + 2)) else {
                     return Err(ProtoError::PercentEncoding);
                 };
                 let (hi, lo) = (HEX[usize::from(hi)], HEX[usize::from(lo)]);
                 if (hi | lo) & 0xf0 != 0 {
                     return Err(ProtoError::PercentEncoding);
                 }
+                r += 3;
                 hi << 4 | lo
             }
-            b'+' => b' ',
-            b => b,
-        });
+            b'+' => {
+                r += 1;
+                b' '
+            }
+            b => {
+                r += 1;
+                b
+            }
+        };
+        w += 1;
     }
+    out.truncate(w);
     String::from_utf8(out).map_err(|_| ProtoError::Utf8)
+}
+
+/// How many of the 8 bytes of `word` (first byte lowest) come before the first
+/// `%` or `+`: 8 when there is none. The classic "has a zero byte" test on the
+/// word XOR each needle; it may flag false bytes only above a true one, and only
+/// the lowest flag is read.
+fn escape_free_prefix(word: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_bytes = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let flags =
+        zero_bytes(word ^ (ONES * u64::from(b'%'))) | zero_bytes(word ^ (ONES * u64::from(b'+')));
+    (flags.trailing_zeros() / 8) as usize
 }
 
 /// The value of each byte as a hex digit; `0xff` for a byte that is not one. A
@@ -397,6 +433,17 @@ mod tests {
             }
         }
         String::from_utf8(out).map_err(|_| ProtoError::Utf8)
+    }
+
+    #[test]
+    fn escape_free_prefixes() {
+        let word = |b: &[u8; 8]| u64::from_le_bytes(*b);
+        assert_eq!(escape_free_prefix(word(b"abcdefgh")), 8);
+        assert_eq!(escape_free_prefix(word(b"%bcdefgh")), 0);
+        assert_eq!(escape_free_prefix(word(b"abc+e%gh")), 3);
+        assert_eq!(escape_free_prefix(word(b"abcdefg%")), 7);
+        // A byte one above a needle, after a needle: no false flag below.
+        assert_eq!(escape_free_prefix(word(b"a\x01%&,+\xff\x00")), 2);
     }
 
     proptest::proptest! {
