@@ -145,6 +145,22 @@ impl InstanceList {
         self.digest
     }
 
+    /// The instance whose sort key is `probe`, in one search. A beat looks
+    /// its instance up this way: `position` followed by indexing would walk
+    /// from the global index back to its chunk a second time.
+    pub(crate) fn find(&self, probe: SortKey<'_>) -> Option<&Instance> {
+        let items: &[Instance] = match &self.repr {
+            Repr::Flat(items) => items,
+            Repr::Chunked { chunks, .. } => {
+                &chunks
+                    .get(chunks.partition_point(|ch| last_key(ch) < probe))?
+                    .items
+            }
+        };
+        let j = items.binary_search_by(|i| i.sort_key().cmp(&probe)).ok()?;
+        items.get(j)
+    }
+
     /// Where `probe` is (`Ok`) or would be inserted (`Err`), as a global
     /// index, like `slice::binary_search`.
     pub(crate) fn position(&self, probe: SortKey<'_>) -> Result<usize, usize> {

@@ -148,9 +148,8 @@ impl ServiceSnapshot {
 
     /// Finds an instance; `ephemeral` picks between the two lists.
     pub fn find(&self, addr: InstanceAddr<'_>, ephemeral: bool) -> Option<&Instance> {
-        self.position(addr, ephemeral)
-            .ok()
-            .map(|i| &self.instances[i])
+        self.instances
+            .find((addr.cluster, addr.ip, addr.port, ephemeral))
     }
 
     /// Finds an instance in either list, ephemeral first.

@@ -71,8 +71,8 @@ impl RaftCluster {
             grpc,
             _dir: dir,
         };
-        c.until_leader(&[0, 1, 2][..n], 20 * SECOND).await;
-        c.until_ready(&[0, 1, 2][..n], 20 * SECOND).await;
+        c.until_leader(&[0, 1, 2][..n], 45 * SECOND).await;
+        c.until_ready(&[0, 1, 2][..n], 45 * SECOND).await;
         c
     }
 
@@ -417,7 +417,7 @@ async fn a_wiped_node_comes_back_by_snapshot() {
     c.nodes[victim].kill9().await;
     wipe(&c.dirs[victim]);
     c.nodes[victim].restart().await;
-    c.until_ready(&[victim], 20 * SECOND).await;
+    c.until_ready(&[victim], 45 * SECOND).await;
     until_lists(&c, &[victim], service, &expected, 20 * SECOND).await;
     until(10 * SECOND, "the explicit service on the wiped node", || async {
         matches!(
@@ -561,7 +561,7 @@ async fn python_client_registers_persistent_instances_through_a_leader_kill() {
     c.nodes[leader].kill9().await;
     tokio::time::sleep(2 * SECOND).await;
     c.nodes[leader].restart().await;
-    let out = tokio::time::timeout(60 * SECOND, client)
+    let out = tokio::time::timeout(120 * SECOND, client)
         .await
         .expect("client finished")
         .expect("client task")
@@ -576,7 +576,7 @@ async fn python_client_registers_persistent_instances_through_a_leader_kill() {
     );
     println!("{stdout}");
     // Every node, the restarted one included, ends with the same list.
-    c.until_ready(&[0, 1, 2], 20 * SECOND).await;
+    c.until_ready(&[0, 1, 2], 45 * SECOND).await;
     let reference = ports(&c.nodes[(leader + 1) % 3], "py-raft")
         .await
         .expect("list");
