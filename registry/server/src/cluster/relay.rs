@@ -22,6 +22,7 @@ use registry_proto::naming::route::Route;
 use registry_proto::naming::ServiceName;
 use registry_proto::params::Params;
 
+use super::link::Answer;
 use super::members::Owner;
 use super::Cluster;
 use crate::http::{error::Failure, Done, Reply};
@@ -116,6 +117,31 @@ pub(crate) fn intercept(
         Owner::Me | Owner::Nobody => return Ok(Verdict::Local),
         Owner::Peer(addr) => addr.to_owned(),
     };
+    let bytes = envelope(cluster, request, &target);
+    let cluster = cluster.clone();
+    Ok(Verdict::Answer(Reply::Later(Box::pin(async move {
+        match send(&cluster, &target, bytes).await? {
+            Ok(a) => {
+                cluster.stats.relayed.inc();
+                Ok(answered(a))
+            }
+            Err(e) => {
+                cluster.stats.relay_failed.inc();
+                if let Some(peer) = cluster.peer(&target) {
+                    peer.failed(cluster.config.probe_failures);
+                }
+                Err(Failure::new(
+                    503,
+                    format!("the node responsible for this service is unreachable: {e}"),
+                ))
+            }
+        }
+    }))))
+}
+
+/// `request` unchanged in the relay envelope for `target` (the `relayedBy`
+/// mark): what Distro's owner relay and Raft's leader relay both send.
+pub(crate) fn envelope(cluster: &Cluster, request: &Request<'_>, target: &str) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(256 + request.query.len() + request.body.len());
     distro::write_relayed(
         &mut bytes,
@@ -127,38 +153,38 @@ pub(crate) fn intercept(
             content_type: request.content_type,
             body: &request.body,
         },
-        &target,
+        target,
         &cluster.config.me,
     );
-    let cluster = cluster.clone();
-    Ok(Verdict::Answer(Reply::Later(Box::pin(async move {
-        let started = Instant::now();
-        let Some(peer) = cluster.peer(&target) else {
-            return Err(Failure::new(503, format!("{target} is not a member")));
-        };
-        let answer = peer.relay_link().call(bytes).await;
-        cluster
-            .stats
-            .relay_latency
-            .record_duration(started.elapsed());
-        match answer {
-            Ok(a) => {
-                cluster.stats.relayed.inc();
-                let ct = if a.json {
-                    ContentType::Json
-                } else {
-                    ContentType::Text
-                };
-                Ok(Done::Relayed(a.status, ct, a.body))
-            }
-            Err(e) => {
-                cluster.stats.relay_failed.inc();
-                peer.failed(cluster.config.probe_failures);
-                Err(Failure::new(
-                    503,
-                    format!("the node responsible for this service is unreachable: {e}"),
-                ))
-            }
-        }
-    }))))
+    bytes
+}
+
+/// Sends an [`envelope`] over one of `target`'s relay links and records the
+/// round trip. The inner `Err` is the link's failure text; a `target` that
+/// is no member is a 503.
+pub(crate) async fn send(
+    cluster: &Cluster,
+    target: &str,
+    bytes: Vec<u8>,
+) -> Result<Result<Answer, String>, Failure> {
+    let started = Instant::now();
+    let Some(peer) = cluster.peer(target) else {
+        return Err(Failure::new(503, format!("{target} is not a member")));
+    };
+    let answer = peer.relay_link().call(bytes).await;
+    cluster
+        .stats
+        .relay_latency
+        .record_duration(started.elapsed());
+    Ok(answer)
+}
+
+/// A peer's answer, passed on to the client as it came.
+pub(crate) fn answered(a: Answer) -> Done {
+    let ct = if a.json {
+        ContentType::Json
+    } else {
+        ContentType::Text
+    };
+    Done::Relayed(a.status, ct, a.body)
 }

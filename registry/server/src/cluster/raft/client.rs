@@ -7,7 +7,6 @@
 //! whatever service it belongs to.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use registry_proto::distro::{self, Relayed};
 use registry_proto::http1::{ContentType, Request};
@@ -17,7 +16,7 @@ use registry_proto::params::{parse_bool, Params};
 use registry_proto::raft::{Command, WriteOp};
 
 use super::Consensus;
-use crate::cluster::Cluster;
+use crate::cluster::{relay, Cluster};
 use crate::http::{error::Failure, Done, Reply};
 use crate::state::App;
 
@@ -169,41 +168,14 @@ fn forward(
     request: &Request<'_>,
     leader: String,
 ) -> Reply {
-    let mut bytes = Vec::with_capacity(256 + request.query.len() + request.body.len());
-    distro::write_relayed(
-        &mut bytes,
-        &Relayed {
-            method: request.method_token,
-            path: request.path,
-            query: request.query,
-            user_agent: request.user_agent,
-            content_type: request.content_type,
-            body: &request.body,
-        },
-        &leader,
-        &cluster.config.me,
-    );
+    let bytes = relay::envelope(cluster, request, &leader);
     let cluster = cluster.clone();
     let consensus = consensus.clone();
     Reply::Later(Box::pin(async move {
-        let started = Instant::now();
-        let Some(peer) = cluster.peer(&leader) else {
-            return Err(Failure::new(503, format!("{leader} is not a member")));
-        };
-        let answer = peer.relay_link().call(bytes).await;
-        cluster
-            .stats
-            .relay_latency
-            .record_duration(started.elapsed());
-        match answer {
+        match relay::send(&cluster, &leader, bytes).await? {
             Ok(a) => {
                 consensus.shared.stats.forwarded.inc();
-                let ct = if a.json {
-                    ContentType::Json
-                } else {
-                    ContentType::Text
-                };
-                Ok(Done::Relayed(a.status, ct, a.body))
+                Ok(relay::answered(a))
             }
             Err(e) if e.starts_with("connecting to") => {
                 // Never sent: the leader cannot have applied it.
