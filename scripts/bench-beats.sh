@@ -7,11 +7,14 @@
 #
 # The registry runs pinned to core 0 with one worker, wrk to core 1 (as in
 # scripts/bench-http.sh); 50k instances over 5k services are registered first
+# (INSTANCES=n for another count, over n/10 services; at 1M the working set
+# is far past the caches, as in a capacity run)
 # and the beat script cycles over them. Each depth runs SECONDS (default 5).
 #
 #   scripts/bench-beats.sh [SECONDS] [DEPTH...]     (default depths: 16 32 64)
 #   REGISTRY_BIN=path CONNECTIONS=32 scripts/bench-beats.sh 5 16 64
 #   HEADERS=java scripts/bench-beats.sh    (the Java client's headers: ~480-byte beats)
+#   INSTANCES=1000000 scripts/bench-beats.sh 20 64
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
@@ -29,7 +32,7 @@ pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
 
-n=50000
+n="${INSTANCES:-50000}"
 python3 - "$port" "$n" <<'PY'
 import socket, sys
 port, n = int(sys.argv[1]), int(sys.argv[2])
@@ -38,7 +41,7 @@ for start in range(0, n, 2000):
     end = min(n, start + 2000)
     s.sendall(b"".join(
         b"POST /nacos/v1/ns/instance?serviceName=bench-beat-%d&ip=10.%d.%d.%d&port=8080 HTTP/1.1\r\nHost: x\r\n\r\n"
-        % (i % 5000, (i >> 16) & 255, (i >> 8) & 255, i & 255) for i in range(start, end)))
+        % (i % max(1, n // 10), (i >> 16) & 255, (i >> 8) & 255, i & 255) for i in range(start, end)))
     buf = b""
     while buf.count(b"HTTP/1.1 200") < end - start:
         buf += s.recv(1 << 20)

@@ -34,7 +34,7 @@ local function one()
   elseif mode == "beat" then
     local i = counter % count
     counter = counter + 1
-    return wrk.format("PUT", "/nacos/v1/ns/instance/beat?serviceName=bench-beat-" .. (i % 5000) .. "&ip=" .. ip_of(i) .. "&port=8080")
+    return wrk.format("PUT", "/nacos/v1/ns/instance/beat?serviceName=bench-beat-" .. (i % math.max(1, math.floor(count / 10))) .. "&ip=" .. ip_of(i) .. "&port=8080")
   elseif mode == "register" then
     local i = counter
     counter = counter + 1
