@@ -232,16 +232,38 @@ const HEX: [u8; 256] = {
 /// Appends `s` percent-encoded for a query string or form body: every byte except the
 /// RFC 3986 unreserved set (`A-Za-z0-9-._~`) becomes `%XX`, so `+`, `@`, `&`, `=`, `%`
 /// and spaces survive any decoder.
+///
+/// Runs of unreserved bytes are copied whole: loadgen encodes every request it
+/// sends, and pushing one `char` at a time made this its hottest function (15 %
+/// of its CPU under `nacos-1x-report`).
 pub fn percent_encode_into(out: &mut String, s: &str) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in s.as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len());
+    let mut run = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if is_unreserved(b) {
+            continue;
         }
+        push_ascii(out, &bytes[run..i]);
+        push_ascii(
+            out,
+            &[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]],
+        );
+        run = i + 1;
+    }
+    push_ascii(out, &bytes[run..]);
+}
+
+/// RFC 3986's unreserved characters: the bytes a query never needs to escape.
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// Appends bytes known to be ASCII (an unreserved run or an escape).
+fn push_ascii(out: &mut String, ascii: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(ascii) {
+        out.push_str(text);
     }
 }
 
@@ -301,6 +323,17 @@ impl<'o> QueryWriter<'o> {
         self
     }
 
+    /// Appends `key=value` where the value is `parts` joined, encoded part by
+    /// part: a grouped service name (`group`, `@@`, `name`) without first
+    /// building it in a scratch string, as `display` would.
+    pub fn param_concat(&mut self, key: &str, parts: &[&str]) -> &mut Self {
+        self.sep(key);
+        for part in parts {
+            percent_encode_into(self.out, part);
+        }
+        self
+    }
+
     /// Appends `key=value` for a value rendered with `Display` (numbers, booleans).
     pub fn display(&mut self, key: &str, value: impl fmt::Display) -> &mut Self {
         use fmt::Write;
@@ -308,10 +341,7 @@ impl<'o> QueryWriter<'o> {
         let start = self.out.len();
         // Writing into a String cannot fail.
         let _ = write!(self.out, "{value}");
-        if !self.out[start..]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'))
-        {
+        if !self.out[start..].bytes().all(is_unreserved) {
             let raw = self.out.split_off(start);
             percent_encode_into(self.out, &raw);
         }
@@ -404,6 +434,34 @@ mod tests {
         let p = Params::parse(&s, None).unwrap();
         assert_eq!(p.get("k"), Some(original));
         assert_eq!(p.get("n"), Some("-1.5"));
+    }
+
+    /// The encoder as RFC 3986 reads, one byte at a time: `percent_encode_into`
+    /// must agree with it on every input.
+    fn reference_encode(s: &str) -> String {
+        s.bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                    char::from(b).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn encoding_agrees_with_the_reference_and_decodes_back(
+            s in "[a-zA-Z0-9._~@&=+% /ü你-]{0,24}",
+            prefix in "[a-z?=&]{0,4}",
+        ) {
+            let mut out = prefix.clone();
+            percent_encode_into(&mut out, &s);
+            proptest::prop_assert_eq!(&out, &format!("{prefix}{}", reference_encode(&s)));
+            let decoded = percent_decode(&out.as_bytes()[prefix.len()..]).map(|c| c.into_owned());
+            proptest::prop_assert_eq!(decoded, Ok(s));
+        }
     }
 
     /// The decoder as the form spec reads, byte by byte, without the fast

@@ -58,7 +58,7 @@ impl<'a> InstanceSpec<'a> {
 
     fn identity<'o>(&self, out: &'o mut String, path: &str) -> QueryWriter<'o> {
         let mut q = QueryWriter::new(out, path);
-        q.display("serviceName", self.service)
+        q.param_concat("serviceName", &self.service.parts())
             .param("namespaceId", self.namespace_id)
             .param("clusterName", self.cluster)
             .param("ip", self.ip)
@@ -155,7 +155,7 @@ pub struct ListSpec<'a> {
 /// `GET` — query a service's instances, subscribing when `udp_port` is not 0.
 pub fn list(out: &mut String, spec: &ListSpec<'_>) {
     let mut q = QueryWriter::new(out, "/nacos/v1/ns/instance/list");
-    q.display("serviceName", spec.service)
+    q.param_concat("serviceName", &spec.service.parts())
         .param("namespaceId", spec.namespace_id)
         .param("clusters", spec.clusters)
         .display("healthyOnly", spec.healthy_only);
@@ -191,7 +191,7 @@ pub fn service_create(
     metadata: Option<&Metadata>,
 ) {
     let mut q = QueryWriter::new(out, "/nacos/v1/ns/service");
-    q.display("serviceName", service)
+    q.param_concat("serviceName", &service.parts())
         .param("namespaceId", namespace_id)
         .display("protectThreshold", protect_threshold);
     if let Some(m) = metadata.filter(|m| !m.is_empty()) {
@@ -202,7 +202,7 @@ pub fn service_create(
 /// `DELETE` (remove) or `GET` (detail) — a service by name.
 pub fn service(out: &mut String, namespace_id: &str, service: ServiceName<'_>) {
     QueryWriter::new(out, "/nacos/v1/ns/service")
-        .display("serviceName", service)
+        .param_concat("serviceName", &service.parts())
         .param("namespaceId", namespace_id);
 }
 

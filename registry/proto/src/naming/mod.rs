@@ -94,6 +94,12 @@ impl<'a> ServiceName<'a> {
         ServiceName { group, name }
     }
 
+    /// The grouped name's pieces, `group`, `@@`, `name`, for writers that
+    /// encode or copy them without joining them first.
+    pub fn parts(&self) -> [&'a str; 3] {
+        [self.group, GROUP_SEPARATOR, self.name]
+    }
+
     /// Splits and validates a `serviceName` value as Nacos does: a name containing `@@`
     /// is already grouped (and `group_name` is ignored); otherwise `group_name`, or
     /// `DEFAULT_GROUP` when it is `None` or blank, is put in front. The grouped result
