@@ -1,6 +1,11 @@
 //! Builds Nacos's capacity profile in memory and prints one JSON object:
 //! `services`, `instances`, `rss_bytes`, `bytes_per_instance` (RSS growth
-//! divided by instances) and `build_seconds`.
+//! divided by instances) and `build_seconds`; and, to check the store's
+//! parts on `/metrics` against reality, `allocated_growth_bytes` (jemalloc's
+//! live bytes, which do not depend on the CPU or the build's speed) next to
+//! the store's own estimates (`estimated_*_bytes`, as `/metrics` shows them).
+//! Two runs with the same services and different instances split the real
+//! cost into per-instance and per-service bytes.
 //!
 //! `cargo run --release -p benches --bin footprint -- --services 600000 --instances 1100000`
 
@@ -8,6 +13,7 @@ use std::time::Instant;
 
 use benches::{measure, profile};
 use registry_core::{Millis, Store, StoreConfig};
+use registry_server::footprint::AllocatorStats;
 
 // The server's allocator, so the figure is the server's.
 #[global_allocator]
@@ -55,11 +61,15 @@ fn main() {
         std::process::exit(2);
     }
     let before = measure::rss_bytes().unwrap_or(0);
+    let allocated_before = AllocatorStats::read().map_or(0, |a| a.allocated);
     let started = Instant::now();
     let store = Store::new(config);
     profile::populate(&store, services, instances, Millis(0));
     let build_seconds = started.elapsed().as_secs_f64();
     let after = measure::rss_bytes().unwrap_or(0);
+    let allocated = AllocatorStats::read()
+        .map_or(0, |a| a.allocated)
+        .saturating_sub(allocated_before);
     let stats = store.stats();
     assert_eq!(stats.instances, instances, "every instance registered");
     let grown = after.saturating_sub(before);
@@ -70,6 +80,10 @@ fn main() {
         "rss_growth_bytes": grown,
         "bytes_per_instance": grown as f64 / instances as f64,
         "build_seconds": build_seconds,
+        "allocated_growth_bytes": allocated,
+        "estimated_instances_bytes": stats.instance_bytes(),
+        "estimated_services_bytes": stats.service_bytes(),
+        "lease_bytes": stats.lease_bytes,
         "shards": shards,
     });
     println!("{out}");

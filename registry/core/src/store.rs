@@ -87,9 +87,10 @@ pub struct StoreStats {
 impl StoreStats {
     /// Estimated heap bytes of the instances: their structs, which hold
     /// every per-instance field (interned names and metadata are shared and
-    /// not counted), plus the instance lists' chunk headers.
+    /// not counted), plus the lease owner's slot and the lists' size-class
+    /// rounding: [`INSTANCE_EXTRA_BYTES`].
     pub fn instance_bytes(&self) -> usize {
-        self.instances * (std::mem::size_of::<Instance>() + 1)
+        self.instances * (std::mem::size_of::<Instance>() + INSTANCE_EXTRA_BYTES)
     }
 
     /// Estimated heap bytes of the services without their instances: the
@@ -99,15 +100,24 @@ impl StoreStats {
     }
 }
 
-/// What one service costs besides its instances, estimated from the struct
-/// sizes: the `ServiceCell` and `ServiceSnapshot` with their `Arc` headers,
-/// a map entry and an index entry (a key and about a node's share each),
-/// and ~40 bytes of name.
-const SERVICE_BYTES: usize = std::mem::size_of::<ServiceCell>()
-    + std::mem::size_of::<ServiceSnapshot>()
-    + 2 * 16
-    + 2 * (std::mem::size_of::<ServiceKey>() + 24)
-    + 40;
+/// What one instance costs beyond its struct: its lease owner's slot (8
+/// bytes) and the instance list's rounding up to the allocator's size
+/// class. Measured, not derived: `benches/src/bin/footprint.rs` with 600k
+/// services and 600k, then 1.2M instances grows jemalloc's `allocated` by
+/// 108 bytes per added instance, 14 of them the lease slab (counted in
+/// `lease_bytes`) and 80 the struct.
+const INSTANCE_EXTRA_BYTES: usize = 14;
+
+/// What one service costs besides its instances, measured the same way
+/// (600k services of one instance each: 419 bytes per service once the
+/// instances and leases are taken out, of which about 14 are the emptied
+/// queue that the sweeper drains in a running server). The parts, by
+/// jemalloc size class: the snapshot's `Arc` (160), the name (64 for a
+/// 40-odd byte name), the cell's `Arc` (32), papaya's boxed map entry (48)
+/// and table slot, and the listing index's key (32, in chunks half to
+/// fully used). `store_services` on `/metrics` is this times the services;
+/// the old estimate from struct sizes said 336.
+const SERVICE_BYTES: usize = 405;
 
 /// The result of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -121,9 +121,15 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_MAX_BUFFERED_BYTES", default_value_t = 512 * 1024 * 1024)]
     pub max_buffered_bytes: usize,
 
-    /// Bytes of encoded instance lists kept cached.
-    #[arg(long, env = "REGISTRY_LIST_CACHE_BYTES", default_value_t = 256 * 1024 * 1024)]
+    /// Bytes of encoded instance lists kept cached at most.
+    #[arg(long, env = "REGISTRY_LIST_CACHE_BYTES", default_value_t = 128 * 1024 * 1024)]
     pub list_cache_bytes: usize,
+
+    /// A cached list not read for this long is dropped even under the
+    /// budget, in ms (0: only the budget evicts). Longer than clients'
+    /// poll intervals (3 s plain, 10 s push subscribers).
+    #[arg(long, env = "REGISTRY_LIST_CACHE_IDLE_MS", default_value_t = crate::list_cache::DEFAULT_IDLE_MS)]
+    pub list_cache_idle_ms: u64,
 
     /// Window in which changes to one service are merged into one push, in ms.
     #[arg(long, env = "REGISTRY_PUSH_WINDOW_MS", default_value_t = 50)]

@@ -14,25 +14,39 @@
 //! # Admission: what is hot, not what was ever read
 //! A list read once is not cached: an encoding is kept on its key's second
 //! miss within a round (a doorkeeper: one bit per hash of the key in a
-//! fixed 512 KiB bitmap, cleared after about [`ROUND_MISSES`] first misses),
-//! or at once when the key already has an entry (a newer revision of a list
-//! that was hot). Under `nacos-1x-report` most of the 6.5k queries a second
-//! land on one of 600k services once; caching those filled the whole budget
-//! with lists nobody read again. Polled and pushed lists are read again
-//! within seconds and are cached from their second read on.
+//! fixed 512 KiB bitmap, cleared once per idle period by eviction and after
+//! about [`ROUND_MISSES`] first misses, whichever comes first), or at once
+//! when the key already has an entry (a newer revision of a list that was
+//! hot). Under `nacos-1x-report` most of the 6.5k queries a second land on
+//! one of 600k services once; caching those filled the whole budget with
+//! lists nobody read again. Polled and pushed lists are read again within
+//! seconds and are cached from their second read on.
 //!
 //! # Memory and eviction
-//! The cache holds about `budget` bytes (bodies, keys and a fixed overhead
-//! per entry). Requests never evict: an insert only adds, and above
-//! 1.25 × budget it stops caching (the reader still gets its encoding), so
-//! memory is bounded even when eviction falls behind. Eviction runs on the
-//! sweeper's thread ([`ListCache::evict`]) with a CLOCK policy (second
-//! chance): entries sit on a ring in insertion order; a hit marks its entry
-//! (one relaxed load, and a store only the first time); eviction pops the
-//! ring's head, gives a marked entry another round, and drops an unmarked
-//! one, until the cache is under three quarters of its budget or the
-//! call's bounded number of steps is spent. So lists read since the last
-//! round stay, one-off reads go first, and no request waits for it.
+//! Eviction runs on the sweeper's thread ([`ListCache::evict`]) with a
+//! CLOCK policy (second chance): entries sit on a ring in insertion order;
+//! a hit marks its entry (one relaxed load, and a store only the first
+//! time); the hand pops the ring's head, gives a marked entry another round
+//! (clearing its mark), and drops an unmarked one. The hand moves for two
+//! reasons:
+//! - **Idle lists go.** Even under budget the hand goes once round the
+//!   whole ring per idle period (`idle_ms`, 30 s by default), paced by the
+//!   time the sweeper passes in. So an entry not read for a whole period
+//!   is dropped: a list polled every 3 s or pushed every 10 s (Nacos 1.x
+//!   clients' `cacheMillis`) stays, while a one-off read, or an entry for
+//!   a revision nobody asks for any more (a stale one can never hit again),
+//!   leaves within one to two periods instead of sitting there until the
+//!   budget is reached. Under `nacos-1x-report` this keeps the cache at
+//!   what the last period read instead of growing to the budget.
+//! - **The budget.** The cache holds about `budget` bytes (bodies, keys and
+//!   a fixed overhead per entry). Requests never evict: an insert only
+//!   adds, and above 1.25 × budget it stops caching (the reader still gets
+//!   its encoding), so memory is bounded even when eviction falls behind.
+//!   Over budget the hand goes on until the cache is under three quarters
+//!   of it or the call's bounded number of steps is spent.
+//!
+//! So lists read since the hand last passed stay, one-off reads go first,
+//! and no request waits for it.
 
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
@@ -42,6 +56,7 @@ use std::sync::Arc;
 use foldhash::fast::FixedState;
 use papaya::{Compute, Operation};
 use parking_lot::Mutex;
+use registry_core::Millis;
 
 /// One encoded list.
 pub struct CachedList {
@@ -77,8 +92,12 @@ pub struct ListCache {
     /// Keys in insertion order, for the CLOCK hand. Locked by inserts of
     /// new keys (cache misses) and by eviction in short batches.
     ring: Mutex<VecDeque<Arc<str>>>,
+    /// Where the idle hand stands (see [`ListCache::evict`]).
+    hand: Mutex<Hand>,
     bytes: AtomicUsize,
     budget: usize,
+    /// The idle period: the hand goes round the ring once per period.
+    idle_ms: u64,
     /// The doorkeeper: keys missed once this round, one bit per hash.
     seen: Box<[AtomicU64]>,
     /// First misses this round.
@@ -93,6 +112,20 @@ const SEEN_BITS: usize = 1 << 22;
 /// worst).
 const ROUND_MISSES: usize = SEEN_BITS / 8;
 
+/// The idle hand's turn: when it began, how many entries the ring held
+/// then, and how many of them the hand has passed. Entries added during a
+/// turn are behind them on the ring and wait for the next turn.
+#[derive(Default)]
+struct Hand {
+    start: Option<Millis>,
+    len: usize,
+    done: usize,
+}
+
+/// The default idle period: three times the Nacos 1.x push subscribers'
+/// 10 s poll (`cacheMillis`), ten times the plain pollers' 3 s.
+pub const DEFAULT_IDLE_MS: u64 = 30_000;
+
 /// Overhead charged per entry beyond its body and key.
 const ENTRY_OVERHEAD: usize = 128;
 /// Ring entries eviction handles per hold of the ring's lock.
@@ -103,15 +136,19 @@ fn weight(key: &str, entry: &CachedList) -> usize {
 }
 
 impl ListCache {
-    /// A cache holding about `budget` bytes (0 disables caching).
-    pub fn new(budget: usize) -> ListCache {
+    /// A cache holding about `budget` bytes (0 disables caching) and
+    /// dropping what was not read for `idle_ms` (0: only the budget
+    /// evicts).
+    pub fn new(budget: usize, idle_ms: u64) -> ListCache {
         ListCache {
             map: papaya::HashMap::builder()
                 .hasher(FixedState::with_seed(0x11))
                 .build(),
             ring: Mutex::new(VecDeque::new()),
+            hand: Mutex::new(Hand::default()),
             bytes: AtomicUsize::new(0),
             budget,
+            idle_ms,
             seen: (0..SEEN_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
             round: AtomicUsize::new(0),
             hasher: FixedState::with_seed(0x5ee),
@@ -175,6 +212,10 @@ impl ListCache {
                 self.ring.lock().push_back(key);
             }
             Compute::Updated { old: (_, old), .. } => {
+                // A newer revision is encoded because someone read it: it
+                // starts marked, so a list that changes more often than it
+                // is polled is not dropped for being new each time.
+                entry.mark();
                 self.bytes.fetch_add(size, Ordering::Relaxed);
                 self.bytes.fetch_sub(weight(&key, old), Ordering::Relaxed);
             }
@@ -193,12 +234,17 @@ impl ListCache {
         }
         if self.round.fetch_add(1, Ordering::Relaxed) + 1 >= ROUND_MISSES {
             // A new round: ~65k stores, once per half a million misses.
-            self.round.store(0, Ordering::Relaxed);
-            for word in self.seen.iter() {
-                word.store(0, Ordering::Relaxed);
-            }
+            self.forget();
         }
         false
+    }
+
+    /// Starts a new doorkeeper round.
+    fn forget(&self) {
+        self.round.store(0, Ordering::Relaxed);
+        for word in self.seen.iter() {
+            word.store(0, Ordering::Relaxed);
+        }
     }
 
     /// The most the cache holds before inserts stop.
@@ -211,24 +257,71 @@ impl ListCache {
         self.budget > 0 && self.bytes.load(Ordering::Relaxed) > self.budget
     }
 
-    /// Evicts with the CLOCK policy until the cache is under three quarters
-    /// of its budget, looking at no more than `max_steps` entries. Returns
-    /// the entries removed. Called off the request path (the sweeper).
-    pub fn evict(&self, max_steps: usize) -> usize {
-        if !self.over_budget() {
-            return 0;
+    /// Moves the CLOCK hand at time `now`: first the idle steps due since
+    /// the last call (one turn of the ring per idle period), then, while
+    /// the cache is over its budget, on until it is under three quarters
+    /// of it; no more than `max_steps` entries in all. Returns the entries
+    /// removed. Called off the request path (the sweeper).
+    pub fn evict(&self, now: Millis, max_steps: usize) -> usize {
+        let (mut removed, mut steps) = (0, 0);
+        if self.idle_ms > 0 {
+            let mut hand = self.hand.lock();
+            if hand.start.is_none() {
+                *hand = Hand {
+                    start: Some(now),
+                    len: self.ring.lock().len(),
+                    done: 0,
+                };
+            }
+            let start = hand.start.unwrap_or(now);
+            let due = if now.0 >= start.0 + self.idle_ms {
+                hand.len
+            } else {
+                // u128: a ring of millions times a period of minutes.
+                (hand.len as u128 * u128::from(now.0 - start.0) / u128::from(self.idle_ms)) as usize
+            };
+            steps = due.saturating_sub(hand.done).min(max_steps);
+            removed += self.turn(steps, |_| false);
+            hand.done += steps;
+            if hand.done >= hand.len && now.0 >= start.0 + self.idle_ms {
+                // A new turn, and a new doorkeeper round with it, so that
+                // admission, too, asks for two reads within about a period.
+                *hand = Hand {
+                    start: Some(now),
+                    len: self.ring.lock().len(),
+                    done: 0,
+                };
+                self.forget();
+            }
         }
-        let target = self.budget / 4 * 3;
+        if self.over_budget() {
+            let target = self.budget / 4 * 3;
+            removed += self.turn(max_steps - steps, |bytes| bytes <= target);
+        }
+        if removed > 0 {
+            let mut ring = self.ring.lock();
+            // A ring that once held a full cache gives its memory back.
+            if ring.capacity() > 1024 && ring.len() < ring.capacity() / 4 {
+                let keep = ring.len() * 2;
+                ring.shrink_to(keep);
+            }
+        }
+        removed
+    }
+
+    /// Makes up to `steps` moves of the hand, stopping early once `enough`
+    /// holds for the bytes held. Returns the entries removed.
+    fn turn(&self, steps: usize, enough: impl Fn(usize) -> bool) -> usize {
         let map = self.map.pin();
-        let (mut steps, mut removed) = (0, 0);
-        while steps < max_steps && self.bytes.load(Ordering::Relaxed) > target {
+        let (mut done, mut removed) = (0, 0);
+        while done < steps && !enough(self.bytes.load(Ordering::Relaxed)) {
             let mut ring = self.ring.lock();
             if ring.is_empty() {
                 break;
             }
-            for _ in 0..EVICT_BATCH.min(max_steps - steps) {
+            for _ in 0..EVICT_BATCH.min(steps - done) {
                 let Some(key) = ring.pop_front() else { break };
-                steps += 1;
+                done += 1;
                 let Some(entry) = map.get(&*key) else {
                     continue;
                 };
@@ -240,7 +333,7 @@ impl ListCache {
                     self.bytes.fetch_sub(weight(&key, old), Ordering::Relaxed);
                     removed += 1;
                 }
-                if self.bytes.load(Ordering::Relaxed) <= target {
+                if enough(self.bytes.load(Ordering::Relaxed)) {
                     break;
                 }
             }
@@ -276,7 +369,7 @@ mod tests {
 
     /// A cache where `keys` were each missed once, so their next put caches.
     fn warmed<'a>(budget: usize, keys: impl IntoIterator<Item = &'a str>) -> ListCache {
-        let c = ListCache::new(budget);
+        let c = ListCache::new(budget, 0);
         for k in keys {
             c.seen_before(k);
         }
@@ -285,7 +378,7 @@ mod tests {
 
     #[test]
     fn a_list_read_once_is_not_kept_and_one_read_again_is() {
-        let c = ListCache::new(1 << 20);
+        let c = ListCache::new(1 << 20, 0);
         let (once, twice) = (key("G@@once"), key("G@@twice"));
         c.put(&once, 1, b"a".to_vec());
         c.put(&twice, 1, b"b".to_vec());
@@ -301,7 +394,7 @@ mod tests {
 
     #[test]
     fn the_doorkeeper_forgets_after_a_round() {
-        let c = ListCache::new(1 << 20);
+        let c = ListCache::new(1 << 20, 0);
         let k = key("G@@a");
         assert!(!c.seen_before(&k));
         let mut i = 0;
@@ -360,12 +453,92 @@ mod tests {
         assert!(c.over_budget());
         // The first entry was read: it gets a second chance.
         assert!(c.get(&key("G@@s0"), 1).is_some());
-        assert_eq!(c.evict(10), 10 - 1, "ten steps, one spared");
+        assert_eq!(c.evict(Millis(0), 10), 10 - 1, "ten steps, one spared");
         assert_eq!(c.len(), full - 9);
-        c.evict(usize::MAX);
+        c.evict(Millis(0), usize::MAX);
         assert!(c.bytes() <= budget / 4 * 3, "{} bytes", c.bytes());
         assert!(c.get(&key("G@@s0"), 1).is_some(), "the read entry stayed");
         assert!(c.get(&key("G@@s1"), 1).is_none(), "an unread old one went");
-        assert_eq!(c.evict(usize::MAX), 0, "nothing to do under budget");
+        assert_eq!(
+            c.evict(Millis(0), usize::MAX),
+            0,
+            "nothing to do under budget"
+        );
+    }
+
+    /// Under budget, the hand still goes round once per idle period: a
+    /// list read within each period stays, a one-off read and a stale
+    /// revision nobody asks for go, all on injected time.
+    #[test]
+    fn lists_not_read_for_an_idle_period_go_even_under_budget() {
+        let (polled, once, stale) = (key("G@@polled"), key("G@@once"), key("G@@stale"));
+        let c = ListCache::new(1 << 30, 30_000);
+        for k in [&polled, &once, &stale] {
+            c.seen_before(k);
+        }
+        c.put(&polled, 1, b"p".to_vec());
+        c.put(&once, 1, b"o".to_vec());
+        c.put(&stale, 1, b"s".to_vec());
+        assert_eq!(c.evict(Millis(0), usize::MAX), 0, "the hand starts");
+        // A poller reads its list every 10 s; the stale list's service has
+        // moved on to revision 2, so its readers miss (no mark).
+        for t in (10_000..=90_000).step_by(10_000) {
+            assert!(c.get(&polled, 1).is_some(), "polled list gone at {t} ms");
+            assert!(c.get(&stale, 2).is_none());
+            c.evict(Millis(t), usize::MAX);
+        }
+        assert!(c.get(&polled, 1).is_some());
+        assert!(c.get(&once, 1).is_none(), "one-off read kept");
+        assert_eq!(c.len(), 1, "the stale revision went too");
+        assert_eq!(
+            c.bytes(),
+            weight(&polled, &CachedList::new(1, b"p".to_vec()))
+        );
+        // Once nobody polls it, it goes within two periods.
+        c.evict(Millis(120_000), usize::MAX);
+        c.evict(Millis(150_000), usize::MAX);
+        assert!(c.is_empty() && c.bytes() == 0);
+    }
+
+    /// The hand is paced: half a period moves it over about half the ring,
+    /// whatever the sweeper's interval.
+    #[test]
+    fn the_idle_hand_makes_one_turn_per_period() {
+        let keys: Vec<String> = (0..1000).map(|i| key(&format!("G@@s{i}"))).collect();
+        let c = ListCache::new(1 << 30, 30_000);
+        for k in &keys {
+            c.seen_before(k);
+            c.put(k, 1, b"x".to_vec());
+        }
+        c.evict(Millis(1_000), usize::MAX);
+        for t in (1_100..=16_000).step_by(100) {
+            c.evict(Millis(t), usize::MAX);
+        }
+        // 15 s of a 30 s period: half the (unread) ring.
+        assert_eq!(c.len(), 500);
+        // The oldest half (looked at without marking it).
+        let map = c.map.pin();
+        assert!(!map.contains_key(keys[499].as_str()) && map.contains_key(keys[500].as_str()));
+        drop(map);
+        // A long pause owes one turn, not many.
+        c.evict(Millis(1_000_000), usize::MAX);
+        assert!(c.is_empty());
+    }
+
+    /// Admission asks for two reads within about one idle period: the
+    /// doorkeeper is cleared by time, not only after a round of misses.
+    #[test]
+    fn the_doorkeeper_forgets_after_an_idle_period() {
+        let k = key("G@@a");
+        let c = ListCache::new(1 << 30, 30_000);
+        c.evict(Millis(0), usize::MAX);
+        assert!(!c.seen_before(&k));
+        c.evict(Millis(29_999), usize::MAX);
+        assert!(c.seen_before(&k), "within the period");
+        c.evict(Millis(30_000), usize::MAX);
+        c.put(&k, 1, b"x".to_vec());
+        assert!(c.is_empty(), "a read a period ago does not admit");
+        c.put(&k, 1, b"x".to_vec());
+        assert_eq!(c.len(), 1);
     }
 }

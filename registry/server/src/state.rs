@@ -190,7 +190,7 @@ impl App {
                 max_metadata_bytes: config.max_metadata_bytes,
                 ..ParseLimits::default()
             },
-            lists: ListCache::new(config.list_cache_bytes),
+            lists: ListCache::new(config.list_cache_bytes, config.list_cache_idle_ms),
             subscribers: Subscribers::new(SubscriberConfig {
                 lease_ms: config.subscriber_lease_ms,
                 max_per_ip: config.max_subscribers_per_ip,

@@ -18,9 +18,10 @@
 //! and its change events reach the notifier step by step.
 //!
 //! # The list cache
-//! After each pass the same thread evicts from the list cache when it is
-//! over its budget ([`ListCache::evict`], a bounded number of steps), so no
-//! request ever does eviction work.
+//! After each pass the same thread moves the list cache's CLOCK hand
+//! ([`ListCache::evict`], a bounded number of steps): paced by the pass's
+//! time to drop lists not read for an idle period, and further while the
+//! cache is over its budget. So no request ever does eviction work.
 //!
 //! [`ListCache::evict`]: crate::list_cache::ListCache::evict
 //! [`Store::expire_step`]: registry_core::Store::expire_step
@@ -57,7 +58,7 @@ pub async fn run(app: Arc<App>, cancel: CancellationToken) {
             .spawn(move || {
                 while let Ok((now, done)) = requests.recv() {
                     sweep_at(&app, now);
-                    app.lists.evict(EVICT_STEPS);
+                    app.lists.evict(now, EVICT_STEPS);
                     let _ = done.send(());
                 }
             })
@@ -105,8 +106,9 @@ pub async fn run(app: Arc<App>, cancel: CancellationToken) {
 /// One whole expiry pass at the current time and a list-cache eviction,
 /// on the caller's thread.
 pub fn sweep_once(app: &App) {
-    sweep_at(app, app.clock.now());
-    app.lists.evict(EVICT_STEPS);
+    let now = app.clock.now();
+    sweep_at(app, now);
+    app.lists.evict(now, EVICT_STEPS);
 }
 
 /// One expiry pass at `now`, in bounded steps; each step's events go to
