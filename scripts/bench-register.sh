@@ -8,7 +8,9 @@
 #   fresh  every register creates a service;
 #   large  every register changes an instance of a 10,000-instance service;
 #   grow   1,000 services growing by one instance per register.
-# Prints requests/s per case and server, and large/fresh and ours/r-nacos.
+# Prints requests/s per case and server, large/fresh and ours/r-nacos, and each
+# server's CPU share with its requests per CPU-second (a share well under 100 %
+# means wrk, not the server, set the rate).
 # r-nacos is skipped when its binary is missing (install it with
 # `cargo install rnacos --version 0.8.8 --locked --root /work/rnacos`).
 set -euo pipefail
@@ -62,12 +64,20 @@ for start in range(0, n, batch):
 PY
 }
 
-measure() { # mode -> req/s
-    taskset -c 1 wrk -t1 -c32 -d"${secs}s" -s "$lua" "http://127.0.0.1:$port" -- "$1" 1 2>&1 |
-        awk '/Requests\/sec/ {print $2} / Non-2xx/ {print "non2xx " $NF > "/dev/stderr"}'
+# The server's CPU ticks (user + system, all its threads).
+ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+hz=$(getconf CLK_TCK)
+
+measure() { # mode -> "req/s server-cpu-share"
+    local t0 t1 rps
+    t0=$(ticks)
+    rps=$(taskset -c 1 wrk -t1 -c32 -d"${secs}s" -s "$lua" "http://127.0.0.1:$port" -- "$1" 1 2>&1 |
+        awk '/Requests\/sec/ {print $2} / Non-2xx/ {print "non2xx " $NF > "/dev/stderr"}')
+    t1=$(ticks)
+    echo "$rps $(awk -v t="$((t1 - t0))" -v hz="$hz" -v s="$secs" 'BEGIN { printf "%.2f", t / hz / s }')"
 }
 
-declare -A rate
+declare -A rate share
 servers=(ours)
 [ -x "$rnacos" ] && servers+=(rnacos)
 echo "# $(uptime)"
@@ -75,7 +85,7 @@ for server in "${servers[@]}"; do
     for mode in fresh large grow; do
         start "$server"
         [ "$mode" = large ] && fill_large
-        rate[$server.$mode]=$(measure "$mode")
+        read -r "rate[$server.$mode]" "share[$server.$mode]" < <(measure "$mode")
         stop
     done
 done
@@ -83,6 +93,17 @@ printf '%-8s %12s %12s %12s %12s\n' server fresh large grow large/fresh
 for server in "${servers[@]}"; do
     printf '%-8s %12.0f %12.0f %12.0f %12s\n' "$server" "${rate[$server.fresh]}" "${rate[$server.large]}" \
         "${rate[$server.grow]}" "$(awk -v a="${rate[$server.large]}" -v b="${rate[$server.fresh]}" 'BEGIN{printf "%.2f", a/b}')"
+done
+# A rate with the server under ~95 % of its core is the generator's, not the
+# server's: requests per server CPU-second compare servers either way.
+printf '\n%-8s %14s %14s %14s   (requests per server CPU-second; server CPU share)\n' server fresh large grow
+for server in "${servers[@]}"; do
+    printf '%-8s' "$server"
+    for mode in fresh large grow; do
+        printf ' %8.0f %4.0f%%' "$(awk -v r="${rate[$server.$mode]}" -v c="${share[$server.$mode]}" 'BEGIN{print (c > 0 ? r / c : 0)}')" \
+            "$(awk -v c="${share[$server.$mode]}" 'BEGIN{print 100 * c}')"
+    done
+    echo
 done
 if [ -n "${rate[rnacos.fresh]:-}" ]; then
     for mode in fresh large grow; do
