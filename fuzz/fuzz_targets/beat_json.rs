@@ -2,6 +2,9 @@
 //! (`BeatIdentity::scan`) must never panic, and whatever it accepts, serde's full
 //! decode (`BeatInfo::parse`) must accept with the same identity: the reader is a
 //! fast path, never a second opinion. `BeatIdentity::read` must agree with both.
+//! The same bytes as a URL-encoded form value: whatever the reader accepts in place
+//! (`BeatIdentity::scan_form`) must decode and then pass serde with the same identity,
+//! and a beat request carrying them must read as decoding them first would.
 //!
 //! The same check runs on stable Rust, bounded, in
 //! `registry/proto/tests/fuzz_smoke.rs` (`beat_json_pipeline`); keep the two in step.
@@ -9,8 +12,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use registry_proto::naming::beat::{BeatIdentity, BeatInfo};
+use registry_proto::naming::beat::{BeatIdentity, BeatInfo, BeatRequest};
 use registry_proto::naming::ParseLimits;
+use registry_proto::params::{java_trim, percent_decode, Params};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -25,5 +29,40 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(fast.ip.as_deref(), info.ip.as_deref());
         assert_eq!(fast.port, info.port);
         assert_eq!(fast.cluster.as_deref(), info.cluster.as_deref());
+    }
+
+    // The same bytes as a `beat` form value, read in place: whatever the form
+    // reader accepts decodes, and serde accepts the decoded text with the same
+    // identity; and a beat request carrying it reads as decoding it first would.
+    if let Some(fast) = BeatIdentity::scan_form(text, &limits) {
+        let decoded = percent_decode(data).expect("the form reader took what does not decode");
+        let info = BeatInfo::parse(java_trim(&decoded), &limits)
+            .expect("the form reader took what serde refuses");
+        assert_eq!(fast.ip.as_deref(), info.ip.as_deref());
+        assert_eq!(fast.port, info.port);
+        assert_eq!(fast.cluster.as_deref(), info.cluster.as_deref());
+    }
+    if !text.contains('&') {
+        let body = format!("beat={text}");
+        let form = Params::parse("serviceName=s&ip=1.1.1.1&port=1", Some(body.as_bytes()))
+            .and_then(|p| {
+                let r = BeatRequest::parse(&p, &limits)?;
+                Ok((r.ip.into_owned(), r.port, r.cluster.into_owned()))
+            })
+            .map_err(|e| e.to_string());
+        let decoded = percent_decode(data).and_then(|d| {
+            let d = java_trim(&d);
+            let id = if d.is_empty() {
+                BeatIdentity::default()
+            } else {
+                BeatIdentity::read(d, &limits)?
+            };
+            Ok((
+                id.ip.as_deref().unwrap_or("1.1.1.1").to_owned(),
+                id.port.unwrap_or(1),
+                id.cluster.as_deref().unwrap_or("DEFAULT").to_owned(),
+            ))
+        });
+        assert_eq!(form, decoded.map_err(|e| e.to_string()), "{text:?}");
     }
 });

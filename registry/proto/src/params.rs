@@ -12,31 +12,43 @@
 //! Values that need no decoding are borrowed from the request buffer; parsing allocates
 //! one small vector of pairs per request, plus a string for each value that contained
 //! an escape.
+//!
+//! One parameter is held apart: `beat`, the URL-encoded JSON of a full heartbeat and
+//! the one long, escape-dense value on a hot path. Its first occurrence is read in
+//! place, still encoded, by the beat reader ([`BeatParam`]), which also checks its
+//! encoding; only a value that reader declines is decoded here, with the same errors,
+//! at the same point. [`Params::beat`] gives it; `get("beat")` finds nothing.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use crate::error::ProtoError;
 use crate::http1::Request;
+use crate::naming::beat::BeatParam;
 
 /// Decoded request parameters, in arrival order (query first, then form body).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Params<'a> {
     pairs: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// The first `beat` value (never in `pairs`).
+    beat: Option<BeatParam<'a>>,
 }
 
 impl<'a> Params<'a> {
     /// Decodes a raw query string and, if given, a form body.
     pub fn parse(query: &'a str, form_body: Option<&'a [u8]>) -> Result<Self, ProtoError> {
-        let mut pairs = Vec::with_capacity(12);
-        push_pairs(&mut pairs, query)?;
+        let mut params = Params {
+            pairs: Vec::with_capacity(12),
+            beat: None,
+        };
+        params.push_pairs(query)?;
         if let Some(body) = form_body {
             // Validating the whole body once means every undecoded segment of it is
             // already known to be UTF-8 (the separators are ASCII).
             let body = std::str::from_utf8(body).map_err(|_| ProtoError::Utf8)?;
-            push_pairs(&mut pairs, body)?;
+            params.push_pairs(body)?;
         }
-        Ok(Params { pairs })
+        Ok(params)
     }
 
     /// The parameters of a request: its query string, plus its body when the body is
@@ -46,7 +58,14 @@ impl<'a> Params<'a> {
         Params::parse(request.query, body)
     }
 
-    /// The first value of `name`, decoded but not trimmed.
+    /// The first `beat` value, held apart from the other pairs (see the module
+    /// header): read in place when the beat reader took it, else decoded.
+    pub fn beat(&self) -> Option<&BeatParam<'a>> {
+        self.beat.as_ref()
+    }
+
+    /// The first value of `name`, decoded but not trimmed; never `beat` (see
+    /// [`Params::beat`]).
     pub fn get(&self, name: &str) -> Option<&str> {
         self.pairs
             .iter()
@@ -77,45 +96,56 @@ impl<'a> Params<'a> {
         self.optional(name).map_or(default, parse_bool)
     }
 
-    /// Every decoded pair, in order.
+    /// Every decoded pair but `beat`, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
     }
 
-    /// Number of pairs.
+    /// Number of pairs, `beat` not counted.
     pub fn len(&self) -> usize {
         self.pairs.len()
     }
 
-    /// Whether there are no pairs.
+    /// Whether there are no pairs and no `beat`.
     pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+        self.pairs.is_empty() && self.beat.is_none()
     }
-}
 
-fn push_pairs<'a>(
-    pairs: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>,
-    raw: &'a str,
-) -> Result<(), ProtoError> {
-    // Separators and escapes are found with `memchr` (several bytes per
-    // instruction), not a byte-at-a-time loop: a beat's query is ~170 bytes and
-    // a JSON beat's form body ~330, and both are read for every beat.
-    let bytes = raw.as_bytes();
-    let mut start = 0;
-    while start <= bytes.len() {
-        let end = memchr::memchr(b'&', &bytes[start..]).map_or(bytes.len(), |i| start + i);
-        if end > start {
-            // Every split point is an ASCII byte, so the slices are on char boundaries.
-            let pair = &raw[start..end];
-            let (k, v) = match memchr::memchr(b'=', pair.as_bytes()) {
-                Some(e) => (&pair[..e], &pair[e + 1..]),
-                None => (pair, ""),
-            };
-            pairs.push((decode_str(k)?, decode_str(v)?));
+    fn push_pairs(&mut self, raw: &'a str) -> Result<(), ProtoError> {
+        // Separators and escapes are found with `memchr` (several bytes per
+        // instruction), not a byte-at-a-time loop: a beat's query is ~170 bytes and
+        // a JSON beat's form body ~330, and both are read for every beat.
+        let bytes = raw.as_bytes();
+        let mut start = 0;
+        while start <= bytes.len() {
+            let end = memchr::memchr(b'&', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+            if end > start {
+                // Every split point is an ASCII byte, so the slices are on char boundaries.
+                let pair = &raw[start..end];
+                let (k, v) = match memchr::memchr(b'=', pair.as_bytes()) {
+                    Some(e) => (&pair[..e], &pair[e + 1..]),
+                    None => (pair, ""),
+                };
+                let k = decode_str(k)?;
+                if k == "beat" {
+                    // Every value is checked where it stands, as any other is;
+                    // only the first is kept, as `get` would find only the first.
+                    if self.beat.is_none() {
+                        self.beat = Some(match BeatParam::scan(v) {
+                            Some(read) => read,
+                            None => BeatParam::decoded(decode_str(v)?),
+                        });
+                    } else {
+                        decode_str(v)?;
+                    }
+                } else {
+                    self.pairs.push((k, decode_str(v)?));
+                }
+            }
+            start = end + 1;
         }
-        start = end + 1;
+        Ok(())
     }
-    Ok(())
 }
 
 /// Decodes UTF-8 text that may contain `%` or `+`; borrowed when it has neither.
@@ -145,6 +175,17 @@ pub fn percent_decode(raw: &[u8]) -> Result<Cow<'_, str>, ProtoError> {
             .map(Cow::Borrowed)
             .map_err(|_| ProtoError::Utf8),
     }
+}
+
+/// The byte that the escape `%XX` at `at` in `raw` stands for; `None` when
+/// `at` holds no complete, valid escape.
+#[inline(always)]
+pub(crate) fn escape_at(raw: &[u8], at: usize) -> Option<u8> {
+    let (hi, lo) = (
+        HEX[usize::from(*raw.get(at + 1)?)],
+        HEX[usize::from(*raw.get(at + 2)?)],
+    );
+    ((hi | lo) & 0xf0 == 0).then_some(hi << 4 | lo)
 }
 
 /// Decodes `raw`, whose first `%` or `+` is at `first`.

@@ -16,7 +16,7 @@ use registry_proto::naming::list::ListRequest;
 use registry_proto::naming::route::route;
 use registry_proto::naming::service::{ServiceListRequest, ServiceRequest};
 use registry_proto::naming::{Metadata, ParseLimits};
-use registry_proto::params::Params;
+use registry_proto::params::{java_trim, percent_decode, Params};
 use registry_proto::udp::ack::{encode_ack_of, parse_ack};
 use registry_proto::udp::push::{decode_push, encode_push};
 
@@ -62,6 +62,41 @@ fn beat_json_pipeline(data: &[u8]) {
         assert_eq!(fast.ip.as_deref(), info.ip.as_deref());
         assert_eq!(fast.port, info.port);
         assert_eq!(fast.cluster.as_deref(), info.cluster.as_deref());
+    }
+
+    // The same bytes as a `beat` form value, read in place: whatever the form
+    // reader accepts decodes, and serde accepts the decoded text with the same
+    // identity; and a beat request carrying it reads as decoding it first would.
+    if let Some(fast) = BeatIdentity::scan_form(text, &limits) {
+        let decoded = percent_decode(data).expect("the form reader took what does not decode");
+        let info = BeatInfo::parse(java_trim(&decoded), &limits)
+            .expect("the form reader took what serde refuses");
+        assert_eq!(fast.ip.as_deref(), info.ip.as_deref());
+        assert_eq!(fast.port, info.port);
+        assert_eq!(fast.cluster.as_deref(), info.cluster.as_deref());
+    }
+    if !text.contains('&') {
+        let body = format!("beat={text}");
+        let form = Params::parse("serviceName=s&ip=1.1.1.1&port=1", Some(body.as_bytes()))
+            .and_then(|p| {
+                let r = BeatRequest::parse(&p, &limits)?;
+                Ok((r.ip.into_owned(), r.port, r.cluster.into_owned()))
+            })
+            .map_err(|e| e.to_string());
+        let decoded = percent_decode(data).and_then(|d| {
+            let d = java_trim(&d);
+            let id = if d.is_empty() {
+                BeatIdentity::default()
+            } else {
+                BeatIdentity::read(d, &limits)?
+            };
+            Ok((
+                id.ip.as_deref().unwrap_or("1.1.1.1").to_owned(),
+                id.port.unwrap_or(1),
+                id.cluster.as_deref().unwrap_or("DEFAULT").to_owned(),
+            ))
+        });
+        assert_eq!(form, decoded.map_err(|e| e.to_string()), "{text:?}");
     }
 }
 
