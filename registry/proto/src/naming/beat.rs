@@ -106,7 +106,7 @@ pub struct BeatParam<'a>(Held<'a>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Held<'a> {
     /// The form value as sent, and what the reader found in it.
-    Form { raw: &'a str, scan: Scan<'a> },
+    Form { raw: &'a [u8], scan: Scan<'a> },
     /// The decoded value, not yet trimmed or read.
     Decoded(Cow<'a, str>),
 }
@@ -115,7 +115,7 @@ impl<'a> BeatParam<'a> {
     /// Reads a form value (`%XX` escapes, `+` for a space) in place. `None`
     /// when it is not a valid beat in the common shape, or not decodable: the
     /// caller decodes it, with its own errors, and uses [`BeatParam::decoded`].
-    pub fn scan(raw: &'a str) -> Option<Self> {
+    pub fn scan(raw: &'a [u8]) -> Option<Self> {
         scan::scan_form(raw).map(|scan| BeatParam(Held::Form { raw, scan }))
     }
 
@@ -146,7 +146,7 @@ impl<'a> BeatParam<'a> {
                     return Ok(Some((BeatBody(Body::Form(raw)), scan.identity.reborrow())));
                 }
                 // Over a limit as sent: decoded, it may still fit, and serde decides.
-                let decoded = percent_decode(raw.as_bytes())?;
+                let decoded = percent_decode(raw)?;
                 Cow::Owned(java_trim(&decoded).to_owned())
             }
             Held::Decoded(text) => Cow::Borrowed(java_trim(text)),
@@ -163,8 +163,8 @@ impl<'a> BeatParam<'a> {
 }
 
 /// The decoding of a form value that the reader took (so it decodes).
-fn form_text(raw: &str) -> Cow<'_, str> {
-    percent_decode(raw.as_bytes()).unwrap_or(Cow::Borrowed(""))
+fn form_text(raw: &[u8]) -> Cow<'_, str> {
+    percent_decode(raw).unwrap_or(Cow::Borrowed(""))
 }
 
 /// The `beat` JSON of a request, already validated. Only a beat from an unknown
@@ -176,7 +176,7 @@ pub struct BeatBody<'a>(Body<'a>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Body<'a> {
     /// Still form-encoded, as sent.
-    Form(&'a str),
+    Form(&'a [u8]),
     /// Decoded and trimmed.
     Text(Cow<'a, str>),
 }
@@ -242,7 +242,7 @@ impl<'t> BeatIdentity<'t> {
     /// within `limits`. Public so that the fuzz target can hold it to its promise:
     /// whatever it accepts, decoding and [`BeatInfo::parse`] accept with the same
     /// identity.
-    pub fn scan_form(raw: &'t str, limits: &ParseLimits) -> Option<Self> {
+    pub fn scan_form(raw: &'t [u8], limits: &ParseLimits) -> Option<Self> {
         scan::scan_form(raw)
             .filter(|scan| scan.fits(raw.len(), limits))
             .map(|scan| scan.identity)

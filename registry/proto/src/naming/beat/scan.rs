@@ -31,7 +31,7 @@ use std::borrow::Cow;
 
 use super::BeatIdentity;
 use crate::naming::{normalize_cluster, validate_ip, ParseLimits};
-use crate::params::{escape_at, java_trim, percent_decode};
+use crate::params::{escape_at, percent_decode};
 
 /// What the reader found: the identity, and the counts that [`ParseLimits`]
 /// bound. The reader runs where no limits are known (inside `Params`, for a
@@ -59,14 +59,15 @@ impl Scan<'_> {
 
 /// Reads the JSON text of a beat. `None`: not the common shape, or not valid.
 pub(super) fn scan_text(text: &str) -> Option<Scan<'_>> {
-    scan::<false>(text)
+    scan::<false>(text.as_bytes())
 }
 
 /// Reads a `beat` form value as sent (`%XX` escapes, `+` for a space), without
 /// decoding it first. `None`: not the common shape, not valid, or not decodable.
 /// `Some` promises that the value decodes (`percent_decode`) to a text that
-/// [`scan_text`] reads the same: a valid, ASCII-only JSON object.
-pub(super) fn scan_form(raw: &str) -> Option<Scan<'_>> {
+/// [`scan_text`] reads the same: a valid, ASCII-only JSON object; so the value
+/// itself is ASCII, and needs no UTF-8 check of its own.
+pub(super) fn scan_form(raw: &[u8]) -> Option<Scan<'_>> {
     scan::<true>(raw)
 }
 
@@ -90,20 +91,22 @@ enum Scalar<'t> {
 /// The content of a string token as it stands in the input.
 #[derive(Clone, Copy)]
 struct Text<'t> {
-    raw: &'t str,
+    raw: &'t [u8],
     /// Whether `raw` holds a form escape (`%XX` or `+`): it is not its own
     /// decoding. Never set when reading decoded text.
     escaped: bool,
 }
 
 impl<'t> Text<'t> {
-    /// The decoded content: borrowed unless it held an escape.
+    /// The decoded content: borrowed unless it held an escape. Only identity
+    /// strings are wanted as text: a few bytes to check as UTF-8, not the
+    /// whole value.
     fn value(self) -> Option<Cow<'t, str>> {
         if self.escaped {
             // The reader checked every escape and that each decodes to ASCII.
-            percent_decode(self.raw.as_bytes()).ok()
+            percent_decode(self.raw).ok()
         } else {
-            Some(Cow::Borrowed(self.raw))
+            std::str::from_utf8(self.raw).ok().map(Cow::Borrowed)
         }
     }
 }
@@ -161,7 +164,7 @@ fn not_plain<const FORM: bool>(word: u64) -> u64 {
 /// A position in the input. With `FORM`, the input is a form value and every
 /// read decodes what it reads; without, it is the JSON text itself.
 struct Cursor<'t, const FORM: bool> {
-    text: &'t str,
+    bytes: &'t [u8],
     at: usize,
     /// Input bytes of the token [`Cursor::next_token`] last returned (3 for
     /// an escape).
@@ -172,7 +175,7 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
     /// The decoded byte at `at` and how many input bytes encode it.
     #[inline(always)]
     fn decoded(&self, at: usize) -> Option<(u8, usize)> {
-        let bytes = self.text.as_bytes();
+        let bytes = self.bytes;
         let b = *bytes.get(at)?;
         if FORM {
             match b {
@@ -217,7 +220,7 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
             DIGITS[usize::from(byte >> 4)],
             DIGITS[usize::from(byte & 0xf)],
         ];
-        let hit = FORM && self.text.as_bytes().get(self.at..self.at + 3) == Some(&spelt[..]);
+        let hit = FORM && self.bytes.get(self.at..self.at + 3) == Some(&spelt[..]);
         if hit {
             self.at += 3;
         }
@@ -275,7 +278,7 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
     /// `"` is consumed.
     #[inline(always)]
     fn string(&mut self) -> Option<Text<'t>> {
-        let bytes = self.text.as_bytes();
+        let bytes = self.bytes;
         let classes = if FORM { &FORM_CLASSES } else { &TEXT_CLASSES };
         let start = self.at;
         let mut end = start;
@@ -321,21 +324,18 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
                 _ => return None,
             }
         }
-        // Both ends are ASCII, so these are char boundaries.
         Some(Text {
-            raw: &self.text[start..end],
+            raw: &bytes[start..end],
             escaped,
         })
     }
 
     /// A literal such as `true`, spelt without escapes.
     fn literal(&mut self, word: &str, value: Scalar<'t>) -> Option<Scalar<'t>> {
-        self.text.as_bytes()[self.at..]
-            .starts_with(word.as_bytes())
-            .then(|| {
-                self.at += word.len();
-                value
-            })
+        self.bytes[self.at..].starts_with(word.as_bytes()).then(|| {
+            self.at += word.len();
+            value
+        })
     }
 
     /// An unsigned number in JSON's grammar without an exponent,
@@ -343,7 +343,7 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
     /// spelt as an escape ends the number here, and the caller then finds no
     /// `,` or `}` after it: the reader gives up, never misreads.
     fn number(&mut self) -> Option<Scalar<'t>> {
-        let bytes = self.text.as_bytes();
+        let bytes = self.bytes;
         let start = self.at;
         let mut end = start;
         let mut int = 0i64;
@@ -449,27 +449,27 @@ const STOPPED: usize = 9;
 
 /// The index of the field `key`: a `match` on the text compares lengths
 /// first, so an unknown key costs a few comparisons and no `memcmp`.
-fn field_index(key: &str) -> Option<usize> {
+fn field_index(key: &[u8]) -> Option<usize> {
     Some(match key {
-        "ip" => IP,
-        "port" => PORT,
-        "cluster" => CLUSTER,
-        "serviceName" => SERVICE_NAME,
-        "weight" => WEIGHT,
-        "ephemeral" => EPHEMERAL,
-        "metadata" => METADATA,
-        "scheduled" => SCHEDULED,
-        "period" => PERIOD,
-        "stopped" => STOPPED,
+        b"ip" => IP,
+        b"port" => PORT,
+        b"cluster" => CLUSTER,
+        b"serviceName" => SERVICE_NAME,
+        b"weight" => WEIGHT,
+        b"ephemeral" => EPHEMERAL,
+        b"metadata" => METADATA,
+        b"scheduled" => SCHEDULED,
+        b"period" => PERIOD,
+        b"stopped" => STOPPED,
         _ => return None,
     })
 }
 
 /// Reads a beat in the common shape, validating every field as
 /// `BeatInfo::parse` does except for the limits (see [`Scan::fits`]).
-fn scan<const FORM: bool>(text: &str) -> Option<Scan<'_>> {
+fn scan<const FORM: bool>(bytes: &[u8]) -> Option<Scan<'_>> {
     let mut c = Cursor::<FORM> {
-        text,
+        bytes,
         at: 0,
         len: 0,
     };
@@ -566,6 +566,7 @@ fn read_field<'t>(field: usize, value: Scalar<'t>, out: &mut BeatIdentity<'t>) -
 mod tests {
     use super::*;
     use crate::naming::beat::BeatInfo;
+    use crate::params::java_trim;
 
     fn identity<'t>(text: &'t str, limits: &ParseLimits) -> Option<BeatIdentity<'t>> {
         BeatIdentity::scan(text, limits)
@@ -579,7 +580,11 @@ mod tests {
         let limits = ParseLimits::default();
         let fast = identity(text, &limits);
         for raw in form_encodings(text) {
-            assert_eq!(BeatIdentity::scan_form(&raw, &limits), fast, "{raw}");
+            assert_eq!(
+                BeatIdentity::scan_form(raw.as_bytes(), &limits),
+                fast,
+                "{raw}"
+            );
         }
         let slow = BeatInfo::parse(text, &limits);
         let Some(fast) = fast else {
@@ -693,16 +698,16 @@ mod tests {
         let limits = ParseLimits::default();
         // Identity strings without escapes are borrowed from the form value.
         let raw = "%7B%22ip%22%3A%2210.0.0.1%22%2C%22port%22%3A9%2C%22cluster%22%3A%22c-1%22%7D";
-        let id = BeatIdentity::scan_form(raw, &limits).unwrap();
+        let id = BeatIdentity::scan_form(raw.as_bytes(), &limits).unwrap();
         assert!(matches!(id.ip, Some(Cow::Borrowed("10.0.0.1"))));
         assert!(matches!(id.cluster, Some(Cow::Borrowed("c-1"))));
         // With escapes (an IPv6 address, `+` as a space), they are decoded.
         let raw = "%7B+%22ip%22+%3A+%22fe80%3A%3A1%22%2C%22cluster%22%3A%22+None+%22%7D+";
-        let id = BeatIdentity::scan_form(raw, &limits).unwrap();
+        let id = BeatIdentity::scan_form(raw.as_bytes(), &limits).unwrap();
         assert_eq!(id.ip.as_deref(), Some("fe80::1"));
         assert_eq!(id.cluster.as_deref(), Some("DEFAULT"));
         // Raw JSON bytes are read as themselves.
-        let id = BeatIdentity::scan_form(r#"{"ip":"1.2.3.4","metadata":{"a=b":"c"}}"#, &limits);
+        let id = BeatIdentity::scan_form(br#"{"ip":"1.2.3.4","metadata":{"a=b":"c"}}"#, &limits);
         assert_eq!(id.unwrap().ip.as_deref(), Some("1.2.3.4"));
     }
 
@@ -732,7 +737,11 @@ mod tests {
             "%7B%7D%2C",
             "%7B%7D%00",
         ] {
-            assert_eq!(BeatIdentity::scan_form(raw, &limits), None, "{raw}");
+            assert_eq!(
+                BeatIdentity::scan_form(raw.as_bytes(), &limits),
+                None,
+                "{raw}"
+            );
         }
     }
 
@@ -786,7 +795,7 @@ mod tests {
         #[test]
         fn the_form_reader_agrees_with_decoding_and_serde((raw, unusual) in form_value()) {
             let limits = ParseLimits::default();
-            let taken = BeatIdentity::scan_form(&raw, &limits);
+            let taken = BeatIdentity::scan_form(raw.as_bytes(), &limits);
             // Each text is a valid beat, and every usual encoding of it is read.
             proptest::prop_assert!(unusual || taken.is_some(), "declined `{}`", raw);
             if let Some(fast) = taken {
@@ -806,9 +815,9 @@ mod tests {
     #[test]
     fn field_indexes_name_the_fields() {
         for (i, name) in FIELDS.iter().enumerate() {
-            assert_eq!(field_index(name), Some(i));
+            assert_eq!(field_index(name.as_bytes()), Some(i));
         }
-        assert_eq!(field_index("Ip"), None);
+        assert_eq!(field_index(b"Ip"), None);
     }
 
     #[test]
