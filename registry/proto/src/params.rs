@@ -12,31 +12,51 @@
 //! Values that need no decoding are borrowed from the request buffer; parsing allocates
 //! one small vector of pairs per request, plus a string for each value that contained
 //! an escape.
+//!
+//! One parameter is held apart: `beat`, the URL-encoded JSON of a full heartbeat and
+//! the one long, escape-dense value on a hot path. Its first occurrence is read in
+//! place, still encoded, by the beat reader ([`BeatParam`]), which also checks its
+//! encoding; only a value that reader declines is decoded here, with the same errors,
+//! at the same point. [`Params::beat`] gives it; `get("beat")` finds nothing.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use crate::error::ProtoError;
 use crate::http1::Request;
+use crate::naming::beat::BeatParam;
 
 /// Decoded request parameters, in arrival order (query first, then form body).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Params<'a> {
     pairs: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// The first `beat` value (never in `pairs`).
+    beat: Option<BeatParam<'a>>,
 }
 
 impl<'a> Params<'a> {
     /// Decodes a raw query string and, if given, a form body.
     pub fn parse(query: &'a str, form_body: Option<&'a [u8]>) -> Result<Self, ProtoError> {
-        let mut pairs = Vec::with_capacity(12);
-        push_pairs(&mut pairs, query)?;
+        let mut params = Params {
+            pairs: Vec::with_capacity(12),
+            beat: None,
+        };
+        params.push_pairs(query)?;
         if let Some(body) = form_body {
-            // Validating the whole body once means every undecoded segment of it is
-            // already known to be UTF-8 (the separators are ASCII).
-            let body = std::str::from_utf8(body).map_err(|_| ProtoError::Utf8)?;
-            push_pairs(&mut pairs, body)?;
+            // The body is checked as UTF-8 a segment at a time (the separators
+            // are ASCII, so that checks it all), and a `beat` value the beat
+            // reader takes needs no check: it is ASCII. That spares a second
+            // pass over the ~330 bytes of a JSON beat. A body that is not
+            // UTF-8 fails as such, whatever else is wrong in it, as when it
+            // was checked whole before its pairs.
+            params
+                .push_pairs(body)
+                .map_err(|e| match std::str::from_utf8(body) {
+                    Ok(_) => e,
+                    Err(_) => ProtoError::Utf8,
+                })?;
         }
-        Ok(Params { pairs })
+        Ok(params)
     }
 
     /// The parameters of a request: its query string, plus its body when the body is
@@ -46,7 +66,14 @@ impl<'a> Params<'a> {
         Params::parse(request.query, body)
     }
 
-    /// The first value of `name`, decoded but not trimmed.
+    /// The first `beat` value, held apart from the other pairs (see the module
+    /// header): read in place when the beat reader took it, else decoded.
+    pub fn beat(&self) -> Option<&BeatParam<'a>> {
+        self.beat.as_ref()
+    }
+
+    /// The first value of `name`, decoded but not trimmed; never `beat` (see
+    /// [`Params::beat`]).
     pub fn get(&self, name: &str) -> Option<&str> {
         self.pairs
             .iter()
@@ -77,45 +104,82 @@ impl<'a> Params<'a> {
         self.optional(name).map_or(default, parse_bool)
     }
 
-    /// Every decoded pair, in order.
+    /// Every decoded pair but `beat`, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.pairs.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
     }
 
-    /// Number of pairs.
+    /// Number of pairs, `beat` not counted.
     pub fn len(&self) -> usize {
         self.pairs.len()
     }
 
-    /// Whether there are no pairs.
+    /// Whether there are no pairs and no `beat`.
     pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+        self.pairs.is_empty() && self.beat.is_none()
+    }
+
+    fn push_pairs<R: Raw<'a>>(&mut self, raw: R) -> Result<(), ProtoError> {
+        // Separators and escapes are found with `memchr` (several bytes per
+        // instruction), not a byte-at-a-time loop: a beat's query is ~170 bytes and
+        // a JSON beat's form body ~330, and both are read for every beat.
+        let bytes = raw.bytes();
+        let mut start = 0;
+        while start <= bytes.len() {
+            let end = memchr::memchr(b'&', &bytes[start..]).map_or(bytes.len(), |i| start + i);
+            if end > start {
+                let (k, v) = match memchr::memchr(b'=', &bytes[start..end]) {
+                    Some(e) => (start..start + e, start + e + 1..end),
+                    None => (start..end, end..end),
+                };
+                let k = decode_str(raw.text(k)?)?;
+                if k == "beat" {
+                    // Every value is checked where it stands, as any other is;
+                    // only the first is kept, as `get` would find only the first.
+                    if self.beat.is_none() {
+                        self.beat = Some(match BeatParam::scan(&bytes[v.clone()]) {
+                            Some(read) => read,
+                            None => BeatParam::decoded(decode_str(raw.text(v)?)?),
+                        });
+                    } else {
+                        decode_str(raw.text(v)?)?;
+                    }
+                } else {
+                    self.pairs.push((k, decode_str(raw.text(v)?)?));
+                }
+            }
+            start = end + 1;
+        }
+        Ok(())
     }
 }
 
-fn push_pairs<'a>(
-    pairs: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>,
-    raw: &'a str,
-) -> Result<(), ProtoError> {
-    // Separators and escapes are found with `memchr` (several bytes per
-    // instruction), not a byte-at-a-time loop: a beat's query is ~170 bytes and
-    // a JSON beat's form body ~330, and both are read for every beat.
-    let bytes = raw.as_bytes();
-    let mut start = 0;
-    while start <= bytes.len() {
-        let end = memchr::memchr(b'&', &bytes[start..]).map_or(bytes.len(), |i| start + i);
-        if end > start {
-            // Every split point is an ASCII byte, so the slices are on char boundaries.
-            let pair = &raw[start..end];
-            let (k, v) = match memchr::memchr(b'=', pair.as_bytes()) {
-                Some(e) => (&pair[..e], &pair[e + 1..]),
-                None => (pair, ""),
-            };
-            pairs.push((decode_str(k)?, decode_str(v)?));
-        }
-        start = end + 1;
+/// What pairs are split from: a query string (already UTF-8: its segments are
+/// slices) or a form body (bytes: each segment is checked as UTF-8).
+trait Raw<'a>: Copy {
+    fn bytes(self) -> &'a [u8];
+    /// The segment at `range`, whose ends are at ASCII separators.
+    fn text(self, range: std::ops::Range<usize>) -> Result<&'a str, ProtoError>;
+}
+
+impl<'a> Raw<'a> for &'a str {
+    fn bytes(self) -> &'a [u8] {
+        self.as_bytes()
     }
-    Ok(())
+
+    fn text(self, range: std::ops::Range<usize>) -> Result<&'a str, ProtoError> {
+        Ok(&self[range])
+    }
+}
+
+impl<'a> Raw<'a> for &'a [u8] {
+    fn bytes(self) -> &'a [u8] {
+        self
+    }
+
+    fn text(self, range: std::ops::Range<usize>) -> Result<&'a str, ProtoError> {
+        std::str::from_utf8(&self[range]).map_err(|_| ProtoError::Utf8)
+    }
 }
 
 /// Decodes UTF-8 text that may contain `%` or `+`; borrowed when it has neither.
@@ -145,6 +209,17 @@ pub fn percent_decode(raw: &[u8]) -> Result<Cow<'_, str>, ProtoError> {
             .map(Cow::Borrowed)
             .map_err(|_| ProtoError::Utf8),
     }
+}
+
+/// The byte that the escape `%XX` at `at` in `raw` stands for; `None` when
+/// `at` holds no complete, valid escape.
+#[inline(always)]
+pub(crate) fn escape_at(raw: &[u8], at: usize) -> Option<u8> {
+    let (hi, lo) = (
+        HEX[usize::from(*raw.get(at + 1)?)],
+        HEX[usize::from(*raw.get(at + 2)?)],
+    );
+    ((hi | lo) & 0xf0 == 0).then_some(hi << 4 | lo)
 }
 
 /// Decodes `raw`, whose first `%` or `+` is at `first`.
@@ -413,6 +488,35 @@ mod tests {
         assert_eq!(
             Params::parse("a=%E4%BD%A0", None).unwrap().get("a"),
             Some("你")
+        );
+    }
+
+    #[test]
+    fn beat_is_held_apart_and_checked_in_order() {
+        let p = Params::parse("beat=%7B%7D&a=1", Some(b"beat=%7B%22ip%22%7D&b=2")).unwrap();
+        assert_eq!(p.get("beat"), None);
+        assert_eq!(p.beat().unwrap().text(), "{}");
+        assert_eq!((p.len(), p.get("b")), (2, Some("2")));
+        // A value the beat reader declines is decoded where it stands.
+        let p = Params::parse("", Some(b"beat=+x%21")).unwrap();
+        assert_eq!(p.beat().unwrap().text(), " x!");
+        // Every value is checked, the first error in arrival order wins...
+        for (body, error) in [
+            (&b"beat=%zz&a=%ff"[..], ProtoError::PercentEncoding),
+            (b"beat=%7B%7D&beat=%zz", ProtoError::PercentEncoding),
+            (b"beat=%ff&a=%zz", ProtoError::Utf8),
+            (b"a=%ff&beat=%zz", ProtoError::Utf8),
+            // ...but a body that is not UTF-8 fails as such, as when it was
+            // checked whole before its pairs.
+            (b"a=%zz&beat=%7B%7D\xff", ProtoError::Utf8),
+            (b"beat=%zz&\xff", ProtoError::Utf8),
+            (b"beat=%7B%7D\xc3", ProtoError::Utf8),
+        ] {
+            assert_eq!(Params::parse("", Some(body)), Err(error), "{body:?}");
+        }
+        assert_eq!(
+            Params::parse("a=%zz", Some(b"\xff")),
+            Err(ProtoError::PercentEncoding)
         );
     }
 

@@ -6,6 +6,11 @@
 //! (every Python beat is one); its `ip`, `port` and `cluster` override the query
 //! parameters (Nacos `InstanceController.beat`), and the server may re-register an
 //! unknown instance from it. The replies are written byte by byte.
+//!
+//! The `beat` JSON arrives URL-encoded (every `"`, `:`, `,` and brace an escape).
+//! [`Params`] hands its first value to [`BeatParam::scan`], which reads the common
+//! shape in place, escapes and all (see the `scan` module), so that a full beat
+//! from a known instance neither decodes nor copies it.
 
 use std::borrow::Cow;
 
@@ -17,9 +22,11 @@ use super::{
 };
 use crate::error::ProtoError;
 use crate::json::{self, LenientBool, LenientF64, LenientI64};
-use crate::params::{java_trim, Params};
+use crate::params::{java_trim, percent_decode, Params};
 
 mod scan;
+
+use scan::Scan;
 
 /// `code` of a beat reply for a known instance (`ResponseCode.OK`).
 pub const CODE_OK: u32 = 10200;
@@ -51,9 +58,13 @@ impl<'a> BeatRequest<'a> {
     pub fn parse(params: &'a Params<'_>, limits: &ParseLimits) -> Result<Self, ProtoError> {
         let namespace_id = namespace_id(params, limits)?;
         let service = ServiceName::from_params(params, limits)?;
-        let (beat, identity) = match params.optional("beat") {
+        let (beat, identity) = match params.beat() {
             None => (None, BeatIdentity::default()),
-            Some(text) => (Some(BeatBody { text }), BeatIdentity::read(text, limits)?),
+            Some(param) => match param.read(limits)? {
+                Some((body, identity)) => (Some(body), identity),
+                // Blank, as `optional` reads it: a light beat.
+                None => (None, BeatIdentity::default()),
+            },
         };
         let cluster = match identity.cluster {
             Some(c) => c,
@@ -87,24 +98,105 @@ impl<'a> BeatRequest<'a> {
     }
 }
 
+/// The `beat` parameter as [`Params`] holds it: still encoded when the reader of
+/// the common shape took it in place, decoded otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeatParam<'a>(Held<'a>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Held<'a> {
+    /// The form value as sent, and what the reader found in it.
+    Form { raw: &'a [u8], scan: Scan<'a> },
+    /// The decoded value, not yet trimmed or read.
+    Decoded(Cow<'a, str>),
+}
+
+impl<'a> BeatParam<'a> {
+    /// Reads a form value (`%XX` escapes, `+` for a space) in place. `None`
+    /// when it is not a valid beat in the common shape, or not decodable: the
+    /// caller decodes it, with its own errors, and uses [`BeatParam::decoded`].
+    pub fn scan(raw: &'a [u8]) -> Option<Self> {
+        scan::scan_form(raw).map(|scan| BeatParam(Held::Form { raw, scan }))
+    }
+
+    /// A decoded value, to be read by serde (and the reader of the common shape).
+    pub fn decoded(text: Cow<'a, str>) -> Self {
+        BeatParam(Held::Decoded(text))
+    }
+
+    /// The decoded value, untrimmed (what `Params::get` would have given).
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.0 {
+            Held::Form { raw, .. } => form_text(raw),
+            Held::Decoded(text) => Cow::Borrowed(text),
+        }
+    }
+
+    /// Validates the JSON as [`BeatInfo::parse`] does, with the same errors, and
+    /// returns it with its identity; `None` when the value is blank (Nacos
+    /// `WebUtils.optional`: no beat).
+    fn read<'s>(
+        &'s self,
+        limits: &ParseLimits,
+    ) -> Result<Option<(BeatBody<'s>, BeatIdentity<'s>)>, ProtoError> {
+        let text = match &self.0 {
+            Held::Form { raw, scan } => {
+                // The raw length bounds the decoded one.
+                if scan.fits(raw.len(), limits) {
+                    return Ok(Some((BeatBody(Body::Form(raw)), scan.identity.reborrow())));
+                }
+                // Over a limit as sent: decoded, it may still fit, and serde decides.
+                let decoded = percent_decode(raw)?;
+                Cow::Owned(java_trim(&decoded).to_owned())
+            }
+            Held::Decoded(text) => Cow::Borrowed(java_trim(text)),
+        };
+        if text.is_empty() {
+            return Ok(None);
+        }
+        let identity = match &text {
+            Cow::Borrowed(t) => BeatIdentity::read(t, limits)?,
+            Cow::Owned(t) => BeatIdentity::read(t, limits)?.into_owned(),
+        };
+        Ok(Some((BeatBody(Body::Text(text)), identity)))
+    }
+}
+
+/// The decoding of a form value that the reader took (so it decodes).
+fn form_text(raw: &[u8]) -> Cow<'_, str> {
+    percent_decode(raw).unwrap_or(Cow::Borrowed(""))
+}
+
 /// The `beat` JSON of a request, already validated. Only a beat from an unknown
 /// instance needs its other fields (to register it), so they are decoded then, by
 /// [`BeatBody::info`], and a beat from a known instance allocates nothing for them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BeatBody<'a> {
-    text: &'a str,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeatBody<'a>(Body<'a>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Body<'a> {
+    /// Still form-encoded, as sent.
+    Form(&'a [u8]),
+    /// Decoded and trimmed.
+    Text(Cow<'a, str>),
 }
 
 impl<'a> BeatBody<'a> {
     /// The JSON text as the client sent it (decoded from the form, trimmed).
-    pub fn text(&self) -> &'a str {
-        self.text
+    pub fn text(&self) -> Cow<'a, str> {
+        match &self.0 {
+            Body::Form(raw) => match form_text(raw) {
+                Cow::Borrowed(t) => Cow::Borrowed(java_trim(t)),
+                Cow::Owned(t) => Cow::Owned(java_trim(&t).to_owned()),
+            },
+            Body::Text(t) => t.clone(),
+        }
     }
 
     /// Every field, decoded. Cannot fail for a body that [`BeatRequest::parse`]
     /// accepted with the same limits; the `Result` is for any other limits.
     pub fn info(&self, limits: &ParseLimits) -> Result<BeatInfo, ProtoError> {
-        BeatInfo::parse(self.text, limits)
+        BeatInfo::parse(&self.text(), limits)
     }
 }
 
@@ -125,7 +217,7 @@ impl<'t> BeatIdentity<'t> {
     /// Validates the whole `beat` JSON as [`BeatInfo::parse`] does, with the same
     /// errors, and returns its identity fields.
     pub fn read(text: &'t str, limits: &ParseLimits) -> Result<Self, ProtoError> {
-        if let Some(identity) = scan::identity(text, limits) {
+        if let Some(identity) = Self::scan(text, limits) {
             return Ok(identity);
         }
         let info = BeatInfo::parse(text, limits)?;
@@ -140,7 +232,38 @@ impl<'t> BeatIdentity<'t> {
     /// shape. Public so that the fuzz target can hold it to its promise: whatever it
     /// accepts, [`BeatInfo::parse`] accepts with the same identity.
     pub fn scan(text: &'t str, limits: &ParseLimits) -> Option<Self> {
-        scan::identity(text, limits)
+        scan::scan_text(text)
+            .filter(|scan| scan.fits(text.len(), limits))
+            .map(|scan| scan.identity)
+    }
+
+    /// The reader of the common shape on a form value as sent, escapes and all:
+    /// `Some` only for a value that decodes to a valid text in the common shape
+    /// within `limits`. Public so that the fuzz target can hold it to its promise:
+    /// whatever it accepts, decoding and [`BeatInfo::parse`] accept with the same
+    /// identity.
+    pub fn scan_form(raw: &'t [u8], limits: &ParseLimits) -> Option<Self> {
+        scan::scan_form(raw)
+            .filter(|scan| scan.fits(raw.len(), limits))
+            .map(|scan| scan.identity)
+    }
+
+    /// The same identity, borrowing what this one owns.
+    fn reborrow(&self) -> BeatIdentity<'_> {
+        BeatIdentity {
+            ip: self.ip.as_deref().map(Cow::Borrowed),
+            port: self.port,
+            cluster: self.cluster.as_deref().map(Cow::Borrowed),
+        }
+    }
+
+    /// The same identity, owning its strings.
+    fn into_owned<'o>(self) -> BeatIdentity<'o> {
+        BeatIdentity {
+            ip: self.ip.map(|ip| Cow::Owned(ip.into_owned())),
+            port: self.port,
+            cluster: self.cluster.map(|c| Cow::Owned(c.into_owned())),
+        }
     }
 }
 

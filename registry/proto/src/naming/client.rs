@@ -265,7 +265,7 @@ mod tests {
         assert!(!path.contains("beat="));
         assert!(body.starts_with("beat=%7B"));
         let p = crate::params::Params::parse("", Some(body.as_bytes())).unwrap();
-        let info = BeatInfo::parse(p.get("beat").unwrap(), &Default::default()).unwrap();
+        let info = BeatInfo::parse(&p.beat().unwrap().text(), &Default::default()).unwrap();
         assert_eq!(info.metadata.get("k"), Some("v"));
         assert_eq!(info.service_name, "G@@s");
         path.clear();

@@ -1,4 +1,5 @@
-//! The allocation-free reader of the `beat` JSON's common shape.
+//! The allocation-free reader of the `beat` JSON's common shape, on the decoded
+//! text or in place on the URL-encoded form value.
 //!
 //! A beat from a known instance needs only the identity fields of its JSON (`ip`,
 //! `port`, `cluster`), yet the whole text must still be valid, so that a malformed
@@ -7,137 +8,392 @@
 //! of the request; this reader walks the text once, borrows the identity strings and
 //! allocates nothing.
 //!
+//! It reads either the JSON text ([`scan_text`]) or the `beat` value as the form
+//! carried it ([`scan_form`]), decoding each `%XX` escape and `+` where it stands:
+//! decoding the ~330-byte value into a new string first, then reading that, cost
+//! about twice the instructions of the rest of a JSON beat. The two are one reader
+//! (`Cursor<FORM>`): a form value is read as the byte stream its decoding would
+//! give, so what the form reader accepts is what the text reader accepts on the
+//! decoded text.
+//!
 //! It is a *fast path*, not a second parser with its own opinions: it accepts only
 //! the shape every client sends (a flat object; strings without `\` escapes; plain
 //! unsigned numbers; `true`/`false`/`null`; a metadata object of string values) and
 //! only when every value is also valid. Anything else (an escape, an exponent, a
-//! quoted number, a nested value, a duplicate field, an invalid value) answers
-//! `None`, and the caller decodes with serde, whose verdict and error message stand.
-//! So the rule to keep is one-way: whatever this accepts, serde accepts with the
-//! same identity (`fuzz/fuzz_targets/beat_json.rs` and the tests check exactly that).
+//! quoted number, a nested value, a duplicate field, an invalid value; in a form
+//! value also a malformed `%`, a byte outside ASCII, a key or token spelt with
+//! escapes) answers `None`, and the caller decodes and uses serde, whose verdict
+//! and error message stand. So the rule to keep is one-way: whatever this accepts,
+//! decoding and serde accept with the same identity (`fuzz/fuzz_targets/beat_json.rs`
+//! and the tests check exactly that).
 
 use std::borrow::Cow;
 
 use super::BeatIdentity;
-use crate::naming::{check_weight, normalize_cluster, validate_ip, ParseLimits};
-use crate::params::java_trim;
+use crate::naming::{normalize_cluster, validate_ip, ParseLimits};
+use crate::params::{escape_at, percent_decode};
+
+/// What the reader found: the identity, and the counts that [`ParseLimits`]
+/// bound. The reader runs where no limits are known (inside `Params`, for a
+/// form value); [`Scan::fits`] applies them after.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan<'t> {
+    pub(super) identity: BeatIdentity<'t>,
+    /// String entries of `metadata`, duplicates included.
+    metadata_entries: usize,
+}
+
+impl Scan<'_> {
+    /// Whether serde, given the same text (of `len` decoded bytes at most),
+    /// stays within `limits`; when not, serde must decide (and give the error).
+    pub(super) fn fits(&self, len: usize, limits: &ParseLimits) -> bool {
+        len <= limits.max_beat_bytes
+            && self.metadata_entries <= limits.max_metadata_entries
+            && self
+                .identity
+                .cluster
+                .as_ref()
+                .is_none_or(|c| c.len() <= limits.max_name_len)
+    }
+}
+
+/// Reads the JSON text of a beat. `None`: not the common shape, or not valid.
+pub(super) fn scan_text(text: &str) -> Option<Scan<'_>> {
+    scan::<false>(text.as_bytes())
+}
+
+/// Reads a `beat` form value as sent (`%XX` escapes, `+` for a space), without
+/// decoding it first. `None`: not the common shape, not valid, or not decodable.
+/// `Some` promises that the value decodes (`percent_decode`) to a text that
+/// [`scan_text`] reads the same: a valid, ASCII-only JSON object; so the value
+/// itself is ASCII, and needs no UTF-8 check of its own.
+pub(super) fn scan_form(raw: &[u8]) -> Option<Scan<'_>> {
+    scan::<true>(raw)
+}
 
 /// A scalar token, as far as the fast path reads it.
 #[derive(Clone, Copy)]
 enum Scalar<'t> {
-    /// A string without escapes (its content, borrowed).
-    Str(&'t str),
+    /// A string without backslash escapes.
+    Str(Text<'t>),
     /// An unsigned integer of at most 18 digits.
     Int(i64),
-    /// An unsigned number with a fraction, at most 15 significant digits.
-    Frac(&'t str),
+    /// An unsigned number with a fraction and at most 15 significant digits:
+    /// its integer part, and whether the fraction is all zeros.
+    Frac {
+        int: i64,
+        zero_fraction: bool,
+    },
     Bool,
     Null,
 }
 
-struct Cursor<'t> {
-    text: &'t str,
-    at: usize,
+/// The content of a string token as it stands in the input.
+#[derive(Clone, Copy)]
+struct Text<'t> {
+    raw: &'t [u8],
+    /// Whether `raw` holds a form escape (`%XX` or `+`): it is not its own
+    /// decoding. Never set when reading decoded text.
+    escaped: bool,
 }
 
-impl<'t> Cursor<'t> {
-    fn peek(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.at).copied()
+impl<'t> Text<'t> {
+    /// The decoded content: borrowed unless it held an escape. Only identity
+    /// strings are wanted as text: a few bytes to check as UTF-8, not the
+    /// whole value.
+    fn value(self) -> Option<Cow<'t, str>> {
+        if self.escaped {
+            // The reader checked every escape and that each decodes to ASCII.
+            percent_decode(self.raw).ok()
+        } else {
+            std::str::from_utf8(self.raw).ok().map(Cow::Borrowed)
+        }
+    }
+}
+
+/// How a string's content bytes are read (see [`Cursor::string`]).
+const PLAIN: u8 = 0;
+const QUOTE: u8 = 1;
+const PERCENT: u8 = 2;
+const PLUS: u8 = 3;
+/// A control character or `\` (serde's to judge), or, in a form value, a byte
+/// outside ASCII (the form reader guarantees an ASCII decoding).
+const STOP: u8 = 4;
+
+const fn classes(form: bool) -> [u8; 256] {
+    let mut t = [PLAIN; 256];
+    let mut i = 0;
+    while i < 256 {
+        if i < 0x20 || i == b'\\' as usize || (form && i >= 0x80) {
+            t[i] = STOP;
+        }
+        i += 1;
+    }
+    t[b'"' as usize] = QUOTE;
+    if form {
+        t[b'%' as usize] = PERCENT;
+        t[b'+' as usize] = PLUS;
+    }
+    t
+}
+
+const TEXT_CLASSES: [u8; 256] = classes(false);
+const FORM_CLASSES: [u8; 256] = classes(true);
+
+/// Flags (the high bit of a byte) the bytes of `word` (first byte lowest)
+/// that are not [`PLAIN`] in a string: the lowest flag is the first such
+/// byte. The "has a zero byte" test on `word` XOR each needle, and "has a
+/// byte below 0x20" on `word`: each may flag false bytes only above a true
+/// one (a borrow runs upwards from a true byte), and only the lowest flag is
+/// read.
+#[inline(always)]
+fn not_plain<const FORM: bool>(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_bytes = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let is = |needle: u8| zero_bytes(word ^ (ONES * u64::from(needle)));
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    let flags = control | is(b'"') | is(b'\\');
+    if FORM {
+        flags | (word & HIGHS) | is(b'%') | is(b'+')
+    } else {
+        flags
+    }
+}
+
+/// A position in the input. With `FORM`, the input is a form value and every
+/// read decodes what it reads; without, it is the JSON text itself.
+struct Cursor<'t, const FORM: bool> {
+    bytes: &'t [u8],
+    at: usize,
+    /// Input bytes of the token [`Cursor::next_token`] last returned (3 for
+    /// an escape).
+    len: usize,
+}
+
+impl<'t, const FORM: bool> Cursor<'t, FORM> {
+    /// The decoded byte at `at` and how many input bytes encode it.
+    #[inline(always)]
+    fn decoded(&self, at: usize) -> Option<(u8, usize)> {
+        let bytes = self.bytes;
+        let b = *bytes.get(at)?;
+        if FORM {
+            match b {
+                b'%' => return Some((escape_at(bytes, at)?, 3)),
+                b'+' => return Some((b' ', 1)),
+                _ => {}
+            }
+        }
+        Some((b, 1))
     }
 
-    /// Skips JSON whitespace and returns the next byte, if any.
+    /// Skips JSON whitespace and returns the next (decoded) byte, if any,
+    /// without consuming it ([`Cursor::bump`] does).
+    #[inline(always)]
     fn next_token(&mut self) -> Option<u8> {
-        while let Some(b) = self.peek() {
+        loop {
+            let (b, len) = self.decoded(self.at)?;
             if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                self.len = len;
                 return Some(b);
             }
-            self.at += 1;
+            self.at += len;
         }
-        None
+    }
+
+    /// Consumes the token `next_token` returned.
+    #[inline(always)]
+    fn bump(&mut self) {
+        self.at += self.len;
+    }
+
+    /// In a form value, consumes `byte` if it is next, spelt as clients
+    /// spell it (`%XX`, upper case, no whitespace before it). Every `"`, `:`,
+    /// `,` and brace of a form value is such an escape: this is the common
+    /// case of [`Cursor::next_token`] at a fraction of its cost. `false`
+    /// (and nothing consumed) otherwise, and the caller reads the general way.
+    #[inline(always)]
+    fn skip_escaped(&mut self, byte: u8) -> bool {
+        const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+        let spelt = [
+            b'%',
+            DIGITS[usize::from(byte >> 4)],
+            DIGITS[usize::from(byte & 0xf)],
+        ];
+        let hit = FORM && self.bytes.get(self.at..self.at + 3) == Some(&spelt[..]);
+        if hit {
+            self.at += 3;
+        }
+        hit
     }
 
     /// Consumes `byte` after optional whitespace.
+    #[inline(always)]
     fn eat(&mut self, byte: u8) -> Option<()> {
-        (self.next_token()? == byte).then(|| self.at += 1)
+        if self.skip_escaped(byte) {
+            return Some(());
+        }
+        (self.next_token()? == byte).then(|| self.bump())
     }
 
-    /// A string without escapes or control characters; the cursor is on its `"`.
-    fn string(&mut self) -> Option<&'t str> {
-        let bytes = self.text.as_bytes();
-        let start = self.at + 1;
+    /// Consumes the `"` that opens a string, after optional whitespace.
+    #[inline(always)]
+    fn open_quote(&mut self) -> Option<()> {
+        self.eat(b'"')
+    }
+
+    /// Consumes a `}` if it is next (an object just opened is empty).
+    #[inline(always)]
+    fn close_now(&mut self) -> Option<bool> {
+        if self.skip_escaped(b'}') {
+            return Some(true);
+        }
+        let close = self.next_token()? == b'}';
+        if close {
+            self.bump();
+        }
+        Some(close)
+    }
+
+    /// After a member: `Some(true)` for a `,` (another follows), `Some(false)`
+    /// for the `}` that closes the object, both consumed.
+    #[inline(always)]
+    fn comma_or_close(&mut self) -> Option<bool> {
+        if self.skip_escaped(b',') {
+            return Some(true);
+        }
+        if self.skip_escaped(b'}') {
+            return Some(false);
+        }
+        let more = match self.next_token()? {
+            b',' => true,
+            b'}' => false,
+            _ => return None,
+        };
+        self.bump();
+        Some(more)
+    }
+
+    /// A string without backslash escapes or control characters; its opening
+    /// `"` is consumed.
+    #[inline(always)]
+    fn string(&mut self) -> Option<Text<'t>> {
+        let bytes = self.bytes;
+        let classes = if FORM { &FORM_CLASSES } else { &TEXT_CLASSES };
+        let start = self.at;
         let mut end = start;
-        // serde rejects raw control characters, and an escape needs decoding:
-        // either is serde's to handle. One pass that notes them without a
-        // branch; a beat's strings are short, shorter than `memchr`'s set-up
-        // pays for.
-        let mut bad = false;
+        let mut escaped = false;
         loop {
-            let b = *bytes.get(end)?;
-            if b == b'"' {
-                break;
+            // Eight bytes at a time to the next byte that is not plain, then
+            // that byte by its class. A beat's strings are short, shorter than
+            // `memchr`'s set-up pays for, and there are up to six kinds of
+            // byte to stop at; a table lookup per byte cost ~9 instructions
+            // per byte, most of a JSON beat's reading.
+            if let Some(chunk) = bytes.get(end..end + 8) {
+                let word = u64::from_le_bytes(chunk.try_into().expect("a slice of 8 bytes"));
+                let flags = not_plain::<FORM>(word);
+                if flags == 0 {
+                    end += 8;
+                    continue;
+                }
+                end += (flags.trailing_zeros() / 8) as usize;
             }
-            bad |= (b < 0x20) | (b == b'\\');
-            end += 1;
+            let b = *bytes.get(end)?;
+            match classes[usize::from(b)] {
+                PLAIN => end += 1,
+                QUOTE => {
+                    self.at = end + 1;
+                    break;
+                }
+                PERCENT => {
+                    let d = escape_at(bytes, end)?;
+                    if d == b'"' {
+                        self.at = end + 3;
+                        break;
+                    }
+                    if d < 0x20 || d == b'\\' || d >= 0x80 {
+                        return None;
+                    }
+                    escaped = true;
+                    end += 3;
+                }
+                PLUS => {
+                    escaped = true;
+                    end += 1;
+                }
+                _ => return None,
+            }
         }
-        if bad {
-            return None;
-        }
-        self.at = end + 1;
-        // Both ends are ASCII quotes, so these are char boundaries.
-        Some(&self.text[start..end])
+        Some(Text {
+            raw: &bytes[start..end],
+            escaped,
+        })
     }
 
-    /// A literal such as `true`.
+    /// A literal such as `true`, spelt without escapes.
     fn literal(&mut self, word: &str, value: Scalar<'t>) -> Option<Scalar<'t>> {
-        self.text[self.at..].starts_with(word).then(|| {
+        self.bytes[self.at..].starts_with(word.as_bytes()).then(|| {
             self.at += word.len();
             value
         })
     }
 
-    /// An unsigned number in JSON's grammar without an exponent:
-    /// `(0|[1-9][0-9]*)(\.[0-9]+)?`.
+    /// An unsigned number in JSON's grammar without an exponent,
+    /// `(0|[1-9][0-9]*)(\.[0-9]+)?`, spelt without escapes. A digit or `.`
+    /// spelt as an escape ends the number here, and the caller then finds no
+    /// `,` or `}` after it: the reader gives up, never misreads.
     fn number(&mut self) -> Option<Scalar<'t>> {
-        let bytes = self.text.as_bytes();
+        let bytes = self.bytes;
         let start = self.at;
-        let digits = |from: usize| {
-            bytes[from..]
-                .iter()
-                .take_while(|b| b.is_ascii_digit())
-                .count()
-        };
-        let int_len = digits(start);
-        if int_len == 0 || (int_len > 1 && bytes[start] == b'0') {
+        let mut end = start;
+        let mut int = 0i64;
+        while let Some(&d) = bytes.get(end).filter(|d| d.is_ascii_digit()) {
+            // Wrapping: a value of more than 18 digits is refused below.
+            int = int.wrapping_mul(10).wrapping_add(i64::from(d - b'0'));
+            end += 1;
+        }
+        let int_len = end - start;
+        if int_len == 0 || int_len > 18 || (int_len > 1 && bytes[start] == b'0') {
             return None;
         }
-        let mut end = start + int_len;
-        let frac_len = if bytes.get(end) == Some(&b'.') {
-            let n = digits(end + 1);
-            if n == 0 {
+        let mut zero_fraction = true;
+        if bytes.get(end) == Some(&b'.') {
+            end += 1;
+            let frac_start = end;
+            while let Some(&d) = bytes.get(end).filter(|d| d.is_ascii_digit()) {
+                zero_fraction &= d == b'0';
+                end += 1;
+            }
+            // Up to 15 significant digits, serde's `significand / 10^k` is
+            // exact and correctly rounded: the `f64` is on the same side of
+            // any integer bound as the decimal (see `read_field`).
+            if end == frac_start || int_len + (end - frac_start) > 15 {
                 return None;
             }
-            end += 1 + n;
-            n
-        } else {
-            0
-        };
+        }
         // An exponent is valid JSON, but not this path's to read.
         if matches!(bytes.get(end), Some(b'e' | b'E')) {
             return None;
         }
+        let fraction = end > start + int_len;
         self.at = end;
-        let token = &self.text[start..end];
-        if frac_len == 0 {
-            return (int_len <= 18).then(|| Scalar::Int(token.parse().unwrap_or(0)));
-        }
-        // Up to 15 significant digits, serde's `significand / 10^k` is exact and
-        // correctly rounded, as `str::parse` is: both give the same `f64`.
-        (int_len + frac_len <= 15).then_some(Scalar::Frac(token))
+        Some(match fraction {
+            false => Scalar::Int(int),
+            true => Scalar::Frac { int, zero_fraction },
+        })
     }
 
     fn scalar(&mut self) -> Option<Scalar<'t>> {
+        if self.skip_escaped(b'"') {
+            return self.string().map(Scalar::Str);
+        }
         match self.next_token()? {
-            b'"' => self.string().map(Scalar::Str),
+            b'"' => {
+                self.bump();
+                self.string().map(Scalar::Str)
+            }
+            // A token spelt as an escape (`len` 3) is not this path's to read.
+            _ if FORM && self.len != 1 => None,
             b't' => self.literal("true", Scalar::Bool),
             b'f' => self.literal("false", Scalar::Bool),
             b'n' => self.literal("null", Scalar::Null),
@@ -150,20 +406,19 @@ impl<'t> Cursor<'t> {
     /// `null` (serde skips null values). Returns the number of string entries,
     /// duplicates included.
     fn metadata(&mut self) -> Option<usize> {
-        match self.next_token()? {
-            b'n' => return self.literal("null", Scalar::Null).map(|_| 0),
-            b'{' => self.at += 1,
-            _ => return None,
+        if !self.skip_escaped(b'{') {
+            match self.next_token()? {
+                b'n' if self.len == 1 => return self.literal("null", Scalar::Null).map(|_| 0),
+                b'{' => self.bump(),
+                _ => return None,
+            }
         }
         let mut entries = 0;
-        if self.next_token()? == b'}' {
-            self.at += 1;
+        if self.close_now()? {
             return Some(0);
         }
         loop {
-            if self.next_token()? != b'"' {
-                return None;
-            }
+            self.open_quote()?;
             self.string()?;
             self.eat(b':')?;
             match self.scalar()? {
@@ -172,13 +427,8 @@ impl<'t> Cursor<'t> {
                 // serde renders numbers and booleans as text: its job.
                 _ => return None,
             }
-            match self.next_token()? {
-                b',' => self.at += 1,
-                b'}' => {
-                    self.at += 1;
-                    return Some(entries);
-                }
-                _ => return None,
+            if !self.comma_or_close()? {
+                return Some(entries);
             }
         }
     }
@@ -199,43 +449,43 @@ const STOPPED: usize = 9;
 
 /// The index of the field `key`: a `match` on the text compares lengths
 /// first, so an unknown key costs a few comparisons and no `memcmp`.
-fn field_index(key: &str) -> Option<usize> {
+fn field_index(key: &[u8]) -> Option<usize> {
     Some(match key {
-        "ip" => IP,
-        "port" => PORT,
-        "cluster" => CLUSTER,
-        "serviceName" => SERVICE_NAME,
-        "weight" => WEIGHT,
-        "ephemeral" => EPHEMERAL,
-        "metadata" => METADATA,
-        "scheduled" => SCHEDULED,
-        "period" => PERIOD,
-        "stopped" => STOPPED,
+        b"ip" => IP,
+        b"port" => PORT,
+        b"cluster" => CLUSTER,
+        b"serviceName" => SERVICE_NAME,
+        b"weight" => WEIGHT,
+        b"ephemeral" => EPHEMERAL,
+        b"metadata" => METADATA,
+        b"scheduled" => SCHEDULED,
+        b"period" => PERIOD,
+        b"stopped" => STOPPED,
         _ => return None,
     })
 }
 
-/// Reads the identity of a beat in the common shape, validating every field as
-/// `BeatInfo::parse` does; `None` when the text is not in that shape or not valid,
-/// and serde must decide.
-pub(super) fn identity<'t>(text: &'t str, limits: &ParseLimits) -> Option<BeatIdentity<'t>> {
-    if text.len() > limits.max_beat_bytes {
-        return None;
-    }
-    let mut c = Cursor { text, at: 0 };
+/// Reads a beat in the common shape, validating every field as
+/// `BeatInfo::parse` does except for the limits (see [`Scan::fits`]).
+fn scan<const FORM: bool>(bytes: &[u8]) -> Option<Scan<'_>> {
+    let mut c = Cursor::<FORM> {
+        bytes,
+        at: 0,
+        len: 0,
+    };
     c.eat(b'{')?;
     let mut seen = 0u16;
-    let mut out = BeatIdentity::default();
-    if c.next_token()? == b'}' {
-        c.at += 1;
-    } else {
+    let mut out = Scan::default();
+    if !c.close_now()? {
         loop {
-            if c.next_token()? != b'"' {
+            c.open_quote()?;
+            let key = c.string()?;
+            // A key spelt with escapes is serde's to read.
+            if key.escaped {
                 return None;
             }
-            let key = c.string()?;
             c.eat(b':')?;
-            let field = field_index(key);
+            let field = field_index(key.raw);
             if let Some(i) = field {
                 if seen & (1 << i) != 0 {
                     return None;
@@ -243,24 +493,15 @@ pub(super) fn identity<'t>(text: &'t str, limits: &ParseLimits) -> Option<BeatId
                 seen |= 1 << i;
             }
             match field {
-                Some(METADATA) => {
-                    if c.metadata()? > limits.max_metadata_entries {
-                        return None;
-                    }
-                }
-                Some(i) => read_field(i, c.scalar()?, limits, &mut out)?,
+                Some(METADATA) => out.metadata_entries = c.metadata()?,
+                Some(i) => read_field(i, c.scalar()?, &mut out.identity)?,
                 // An unknown field: any scalar is ignored, as serde ignores it.
                 None => {
                     c.scalar()?;
                 }
             }
-            match c.next_token()? {
-                b',' => c.at += 1,
-                b'}' => {
-                    c.at += 1;
-                    break;
-                }
-                _ => return None,
+            if !c.comma_or_close()? {
+                break;
             }
         }
     }
@@ -271,37 +512,50 @@ pub(super) fn identity<'t>(text: &'t str, limits: &ParseLimits) -> Option<BeatId
     Some(out)
 }
 
-/// Checks one known scalar field (by its index) the way
-/// `BeatInfo::parse` does and keeps the identity fields; `None` for a type or
-/// value serde must judge.
-fn read_field<'t>(
-    field: usize,
-    value: Scalar<'t>,
-    limits: &ParseLimits,
-    out: &mut BeatIdentity<'t>,
-) -> Option<()> {
+/// Whether `java_trim(s)` is empty: every char is `<= ' '`, so every byte is
+/// (any byte of a longer UTF-8 char is above). Stops at the first that is not.
+fn blank(s: &str) -> bool {
+    s.bytes().all(|b| b <= b' ')
+}
+
+/// No bounds: [`Scan::fits`] applies the real ones once they are known.
+const UNBOUNDED: ParseLimits = ParseLimits {
+    max_name_len: usize::MAX,
+    max_metadata_bytes: usize::MAX,
+    max_metadata_entries: usize::MAX,
+    max_beat_bytes: usize::MAX,
+};
+
+/// Checks one known scalar field (by its index) the way `BeatInfo::parse`
+/// does and keeps the identity fields; `None` for a type or value serde must
+/// judge.
+fn read_field<'t>(field: usize, value: Scalar<'t>, out: &mut BeatIdentity<'t>) -> Option<()> {
     match (field, value) {
         (_, Scalar::Null) => {}
         (IP, Scalar::Str(ip)) => {
-            if !java_trim(ip).is_empty() {
-                validate_ip(ip).ok()?;
-                out.ip = Some(Cow::Borrowed(ip));
+            let ip = ip.value()?;
+            if !blank(&ip) {
+                validate_ip(&ip).ok()?;
+                out.ip = Some(ip);
             }
         }
         (PORT, Scalar::Int(p)) => out.port = Some(u16::try_from(p).ok()?),
         (CLUSTER, Scalar::Str(cluster)) => {
-            if !java_trim(cluster).is_empty() {
-                let cluster = normalize_cluster(Some(cluster), limits).ok()?;
-                out.cluster = Some(Cow::Borrowed(cluster));
+            let cluster = cluster.value()?;
+            if !blank(&cluster) {
+                out.cluster = Some(match cluster {
+                    Cow::Borrowed(c) => Cow::Borrowed(normalize_cluster(Some(c), &UNBOUNDED).ok()?),
+                    Cow::Owned(c) => {
+                        Cow::Owned(normalize_cluster(Some(&c), &UNBOUNDED).ok()?.to_owned())
+                    }
+                });
             }
         }
         (SERVICE_NAME, Scalar::Str(_)) | (PERIOD, Scalar::Int(_)) => {}
-        (WEIGHT, Scalar::Int(w)) => {
-            check_weight(w as f64).ok()?;
-        }
-        (WEIGHT, Scalar::Frac(w)) => {
-            check_weight(w.parse().ok()?).ok()?;
-        }
+        // `check_weight`'s range, `[0, 10000]`, on the exact value.
+        (WEIGHT, Scalar::Int(w)) if w <= 10_000 => {}
+        (WEIGHT, Scalar::Frac { int, zero_fraction })
+            if int < 10_000 || (int == 10_000 && zero_fraction) => {}
         (EPHEMERAL | SCHEDULED | STOPPED, Scalar::Bool) => {}
         _ => return None,
     }
@@ -312,13 +566,28 @@ fn read_field<'t>(
 mod tests {
     use super::*;
     use crate::naming::beat::BeatInfo;
+    use crate::params::java_trim;
+
+    fn identity<'t>(text: &'t str, limits: &ParseLimits) -> Option<BeatIdentity<'t>> {
+        BeatIdentity::scan(text, limits)
+    }
 
     /// The one-way rule: what the fast path accepts, serde accepts with the same
-    /// identity. Returns whether the fast path took the text.
+    /// identity. Returns whether the fast path took the text. The form reader
+    /// must read every form encoding of `text` exactly as the text reader reads
+    /// `text` (these texts are ASCII, with keys that need no escape).
     fn agrees(text: &str) -> bool {
         let limits = ParseLimits::default();
+        let fast = identity(text, &limits);
+        for raw in form_encodings(text) {
+            assert_eq!(
+                BeatIdentity::scan_form(raw.as_bytes(), &limits),
+                fast,
+                "{raw}"
+            );
+        }
         let slow = BeatInfo::parse(text, &limits);
-        let Some(fast) = identity(text, &limits) else {
+        let Some(fast) = fast else {
             return false;
         };
         let info = slow.unwrap_or_else(|e| panic!("fast path accepted `{text}`, serde: {e}"));
@@ -326,6 +595,32 @@ mod tests {
         assert_eq!(fast.port, info.port, "{text}");
         assert_eq!(fast.cluster.as_deref(), info.cluster.as_deref(), "{text}");
         true
+    }
+
+    /// `text` as clients put it in a form: every reserved byte escaped (Java's
+    /// `URLEncoder`, Python's `quote_plus`: a space as `+`), in lower case, and
+    /// left as it is where nothing in it needs an escape.
+    fn form_encodings(text: &str) -> Vec<String> {
+        let mut upper = String::new();
+        crate::params::percent_encode_into(&mut upper, text);
+        let plus = upper.replace("%20", "+");
+        let lower = upper
+            .split('%')
+            .enumerate()
+            .map(|(i, part)| match i {
+                0 => part.to_owned(),
+                _ => format!(
+                    "%{}{}",
+                    part.get(..2).unwrap_or("").to_lowercase(),
+                    &part[2.min(part.len())..]
+                ),
+            })
+            .collect();
+        let mut all = vec![upper, plus, lower];
+        if !text.contains(['%', '+']) {
+            all.push(text.to_owned());
+        }
+        all
     }
 
     #[test]
@@ -399,11 +694,130 @@ mod tests {
     ];
 
     #[test]
+    fn form_values_are_read_in_place() {
+        let limits = ParseLimits::default();
+        // Identity strings without escapes are borrowed from the form value.
+        let raw = "%7B%22ip%22%3A%2210.0.0.1%22%2C%22port%22%3A9%2C%22cluster%22%3A%22c-1%22%7D";
+        let id = BeatIdentity::scan_form(raw.as_bytes(), &limits).unwrap();
+        assert!(matches!(id.ip, Some(Cow::Borrowed("10.0.0.1"))));
+        assert!(matches!(id.cluster, Some(Cow::Borrowed("c-1"))));
+        // With escapes (an IPv6 address, `+` as a space), they are decoded.
+        let raw = "%7B+%22ip%22+%3A+%22fe80%3A%3A1%22%2C%22cluster%22%3A%22+None+%22%7D+";
+        let id = BeatIdentity::scan_form(raw.as_bytes(), &limits).unwrap();
+        assert_eq!(id.ip.as_deref(), Some("fe80::1"));
+        assert_eq!(id.cluster.as_deref(), Some("DEFAULT"));
+        // Raw JSON bytes are read as themselves.
+        let id = BeatIdentity::scan_form(br#"{"ip":"1.2.3.4","metadata":{"a=b":"c"}}"#, &limits);
+        assert_eq!(id.unwrap().ip.as_deref(), Some("1.2.3.4"));
+    }
+
+    #[test]
+    fn form_values_the_reader_declines() {
+        let limits = ParseLimits::default();
+        for raw in [
+            // Not decodable: decoding gives the error.
+            "%7B%22ip%22%3A%221.1.1.1%22%7",
+            "%7B%22ip%22%3A%221.1.1.1%22%7G",
+            "%7B%22k%22%3A%22%zz%22%7D",
+            "%7B%22k%22%3A%22%FF%22%7D",
+            // Decodable, but not ASCII: serde reads it.
+            "%7B%22k%22%3A%22%C3%A9%22%7D",
+            "%7B%22k%22%3A%22é%22%7D",
+            // Keys, literals and numbers spelt with escapes.
+            "%7B%22%69p%22%3A%221.1.1.1%22%7D",
+            "%7B%22port%22%3A%38%7D",
+            "%7B%22port%22%3A8%30%7D",
+            "%7B%22port%22%3A8%2E0%7D",
+            "%7B%22stopped%22%3A%74rue%7D",
+            "%7B%22metadata%22%3A%6Eull%7D",
+            // An escaped backslash or control character in a string.
+            "%7B%22k%22%3A%22a%5Cnb%22%7D",
+            "%7B%22k%22%3A%22a%0Ab%22%7D",
+            // Trailing bytes after the object, decoded.
+            "%7B%7D%2C",
+            "%7B%7D%00",
+        ] {
+            assert_eq!(
+                BeatIdentity::scan_form(raw.as_bytes(), &limits),
+                None,
+                "{raw}"
+            );
+        }
+    }
+
+    /// A valid beat JSON, each byte escaped or not at random (as the form
+    /// allows), then mangled a little: whatever the form reader accepts must
+    /// decode to a text that serde accepts with the same identity.
+    fn form_value() -> impl proptest::strategy::Strategy<Value = (String, bool)> {
+        use proptest::prelude::*;
+        let texts = prop::sample::select(vec![
+            r#"{"port":8080,"ip":"10.0.0.1","weight":1.0,"serviceName":"G@@s","cluster":"c","metadata":{"k":"v+%"},"stopped":false}"#,
+            r#"{"ip": "fe80::1", "port": 80, "cluster": "None", "metadata": {}, "weight": 10000.00}"#,
+            r#"{"ip":" ","cluster":"","period":12,"x":null,"metadata":null}"#,
+        ]);
+        let edits = prop::collection::vec(
+            (
+                any::<prop::sample::Index>(),
+                prop::sample::select(b"%+\"0aFz\x7f\xe9 &=".to_vec()),
+            ),
+            0..4,
+        );
+        (texts, prop::collection::vec(any::<u8>(), 200), edits).prop_map(|(text, coins, edits)| {
+            // `unusual`: a letter or digit spelt as an escape (the reader
+            // declines those), or mangled bytes.
+            let mut unusual = !edits.is_empty();
+            let mut raw = Vec::new();
+            for (b, coin) in text.bytes().zip(coins.into_iter().cycle()) {
+                let escape = |raw: &mut Vec<u8>, lower: bool| match lower {
+                    true => raw.extend_from_slice(format!("%{b:02x}").as_bytes()),
+                    false => raw.extend_from_slice(format!("%{b:02X}").as_bytes()),
+                };
+                match (b, coin % 8) {
+                    (b' ', 0) => raw.push(b'+'),
+                    (b'%' | b'+', c) => escape(&mut raw, c == 1),
+                    (_, 7) if b.is_ascii_alphanumeric() => {
+                        unusual = true;
+                        escape(&mut raw, false);
+                    }
+                    (_, 1..=4) if !b.is_ascii_alphanumeric() => escape(&mut raw, coin % 8 == 1),
+                    _ => raw.push(b),
+                }
+            }
+            for (at, b) in edits {
+                let i = at.index(raw.len());
+                raw[i] = b;
+            }
+            (String::from_utf8_lossy(&raw).into_owned(), unusual)
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_form_reader_agrees_with_decoding_and_serde((raw, unusual) in form_value()) {
+            let limits = ParseLimits::default();
+            let taken = BeatIdentity::scan_form(raw.as_bytes(), &limits);
+            // Each text is a valid beat, and every usual encoding of it is read.
+            proptest::prop_assert!(unusual || taken.is_some(), "declined `{}`", raw);
+            if let Some(fast) = taken {
+                let text = crate::params::percent_decode(raw.as_bytes())
+                    .unwrap_or_else(|e| panic!("form reader took `{raw}`, decoding: {e}"));
+                let text = java_trim(&text);
+                proptest::prop_assert_eq!(Some(fast.clone()), identity(text, &limits));
+                let info = BeatInfo::parse(text, &limits)
+                    .unwrap_or_else(|e| panic!("form reader took `{raw}`, serde: {e}"));
+                proptest::prop_assert_eq!(fast.ip.as_deref(), info.ip.as_deref());
+                proptest::prop_assert_eq!(fast.port, info.port);
+                proptest::prop_assert_eq!(fast.cluster.as_deref(), info.cluster.as_deref());
+            }
+        }
+    }
+
+    #[test]
     fn field_indexes_name_the_fields() {
         for (i, name) in FIELDS.iter().enumerate() {
-            assert_eq!(field_index(name), Some(i));
+            assert_eq!(field_index(name.as_bytes()), Some(i));
         }
-        assert_eq!(field_index("Ip"), None);
+        assert_eq!(field_index(b"Ip"), None);
     }
 
     #[test]
