@@ -118,6 +118,14 @@ const OPS: &[Op] = &[
         gate_iterations: 4_000,
         run: http_beat_json,
     },
+    Op {
+        name: "register-200k",
+        what: "Store::register changing an instance's weight in a service of 200,000 (the cap)",
+        // As register-10k: a commit with an O(n) register pays 200,000
+        // copies per iteration.
+        gate_iterations: 500,
+        run: register_at_cap,
+    },
 ];
 
 const GROUP: &str = "DEFAULT_GROUP";
@@ -612,6 +620,60 @@ fn main() -> ExitCode {
     // Printing the accumulator keeps every result observable.
     println!("{} {} {}", op.name, n, acc);
     ExitCode::SUCCESS
+}
+
+/// Instances of the register-200k service: the default per-service cap.
+const CAP_INSTANCES: usize = 200_000;
+/// The register-200k service's first instance number, after every other
+/// fixture address (`profile::instance_ip` is unique below 2^24).
+const CAP_FIRST: usize = 1_000_000;
+
+/// As `register_large`, into one service of [`CAP_INSTANCES`], filled the
+/// same way (one replicated state), so the growth of a register's cost with
+/// the service's size is visible next to register-10k.
+#[inline(never)]
+fn register_at_cap(f: &Fixture, n: u64) -> u64 {
+    let service = grouped("com.example.hot.cap");
+    let service = ServiceRef::new(NAMESPACE, &service);
+    let instances = (CAP_FIRST..CAP_FIRST + CAP_INSTANCES)
+        .map(|j| InstanceSpec {
+            metadata: f.metas[j % f.metas.len()].clone(),
+            ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 8080)
+        })
+        .collect();
+    let replica = Replica {
+        origin: Origin {
+            node: 1,
+            revision: 1,
+        },
+        protect_threshold: 0.0,
+        metadata: Metadata::empty(),
+        selector: None,
+        explicit: false,
+        instances,
+    };
+    f.store
+        .apply_replica(service, &replica, Millis(0))
+        .expect("fixture replica applies");
+    let held = f.store.read(service, |s| s.instances().len());
+    assert_eq!(held, Some(CAP_INSTANCES), "register-200k fixture");
+    let mut acc = 0u64;
+    for i in 0..n {
+        // Spread over the list, so no one leaf stays hot in cache.
+        let j = CAP_FIRST + (i as usize * 7_919) % CAP_INSTANCES;
+        let pass = i / CAP_INSTANCES as u64;
+        let spec = InstanceSpec {
+            weight: 2.0 + (pass % 2) as f64,
+            metadata: f.metas[j % f.metas.len()].clone(),
+            ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 8080)
+        };
+        let written = f
+            .store
+            .register(service, &spec, Millis(1_000))
+            .expect("fixture instance updates");
+        acc += black_box(written).revision;
+    }
+    acc
 }
 
 #[cfg(test)]

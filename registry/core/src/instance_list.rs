@@ -1,16 +1,22 @@
-//! A service's sorted instance list, shared in chunks between revisions so a
-//! write costs the same in a service of ten instances or of ten thousand.
+//! A service's sorted instance list, shared between revisions so a write
+//! costs about the same in a service of ten instances or of 200,000.
 //!
-//! A snapshot is immutable, so a write publishes a new list. Copying the whole
-//! list made a register O(n) in the service's size (O(n²) to fill a service).
-//! An [`InstanceList`] of more than [`CHUNK_MAX`] instances is instead a spine
-//! of `Arc`-shared chunks, each sorted and at most [`CHUNK_MAX`] long: a write
-//! copies the one chunk it changes and the spine (one pointer per chunk), and
-//! shares every other chunk with the previous revision. A service of 10,000
-//! instances has about 200 chunks of about 50: a write touches ~250 values
-//! instead of 10,000. Small lists stay one flat slice, so the common case (a
-//! handful of instances) reads exactly as before: beats and queries pay no
-//! extra indirection.
+//! A snapshot is immutable, so a write publishes a new list. Copying the
+//! whole list made a register O(n) in the service's size (O(n²) to fill a
+//! service). An [`InstanceList`] of more than [`FLAT_MAX`] instances is
+//! instead a persistent B+tree: sorted leaves of at most [`LEAF_MAX`]
+//! instances under inner nodes of at most [`INNER_MAX`] children, every node
+//! behind an `Arc` and shared with the revisions before and after it. A write
+//! copies the path from the root to its leaf (one leaf and one node per
+//! level) and shares everything else. A service of 10,000 instances is three
+//! levels deep: a write copies ~24 instances and ~25 child pointers, where a
+//! flat list copied 10,000 instances and a one-level spine of chunks still
+//! copied ~210 pointers. Each level multiplies the capacity by about 12, so
+//! the cost grows with log n, not with n.
+//!
+//! Small lists stay one flat slice, so the common case (a handful of
+//! instances) reads exactly as before: beats and queries pay no extra
+//! indirection.
 //!
 //! The list also keeps its digest (the checksum readers and cluster peers
 //! compare) up to date per write: the wrapping sum of a per-instance hash.
@@ -18,31 +24,37 @@
 //! so two lists with the same visible instances have the same digest.
 //!
 //! Readers see only `&InstanceList` inside a published snapshot: lock-free as
-//! before. Writers build new lists with the `with_*` methods under the
-//! shard's writer lock.
+//! before. A published node is never mutated; writers build new lists with
+//! the `with_*` methods under the shard's writer lock.
 
+use std::cmp::Ordering;
 use std::net::IpAddr;
 use std::ops::Index;
 use std::sync::Arc;
 
 use crate::model::Instance;
 
-/// Longest chunk: a chunk that grows past it splits into two halves.
-/// ~sqrt(10,000 / 4): the spine pointers a write copies cost about a quarter
-/// of an instance each, so this balances the two at 10,000 instances.
-pub(crate) const CHUNK_MAX: usize = 64;
-/// How full a bulk-built list's chunks are: room for a few inserts each
+/// Longest list kept as one flat slice. A write into a flat list copies it
+/// whole, which below this size costs less than walking a tree.
+pub(crate) const FLAT_MAX: usize = 64;
+/// Longest leaf: a leaf that grows past it splits into two halves. A write
+/// clones every instance of its leaf (two reference counts each), so leaves
+/// are kept short; below ~16 the extra level costs more than it saves.
+const LEAF_MAX: usize = 32;
+/// Most children of an inner node. A write copies one node per level, each
+/// child pointer a reference count: 16 keeps a node about as cheap to copy
+/// as a leaf while the tree stays shallow (4 levels at 200,000 instances).
+const INNER_MAX: usize = 32;
+/// How full a bulk-built tree's nodes are: room for a few inserts each
 /// before the first split.
-const CHUNK_FILL: usize = 48;
-/// A chunk shrunk below this merges with a neighbour, so removals cannot
-/// leave a spine of tiny chunks.
-const CHUNK_MIN: usize = CHUNK_MAX / 4;
+const LEAF_FILL: usize = 24;
+const INNER_FILL: usize = 24;
 
 /// The key a list is sorted by: cluster, IP, port, persistent first.
 pub(crate) type SortKey<'a> = (&'a str, IpAddr, u16, bool);
 
 /// A sorted, immutable list of instances with its digest. Cloning copies at
-/// most [`CHUNK_MAX`] instances or the spine.
+/// most [`FLAT_MAX`] instances or one root node.
 #[derive(Clone, Debug)]
 pub struct InstanceList {
     repr: Repr,
@@ -51,17 +63,28 @@ pub struct InstanceList {
 
 #[derive(Clone, Debug)]
 enum Repr {
-    /// At most [`CHUNK_MAX`] instances, in one slice.
+    /// At most [`FLAT_MAX`] instances, in one slice.
     Flat(Box<[Instance]>),
-    /// More than [`CHUNK_MAX`]: non-empty sorted chunks in order.
-    Chunked { chunks: Box<[Chunk]>, len: usize },
+    /// More than [`FLAT_MAX`]: the root's children (at least two), every
+    /// leaf at the same depth.
+    Tree { root: Arc<[Child]>, len: usize },
+}
+
+/// One subtree, shared by every revision that has not changed it.
+#[derive(Clone, Debug)]
+enum Node {
+    /// Sorted instances, [`LEAF_MAX`] / 4 to [`LEAF_MAX`] of them.
+    Leaf(Arc<[Instance]>),
+    /// [`INNER_MAX`] / 4 to [`INNER_MAX`] subtrees, in order.
+    Inner(Arc<[Child]>),
 }
 
 #[derive(Clone, Debug)]
-struct Chunk {
-    /// Index one past this chunk's last instance in the whole list.
+struct Child {
+    /// Instances in this child and every sibling before it, so the child
+    /// holding an index is a binary search.
     end: usize,
-    items: Arc<[Instance]>,
+    node: Node,
 }
 
 impl Default for InstanceList {
@@ -90,7 +113,7 @@ impl InstanceList {
     pub fn len(&self) -> usize {
         match &self.repr {
             Repr::Flat(items) => items.len(),
-            Repr::Chunked { len, .. } => *len,
+            Repr::Tree { len, .. } => *len,
         }
     }
 
@@ -103,12 +126,12 @@ impl InstanceList {
     pub fn get(&self, i: usize) -> Option<&Instance> {
         match &self.repr {
             Repr::Flat(items) => items.get(i),
-            Repr::Chunked { chunks, len } => {
+            Repr::Tree { root, len } => {
                 if i >= *len {
                     return None;
                 }
-                let (c, offset) = locate(chunks, i);
-                chunks[c].items.get(offset)
+                let (leaf, offset) = leaf_at(root, i);
+                leaf.get(offset)
             }
         }
     }
@@ -122,14 +145,16 @@ impl InstanceList {
     pub fn iter(&self) -> Iter<'_> {
         match &self.repr {
             Repr::Flat(items) => Iter {
-                chunks: [].iter(),
+                root: &[],
                 current: items.iter(),
                 remaining: items.len(),
+                len: items.len(),
             },
-            Repr::Chunked { chunks, len } => Iter {
-                chunks: chunks.iter(),
+            Repr::Tree { root, len } => Iter {
+                root,
                 current: [].iter(),
                 remaining: *len,
+                len: *len,
             },
         }
     }
@@ -147,14 +172,15 @@ impl InstanceList {
 
     /// The instance whose sort key is `probe`, in one search. A beat looks
     /// its instance up this way: `position` followed by indexing would walk
-    /// from the global index back to its chunk a second time.
+    /// down the tree a second time.
     pub(crate) fn find(&self, probe: SortKey<'_>) -> Option<&Instance> {
         let items: &[Instance] = match &self.repr {
             Repr::Flat(items) => items,
-            Repr::Chunked { chunks, .. } => {
-                &chunks
-                    .get(chunks.partition_point(|ch| last_key(ch) < probe))?
-                    .items
+            Repr::Tree { root, .. } => {
+                let mut probe = probe;
+                let (leaf, _) = leaf_for(root, &mut probe)?;
+                let j = leaf.binary_search_by(|i| key_cmp(i, &mut probe)).ok()?;
+                return leaf.get(j);
             }
         };
         let j = items.binary_search_by(|i| i.sort_key().cmp(&probe)).ok()?;
@@ -166,16 +192,12 @@ impl InstanceList {
     pub(crate) fn position(&self, probe: SortKey<'_>) -> Result<usize, usize> {
         match &self.repr {
             Repr::Flat(items) => items.binary_search_by(|i| i.sort_key().cmp(&probe)),
-            Repr::Chunked { chunks, len } => {
-                // The first chunk whose last instance is not below the probe.
-                let c = chunks.partition_point(|ch| last_key(ch) < probe);
-                let Some(chunk) = chunks.get(c) else {
+            Repr::Tree { root, len } => {
+                let mut probe = probe;
+                let Some((leaf, start)) = leaf_for(root, &mut probe) else {
                     return Err(*len);
                 };
-                let start = start_of(chunks, c);
-                chunk
-                    .items
-                    .binary_search_by(|i| i.sort_key().cmp(&probe))
+                leaf.binary_search_by(|i| key_cmp(i, &mut probe))
                     .map(|j| start + j)
                     .map_err(|j| start + j)
             }
@@ -184,31 +206,34 @@ impl InstanceList {
 
     /// This list with the instance at `i` replaced by `inst` (same sort key).
     pub(crate) fn with_replaced(&self, i: usize, inst: Instance) -> Self {
-        let old = &self[i];
-        debug_assert!(old.sort_key() == inst.sort_key());
-        let digest = self
-            .digest
-            .wrapping_sub(instance_hash(old))
-            .wrapping_add(instance_hash(&inst));
-        let repr = match &self.repr {
+        match &self.repr {
             Repr::Flat(items) => {
+                let old = &items[i];
+                debug_assert!(old.sort_key() == inst.sort_key());
+                let digest = self
+                    .digest
+                    .wrapping_sub(instance_hash(old))
+                    .wrapping_add(instance_hash(&inst));
                 let mut v = items.to_vec();
                 v[i] = inst;
-                Repr::Flat(v.into_boxed_slice())
-            }
-            Repr::Chunked { chunks, len } => {
-                let (c, offset) = locate(chunks, i);
-                let mut items = chunks[c].items.to_vec();
-                items[offset] = inst;
-                let mut spine = chunks.to_vec();
-                spine[c].items = items.into();
-                Repr::Chunked {
-                    chunks: spine.into_boxed_slice(),
-                    len: *len,
+                InstanceList {
+                    repr: Repr::Flat(v.into_boxed_slice()),
+                    digest,
                 }
             }
-        };
-        InstanceList { repr, digest }
+            Repr::Tree { root, len } => {
+                let new_hash = instance_hash(&inst);
+                let (root, old) = replaced(root, i, inst);
+                let digest = self
+                    .digest
+                    .wrapping_sub(instance_hash(old))
+                    .wrapping_add(new_hash);
+                InstanceList {
+                    repr: Repr::Tree { root, len: *len },
+                    digest,
+                }
+            }
+        }
     }
 
     /// This list with `inst` inserted at `i`, where [`InstanceList::position`]
@@ -223,41 +248,25 @@ impl InstanceList {
                 v.extend_from_slice(&items[i..]);
                 Repr::build(v)
             }
-            Repr::Chunked { chunks, len } => {
-                // The chunk holding index i-1 or i: the first whose end
-                // reaches i (the last one when appending).
-                let c = chunks
-                    .partition_point(|ch| ch.end < i)
-                    .min(chunks.len() - 1);
-                let start = start_of(chunks, c);
-                let mut items = chunks[c].items.to_vec();
-                items.insert(i - start, inst);
-                let mut spine = Vec::with_capacity(chunks.len() + 1);
-                spine.extend_from_slice(&chunks[..c]);
-                if items.len() > CHUNK_MAX {
-                    let tail = items.split_off(items.len() / 2);
-                    spine.push(Chunk {
-                        end: start + items.len(),
-                        items: items.into(),
-                    });
-                    spine.push(Chunk {
-                        end: chunks[c].end + 1,
-                        items: tail.into(),
-                    });
-                } else {
-                    spine.push(Chunk {
-                        end: chunks[c].end + 1,
-                        items: items.into(),
-                    });
-                }
-                spine.extend(chunks[c + 1..].iter().map(|ch| Chunk {
-                    end: ch.end + 1,
-                    items: ch.items.clone(),
-                }));
-                Repr::Chunked {
-                    chunks: spine.into_boxed_slice(),
-                    len: len + 1,
-                }
+            Repr::Tree { root, len } => {
+                let root = match inserted(root, i, inst) {
+                    (one, None) => one,
+                    // The root split: the tree grows a level.
+                    (left, Some(right)) => {
+                        let left_len = children_len(&left);
+                        Arc::from([
+                            Child {
+                                end: left_len,
+                                node: Node::Inner(left),
+                            },
+                            Child {
+                                end: len + 1,
+                                node: Node::Inner(right),
+                            },
+                        ])
+                    }
+                };
+                Repr::Tree { root, len: len + 1 }
             }
         };
         InstanceList { repr, digest }
@@ -265,133 +274,387 @@ impl InstanceList {
 
     /// This list without the instance at `i`.
     pub(crate) fn with_removed(&self, i: usize) -> Self {
-        let digest = self.digest.wrapping_sub(instance_hash(&self[i]));
-        let repr = match &self.repr {
+        let (repr, old) = match &self.repr {
             Repr::Flat(items) => {
                 let mut v = Vec::with_capacity(items.len() - 1);
                 v.extend_from_slice(&items[..i]);
                 v.extend_from_slice(&items[i + 1..]);
-                Repr::Flat(v.into_boxed_slice())
+                (Repr::Flat(v.into_boxed_slice()), &items[i])
             }
-            Repr::Chunked { len, .. } if len - 1 <= CHUNK_MAX => {
-                let mut v = self.to_vec();
-                v.remove(i);
-                Repr::build(v)
+            Repr::Tree { len, .. } if len - 1 <= FLAT_MAX => {
+                let kept = self
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| *k != i)
+                    .map(|(_, inst)| inst.clone());
+                (Repr::Flat(kept.collect()), &self[i])
             }
-            Repr::Chunked { chunks, len } => {
-                let (c, offset) = locate(chunks, i);
-                let mut items = chunks[c].items.to_vec();
-                items.remove(offset);
-                // A small remainder joins a neighbour that has room, so the
-                // spine stays about len / CHUNK_FILL long.
-                let merge_with = if items.is_empty() || items.len() >= CHUNK_MIN {
-                    None
-                } else if c + 1 < chunks.len()
-                    && items.len() + chunks[c + 1].items.len() <= CHUNK_MAX
-                {
-                    Some(c + 1)
-                } else if c > 0 && items.len() + chunks[c - 1].items.len() <= CHUNK_MAX {
-                    Some(c - 1)
-                } else {
-                    None
-                };
-                let mut spine: Vec<Chunk> = Vec::with_capacity(chunks.len());
-                for (k, ch) in chunks.iter().enumerate() {
-                    let end = if k >= c { ch.end - 1 } else { ch.end };
-                    if k == c {
-                        match merge_with {
-                            // Joined with the previous chunk, already pushed.
-                            Some(m) if m < c => {
-                                let prev = spine.pop().expect("previous chunk pushed");
-                                let mut joined = prev.items.to_vec();
-                                joined.append(&mut items);
-                                spine.push(Chunk {
-                                    end,
-                                    items: joined.into(),
-                                });
-                            }
-                            // Joined with the next chunk, pushed at k = c + 1.
-                            Some(_) => {}
-                            None if items.is_empty() => {}
-                            None => spine.push(Chunk {
-                                end,
-                                items: std::mem::take(&mut items).into(),
-                            }),
-                        }
-                    } else if k == c + 1 && merge_with == Some(k) {
-                        items.extend_from_slice(&ch.items);
-                        spine.push(Chunk {
-                            end,
-                            items: std::mem::take(&mut items).into(),
-                        });
-                    } else {
-                        spine.push(Chunk {
-                            end,
-                            items: ch.items.clone(),
-                        });
+            Repr::Tree { root, len } => {
+                let (mut root, old) = removed(root, i);
+                // A root left with one child hands the tree to it.
+                while root.len() == 1 {
+                    match &root[0].node {
+                        Node::Inner(only) => root = only.clone(),
+                        Node::Leaf(_) => break,
                     }
                 }
-                Repr::Chunked {
-                    chunks: spine.into_boxed_slice(),
-                    len: len - 1,
-                }
+                (Repr::Tree { root, len: len - 1 }, old)
             }
         };
+        let digest = self.digest.wrapping_sub(instance_hash(old));
         InstanceList { repr, digest }
-    }
-
-    /// Chunks in the spine (1 for a flat list).
-    #[cfg(test)]
-    fn chunk_count(&self) -> usize {
-        match &self.repr {
-            Repr::Flat(_) => 1,
-            Repr::Chunked { chunks, .. } => chunks.len(),
-        }
     }
 }
 
 impl Repr {
+    /// Bulk build: leaves [`LEAF_FILL`] full, inner nodes [`INNER_FILL`]
+    /// full, sizes spread evenly so no node starts under its minimum.
     fn build(instances: Vec<Instance>) -> Repr {
-        if instances.len() <= CHUNK_MAX {
+        let len = instances.len();
+        if len <= FLAT_MAX {
             return Repr::Flat(instances.into_boxed_slice());
         }
-        let len = instances.len();
-        let mut chunks = Vec::with_capacity(len.div_ceil(CHUNK_FILL));
-        let mut end = 0;
-        for part in instances.chunks(CHUNK_FILL) {
-            end += part.len();
-            chunks.push(Chunk {
-                end,
-                items: part.into(),
-            });
+        let mut rest = instances.into_iter();
+        let mut level: Vec<Node> = even_parts(len, LEAF_FILL)
+            .map(|size| Node::Leaf(rest.by_ref().take(size).collect()))
+            .collect();
+        while level.len() > INNER_FILL {
+            let mut nodes = level.into_iter();
+            level = even_parts(nodes.len(), INNER_FILL)
+                .map(|size| Node::Inner(with_ends(nodes.by_ref().take(size))))
+                .collect();
         }
-        Repr::Chunked {
-            chunks: chunks.into_boxed_slice(),
+        Repr::Tree {
+            root: with_ends(level.into_iter()),
             len,
         }
     }
 }
 
-fn start_of(chunks: &[Chunk], c: usize) -> usize {
-    if c == 0 {
-        0
-    } else {
-        chunks[c - 1].end
+impl Node {
+    /// Instances under this node.
+    fn len(&self) -> usize {
+        match self {
+            Node::Leaf(items) => items.len(),
+            Node::Inner(children) => children_len(children),
+        }
+    }
+
+    /// Entries of this node itself: instances of a leaf, children of an
+    /// inner node. What the size bounds apply to.
+    fn width(&self) -> usize {
+        match self {
+            Node::Leaf(items) => items.len(),
+            Node::Inner(children) => children.len(),
+        }
+    }
+
+    /// Below this width a node merges with or borrows from a neighbour, so
+    /// removals cannot leave a tree of near-empty nodes.
+    fn min_width(&self) -> usize {
+        match self {
+            Node::Leaf(_) => LEAF_MAX / 4,
+            Node::Inner(_) => INNER_MAX / 4,
+        }
+    }
+
+    /// The last instance under this node.
+    fn last(&self) -> &Instance {
+        let mut node = self;
+        loop {
+            match node {
+                Node::Leaf(items) => return items.last().expect("nodes are never empty"),
+                Node::Inner(children) => {
+                    node = &children.last().expect("nodes are never empty").node;
+                }
+            }
+        }
     }
 }
 
-/// The chunk holding global index `i` (< len) and the offset inside it.
-fn locate(chunks: &[Chunk], i: usize) -> (usize, usize) {
-    let c = chunks.partition_point(|ch| ch.end <= i);
-    (c, i - start_of(chunks, c))
+/// `items` with `remove` entries at `at` replaced by `insert`, in one
+/// allocation: the chain is exact-size, so `collect` writes in place.
+fn spliced<T: Clone, C: FromIterator<T>>(
+    items: &[T],
+    at: usize,
+    remove: usize,
+    insert: Option<T>,
+) -> C {
+    items[..at]
+        .iter()
+        .cloned()
+        .chain(insert)
+        .chain(items[at + remove..].iter().cloned())
+        .collect()
 }
 
-fn last_key(chunk: &Chunk) -> SortKey<'_> {
-    chunk
-        .items
-        .last()
-        .expect("chunks are never empty")
-        .sort_key()
+/// `total` split into the fewest parts of at most `fill`, as even as can be.
+fn even_parts(total: usize, fill: usize) -> impl Iterator<Item = usize> {
+    let parts = total.div_ceil(fill).max(1);
+    (0..parts).map(move |k| total / parts + usize::from(k < total % parts))
+}
+
+/// Children for `nodes`, with their running ends.
+fn with_ends(nodes: impl Iterator<Item = Node>) -> Arc<[Child]> {
+    let mut end = 0;
+    nodes
+        .map(|node| {
+            end += node.len();
+            Child { end, node }
+        })
+        .collect()
+}
+
+fn children_len(children: &[Child]) -> usize {
+    children.last().map_or(0, |c| c.end)
+}
+
+fn start_of(children: &[Child], c: usize) -> usize {
+    if c == 0 {
+        0
+    } else {
+        children[c - 1].end
+    }
+}
+
+/// The child holding index `i` (< the children's total) and the offset of
+/// `i` inside it.
+fn child_at(children: &[Child], i: usize) -> (usize, usize) {
+    let c = children.partition_point(|ch| ch.end <= i);
+    (c, i - start_of(children, c))
+}
+
+/// The leaf holding index `i` (< the tree's length) and `i`'s offset in it.
+fn leaf_at(mut children: &[Child], mut i: usize) -> (&[Instance], usize) {
+    loop {
+        let (c, offset) = child_at(children, i);
+        match &children[c].node {
+            Node::Leaf(items) => return (items, offset),
+            Node::Inner(below) => (children, i) = (below, offset),
+        }
+    }
+}
+
+/// Orders `inst` against `probe` as [`Instance::sort_key`] does. A search
+/// compares one probe with ~15 instances, nearly all in the probe's
+/// cluster: once a name compares equal, the probe borrows the instance's
+/// (interned) copy, so later comparisons with that cluster are a pointer
+/// test instead of a `memcmp`.
+fn key_cmp<'a>(inst: &'a Instance, probe: &mut SortKey<'a>) -> Ordering {
+    let cluster: &'a str = &inst.cluster;
+    if !std::ptr::eq(cluster, probe.0) {
+        match cluster.cmp(probe.0) {
+            Ordering::Equal => probe.0 = cluster,
+            unequal => return unequal,
+        }
+    }
+    (inst.ip, inst.port, inst.ephemeral).cmp(&(probe.1, probe.2, probe.3))
+}
+
+/// The leaf where `probe` is or would be inserted and the index of its
+/// first instance; `None` when `probe` sorts after every instance.
+fn leaf_for<'a: 'p, 'p>(
+    mut children: &'a [Child],
+    probe: &mut SortKey<'p>,
+) -> Option<(&'a [Instance], usize)> {
+    let mut start = 0;
+    loop {
+        // The first child whose last instance is not below the probe. Below
+        // the root there always is one: the parent chose this node by it.
+        // (`partition_point` would not let the probe keep a cluster name
+        // borrowed from the tree: it lends each child only to one call.)
+        let (mut c, mut end) = (0, children.len());
+        while c < end {
+            let mid = c + (end - c) / 2;
+            if key_cmp(children[mid].node.last(), probe).is_lt() {
+                c = mid + 1;
+            } else {
+                end = mid;
+            }
+        }
+        let child = children.get(c)?;
+        start += start_of(children, c);
+        match &child.node {
+            Node::Leaf(items) => return Some((items, start)),
+            Node::Inner(below) => children = below,
+        }
+    }
+}
+
+/// A fresh copy of `items`, changed in place by `edit` before anyone else
+/// can see it. Cloning the whole slice and then overwriting costs one
+/// clone more than splicing, but is a plain copy loop: a chained iterator
+/// costs about twice as much per element.
+fn edited<T: Clone>(items: &[T], edit: impl FnOnce(&mut [T])) -> Arc<[T]> {
+    let mut copy: Arc<[T]> = items.iter().cloned().collect();
+    edit(Arc::get_mut(&mut copy).expect("a fresh copy is not shared"));
+    copy
+}
+
+/// `children` with child `c` replaced by `node`, which has `delta` more
+/// instances than it: the ends from it on shift by `delta`.
+fn with_child(children: &[Child], c: usize, node: Node, delta: isize) -> Arc<[Child]> {
+    edited(children, |new| {
+        new[c].node = node;
+        for ch in &mut new[c..] {
+            ch.end = ch.end.wrapping_add_signed(delta);
+        }
+    })
+}
+
+/// The path copy of a replacement: new nodes from the root to the leaf of
+/// index `i`, everything else shared; and the instance replaced.
+fn replaced(children: &[Child], i: usize, inst: Instance) -> (Arc<[Child]>, &Instance) {
+    let (c, offset) = child_at(children, i);
+    let (node, old) = match &children[c].node {
+        Node::Leaf(items) => {
+            debug_assert!(items[offset].sort_key() == inst.sort_key());
+            (
+                Node::Leaf(edited(items, |new| new[offset] = inst)),
+                &items[offset],
+            )
+        }
+        Node::Inner(below) => {
+            let (below, old) = replaced(below, offset, inst);
+            (Node::Inner(below), old)
+        }
+    };
+    (with_child(children, c, node, 0), old)
+}
+
+/// The path copy of an insertion at index `i`: the new node, and a second
+/// one when it split in two.
+fn inserted(children: &[Child], i: usize, inst: Instance) -> (Arc<[Child]>, Option<Arc<[Child]>>) {
+    // The child holding index i-1 or i: the first whose end reaches i (the
+    // last one when appending).
+    let c = children
+        .partition_point(|ch| ch.end < i)
+        .min(children.len() - 1);
+    let start = start_of(children, c);
+    let (node, split) = match &children[c].node {
+        Node::Leaf(items) if items.len() < LEAF_MAX => {
+            (Node::Leaf(spliced(items, i - start, 0, Some(inst))), None)
+        }
+        Node::Leaf(items) => {
+            let mut left: Vec<Instance> = spliced(items, i - start, 0, Some(inst));
+            let right = left.split_off(left.len() / 2);
+            (Node::Leaf(left.into()), Some(Node::Leaf(right.into())))
+        }
+        Node::Inner(below) => {
+            let (left, right) = inserted(below, i - start, inst);
+            (Node::Inner(left), right.map(Node::Inner))
+        }
+    };
+    let Some(right) = split else {
+        return (with_child(children, c, node, 1), None);
+    };
+    let left_end = start + node.len();
+    let mut out = Vec::with_capacity(children.len() + 1);
+    out.extend_from_slice(&children[..c]);
+    out.push(Child {
+        end: left_end,
+        node,
+    });
+    out.push(Child {
+        end: children[c].end + 1,
+        node: right,
+    });
+    out.extend(children[c + 1..].iter().map(|ch| Child {
+        end: ch.end + 1,
+        node: ch.node.clone(),
+    }));
+    if out.len() <= INNER_MAX {
+        return (out.into(), None);
+    }
+    let (left, right) = halves(out);
+    (left, Some(right))
+}
+
+/// Splits an overfull list of children into two halves, the second
+/// re-based to count from zero.
+fn halves(mut children: Vec<Child>) -> (Arc<[Child]>, Arc<[Child]>) {
+    let tail = children.split_off(children.len() / 2);
+    let base = children_len(&children);
+    let tail: Arc<[Child]> = tail
+        .into_iter()
+        .map(|ch| Child {
+            end: ch.end - base,
+            node: ch.node,
+        })
+        .collect();
+    (children.into(), tail)
+}
+
+/// The path copy of a removal at index `i`, and the instance removed. A
+/// node left under its minimum joins a neighbour: merged into one when
+/// they fit, else split evenly between the two.
+fn removed(children: &[Child], i: usize) -> (Arc<[Child]>, &Instance) {
+    let (c, offset) = child_at(children, i);
+    let (node, old) = match &children[c].node {
+        Node::Leaf(items) => (Node::Leaf(spliced(items, offset, 1, None)), &items[offset]),
+        Node::Inner(below) => {
+            let (below, old) = removed(below, offset);
+            (Node::Inner(below), old)
+        }
+    };
+    if node.width() >= node.min_width() || children.len() == 1 {
+        return (with_child(children, c, node, -1), old);
+    }
+    // The pair (l, l + 1) holding c, and the start of l.
+    let l = if c + 1 < children.len() { c } else { c - 1 };
+    let start = start_of(children, l);
+    let (left, right) = if l == c {
+        (&node, &children[c + 1].node)
+    } else {
+        (&children[l].node, &node)
+    };
+    let joined = joined(left, right);
+    let mut end = start;
+    let out: Arc<[Child]> = children[..l]
+        .iter()
+        .cloned()
+        .chain(joined.into_iter().map(|node| {
+            end += node.len();
+            Child { end, node }
+        }))
+        .chain(children[l + 2..].iter().map(|ch| Child {
+            end: ch.end - 1,
+            node: ch.node.clone(),
+        }))
+        .collect();
+    (out, old)
+}
+
+/// Two neighbouring nodes of one level as one node when they fit in one,
+/// else as two of even widths.
+fn joined(left: &Node, right: &Node) -> Vec<Node> {
+    match (left, right) {
+        (Node::Leaf(a), Node::Leaf(b)) => {
+            let mut all: Vec<Instance> = a.iter().chain(b.iter()).cloned().collect();
+            if all.len() <= LEAF_MAX {
+                return vec![Node::Leaf(all.into())];
+            }
+            let tail = all.split_off(all.len() / 2);
+            vec![Node::Leaf(all.into()), Node::Leaf(tail.into())]
+        }
+        (Node::Inner(a), Node::Inner(b)) => {
+            let base = children_len(a);
+            let all: Vec<Child> = a
+                .iter()
+                .cloned()
+                .chain(b.iter().map(|ch| Child {
+                    end: ch.end + base,
+                    node: ch.node.clone(),
+                }))
+                .collect();
+            if all.len() <= INNER_MAX {
+                return vec![Node::Inner(all.into())];
+            }
+            let (a, b) = halves(all);
+            vec![Node::Inner(a), Node::Inner(b)]
+        }
+        _ => unreachable!("every leaf is at the same depth"),
+    }
 }
 
 impl Index<usize> for InstanceList {
@@ -423,22 +686,30 @@ impl<'a> IntoIterator for &'a InstanceList {
 /// Iterator over an [`InstanceList`] in sort order.
 #[derive(Clone, Debug)]
 pub struct Iter<'a> {
-    chunks: std::slice::Iter<'a, Chunk>,
+    /// The tree's root; empty for a flat list, whose slice is `current`.
+    root: &'a [Child],
     current: std::slice::Iter<'a, Instance>,
     remaining: usize,
+    len: usize,
 }
 
 impl<'a> Iterator for Iter<'a> {
     type Item = &'a Instance;
 
     fn next(&mut self) -> Option<&'a Instance> {
-        loop {
-            if let Some(i) = self.current.next() {
-                self.remaining -= 1;
-                return Some(i);
-            }
-            self.current = self.chunks.next()?.items.iter();
+        if let Some(i) = self.current.next() {
+            self.remaining -= 1;
+            return Some(i);
         }
+        if self.remaining == 0 {
+            return None;
+        }
+        // The next leaf, found from the root: a walk of a few levels per
+        // ~24 instances, and no stack to keep in the iterator.
+        let (leaf, offset) = leaf_at(self.root, self.len - self.remaining);
+        self.current = leaf[offset..].iter();
+        self.remaining -= 1;
+        self.current.next()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -489,10 +760,12 @@ mod tests {
     use crate::metadata::Metadata;
     use crate::model::LeaseTimeouts;
 
-    fn inst(port: u16, weight: f64) -> Instance {
+    fn inst(port: u32, weight: f64) -> Instance {
+        // Ports past u16 move to the next IP, so lists can exceed 65,535.
+        let ip = std::net::Ipv4Addr::from(0x0a00_0000 + (port >> 16));
         Instance {
-            ip: "10.0.0.1".parse().unwrap(),
-            port,
+            ip: IpAddr::V4(ip),
+            port: port as u16,
             healthy: true,
             enabled: true,
             ephemeral: true,
@@ -504,35 +777,148 @@ mod tests {
         }
     }
 
-    fn ports(l: &InstanceList) -> Vec<u16> {
-        l.iter().map(|i| i.port).collect()
+    fn key(i: &Instance) -> u32 {
+        let IpAddr::V4(ip) = i.ip else {
+            panic!("v4 only")
+        };
+        ((u32::from(ip) - 0x0a00_0000) << 16) | u32::from(i.port)
     }
 
-    fn insert(l: &InstanceList, port: u16) -> InstanceList {
+    fn keys(l: &InstanceList) -> Vec<u32> {
+        l.iter().map(key).collect()
+    }
+
+    fn bulk(n: u32) -> InstanceList {
+        InstanceList::from_sorted((0..n).map(|p| inst(p, 1.0)).collect())
+    }
+
+    fn insert(l: &InstanceList, port: u32) -> InstanceList {
         let probe = inst(port, 1.0);
         let at = l.position(probe.sort_key()).expect_err("new port");
         l.with_inserted(at, probe)
     }
 
-    fn remove(l: &InstanceList, port: u16) -> InstanceList {
+    fn remove(l: &InstanceList, port: u32) -> InstanceList {
         let at = l.position(inst(port, 1.0).sort_key()).expect("present");
         l.with_removed(at)
     }
 
-    /// Random-ish inserts and removals agree with a sorted `Vec` at every
-    /// step: order, index, position, length and digest.
+    /// A deterministic pseudo-random sequence (an LCG): fixed, so a failure
+    /// replays.
+    fn lcg(seed: u32) -> impl FnMut(u32) -> u32 {
+        let mut x = seed;
+        move |bound| {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (x >> 8) % bound
+        }
+    }
+
+    /// Checks every structural invariant and returns the tree's height
+    /// (0 for a flat list): the form matches the length, every leaf is at
+    /// the same depth, every node but the root is within its bounds, ends
+    /// are running sums, the order is strict and the digest is the sum.
+    fn check(l: &InstanceList) -> usize {
+        let height = match &l.repr {
+            Repr::Flat(items) => {
+                assert!(items.len() <= FLAT_MAX, "flat of {}", items.len());
+                0
+            }
+            Repr::Tree { root, len } => {
+                assert!(*len > FLAT_MAX, "tree of {len}");
+                assert!((2..=INNER_MAX).contains(&root.len()), "root {}", root.len());
+                let (n, height) = check_children(root);
+                assert_eq!(n, *len);
+                height
+            }
+        };
+        let all = l.to_vec();
+        assert_eq!(all.len(), l.len());
+        assert_eq!(l.iter().len(), l.len());
+        assert!(all.windows(2).all(|w| w[0].sort_key() < w[1].sort_key()));
+        let sum = all
+            .iter()
+            .fold(0u64, |d, i| d.wrapping_add(instance_hash(i)));
+        assert_eq!(sum, l.digest());
+        height
+    }
+
+    /// (instances, height) under `children`, checking each child.
+    fn check_children(children: &[Child]) -> (usize, usize) {
+        let mut end = 0;
+        let mut height = None;
+        for ch in children {
+            let (n, h) = match &ch.node {
+                Node::Leaf(items) => {
+                    assert!(
+                        (LEAF_MAX / 4..=LEAF_MAX).contains(&items.len()),
+                        "leaf {}",
+                        items.len()
+                    );
+                    (items.len(), 1)
+                }
+                Node::Inner(below) => {
+                    assert!(
+                        (INNER_MAX / 4..=INNER_MAX).contains(&below.len()),
+                        "inner {}",
+                        below.len()
+                    );
+                    check_children(below)
+                }
+            };
+            end += n;
+            assert_eq!(ch.end, end, "running end");
+            assert_eq!(*height.get_or_insert(h), h, "leaves at one depth");
+        }
+        (end, height.expect("non-empty") + 1)
+    }
+
+    /// Every node of the tree, by address, leaves and inner nodes apart.
+    fn nodes(l: &InstanceList) -> (Vec<*const Instance>, Vec<*const Child>) {
+        fn walk(
+            children: &[Child],
+            leaves: &mut Vec<*const Instance>,
+            inner: &mut Vec<*const Child>,
+        ) {
+            inner.push(children.as_ptr());
+            for ch in children {
+                match &ch.node {
+                    Node::Leaf(items) => leaves.push(items.as_ptr()),
+                    Node::Inner(below) => walk(below, leaves, inner),
+                }
+            }
+        }
+        let (mut leaves, mut inner) = (Vec::new(), Vec::new());
+        if let Repr::Tree { root, .. } = &l.repr {
+            walk(root, &mut leaves, &mut inner);
+        }
+        (leaves, inner)
+    }
+
+    /// How many nodes of `new` are not shared with `old`.
+    fn copied(old: &InstanceList, new: &InstanceList) -> (usize, usize) {
+        let (old_leaves, old_inner) = nodes(old);
+        let (new_leaves, new_inner) = nodes(new);
+        (
+            new_leaves
+                .iter()
+                .filter(|p| !old_leaves.contains(p))
+                .count(),
+            new_inner.iter().filter(|p| !old_inner.contains(p)).count(),
+        )
+    }
+
+    /// Random inserts and removals agree with a sorted `Vec` at every step
+    /// (order, index, position, find, length, digest) while the list grows
+    /// through three levels and shrinks back to flat.
     #[test]
     fn agrees_with_a_sorted_vec_through_growth_and_shrinkage() {
         let mut list = InstanceList::default();
-        let mut model: Vec<u16> = Vec::new();
-        let mut x: u32 = 12345;
-        let mut next = || {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
-            (x >> 16) as u16 % 2_000
-        };
-        for step in 0..3_000 {
-            let port = next();
-            let removing = step > 1_500 && step % 3 != 0;
+        let mut model: Vec<u32> = Vec::new();
+        let mut next = lcg(12345);
+        let mut max_height = 0;
+        for step in 0..12_000 {
+            let port = next(6_000);
+            let removing = step > 6_000 && step % 3 != 0;
             match model.binary_search(&port) {
                 Ok(k) if removing || step % 5 == 0 => {
                     model.remove(k);
@@ -546,66 +932,140 @@ mod tests {
             }
             assert_eq!(list.len(), model.len());
             if step % 97 == 0 {
-                assert_eq!(ports(&list), model);
+                max_height = max_height.max(check(&list));
+                assert_eq!(keys(&list), model);
                 for (k, p) in model.iter().enumerate() {
-                    assert_eq!(list[k].port, *p);
-                    assert_eq!(list.position(inst(*p, 1.0).sort_key()), Ok(k));
+                    assert_eq!(key(&list[k]), *p);
+                    let probe = inst(*p, 1.0);
+                    assert_eq!(list.position(probe.sort_key()), Ok(k));
+                    assert_eq!(list.find(probe.sort_key()).map(key), Some(*p));
                 }
+                let absent = inst(6_001, 1.0);
+                assert_eq!(list.position(absent.sort_key()), Err(model.len()));
+                assert!(list.find(absent.sort_key()).is_none());
                 let rebuilt = InstanceList::from_sorted(list.to_vec());
                 assert_eq!(rebuilt.digest(), list.digest());
+                assert_eq!(rebuilt, list);
             }
         }
-        assert_eq!(ports(&list), model);
+        assert!(
+            max_height >= 3,
+            "the walk crossed inner nodes: {max_height}"
+        );
+        assert_eq!(keys(&list), model);
+        check(&list);
+    }
+
+    /// Ascending, descending and middle inserts (the shapes that split the
+    /// same node over and over) keep every invariant.
+    #[test]
+    fn sequential_inserts_split_cleanly() {
+        for order in 0..3 {
+            let mut list = InstanceList::default();
+            let n = 3_000u32;
+            for k in 0..n {
+                let port = match order {
+                    0 => k,
+                    1 => n - k,
+                    _ => (k % 2) * 100_000 + k,
+                };
+                list = insert(&list, port);
+                if k % 251 == 0 {
+                    check(&list);
+                }
+            }
+            assert_eq!(list.len(), n as usize);
+            assert!(check(&list) <= 4, "order {order}");
+        }
     }
 
     #[test]
-    fn a_write_into_a_large_list_shares_every_other_chunk() {
-        let big = InstanceList::from_sorted((0..10_000).map(|p| inst(p, 1.0)).collect());
-        assert!(big.chunk_count() > 100, "{}", big.chunk_count());
+    fn a_write_into_a_large_list_copies_only_its_path() {
+        let big = bulk(10_000);
+        let height = check(&big);
+        assert_eq!(height, 3, "10,000 instances are three levels deep");
         let changed = big.with_replaced(5_000, inst(5_000, 2.0));
-        let (Repr::Chunked { chunks: a, .. }, Repr::Chunked { chunks: b, .. }) =
-            (&big.repr, &changed.repr)
-        else {
-            panic!("a 10,000-instance list is chunked");
-        };
-        let shared = a
-            .iter()
-            .zip(b.iter())
-            .filter(|(x, y)| Arc::ptr_eq(&x.items, &y.items))
-            .count();
-        assert_eq!(shared, a.len() - 1);
+        // One leaf and the inner nodes above it (the root included).
+        assert_eq!(copied(&big, &changed), (1, height - 1));
         assert_eq!(changed[5_000].weight, 2.0);
         assert_eq!(big[5_000].weight, 1.0, "the old revision is untouched");
+        check(&changed);
+
+        let grown = insert(&big, 20_000);
+        assert_eq!(copied(&big, &grown), (1, height - 1));
+        let shrunk = remove(&big, 7);
+        assert!(
+            copied(&big, &shrunk).0 <= 2,
+            "a leaf and maybe its neighbour"
+        );
+        check(&grown);
+        check(&shrunk);
+    }
+
+    /// At the per-service cap (200,000) the tree is four levels deep and a
+    /// write still copies one node per level.
+    #[test]
+    fn the_tree_stays_shallow_at_the_instance_cap() {
+        let big = bulk(200_000);
+        let height = check(&big);
+        assert_eq!(height, 4);
+        let changed = big.with_replaced(123_456, inst(123_456, 3.0));
+        assert_eq!(copied(&big, &changed), (1, height - 1));
+        assert_eq!(changed[123_456].weight, 3.0);
+        assert_eq!(
+            changed.find(inst(199_999, 1.0).sort_key()).map(key),
+            Some(199_999)
+        );
     }
 
     #[test]
     fn digest_follows_visible_fields_and_not_history() {
-        let a = InstanceList::from_sorted((0..200).map(|p| inst(p, 1.0)).collect());
-        let b = a.with_replaced(7, inst(7, 3.0));
-        assert_ne!(a.digest(), b.digest());
-        let back = b.with_replaced(7, inst(7, 1.0));
-        assert_eq!(a.digest(), back.digest());
-        let grown = insert(&a, 500);
-        assert_eq!(remove(&grown, 500).digest(), a.digest());
+        for n in [10, 200, 5_000] {
+            let a = bulk(n);
+            let b = a.with_replaced(7, inst(7, 3.0));
+            assert_ne!(a.digest(), b.digest());
+            let back = b.with_replaced(7, inst(7, 1.0));
+            assert_eq!(a.digest(), back.digest());
+            let grown = insert(&a, 100_000);
+            assert_eq!(remove(&grown, 100_000).digest(), a.digest());
+        }
         assert_eq!(InstanceList::default().digest(), 0);
     }
 
+    /// Removals in random order from a three-level tree down to empty: the
+    /// tree stays balanced and shallow, and turns flat again at the end.
     #[test]
-    fn removals_down_to_empty_keep_the_spine_short() {
-        let mut list = InstanceList::from_sorted((0..1_000).map(|p| inst(p, 1.0)).collect());
-        for p in (0..1_000).step_by(2) {
-            list = remove(&list, p);
-        }
-        // 500 left: never more chunks than a fill of CHUNK_MIN would give.
-        assert!(
-            list.chunk_count() <= 500 / CHUNK_MIN,
-            "{}",
-            list.chunk_count()
-        );
-        for p in (1..1_000).step_by(2) {
-            list = remove(&list, p);
+    fn removals_down_to_empty_keep_the_tree_shallow() {
+        let mut list = bulk(5_000);
+        let mut left: Vec<u32> = (0..5_000).collect();
+        let mut next = lcg(777);
+        while !left.is_empty() {
+            let port = left.swap_remove(next(left.len() as u32) as usize);
+            list = remove(&list, port);
+            if left.len() % 193 == 0 {
+                let height = check(&list);
+                // Every node at least a quarter full bounds the height.
+                assert!(height <= 4, "{height} levels for {}", left.len());
+                if left.len() <= FLAT_MAX {
+                    assert_eq!(height, 0, "flat again at {}", left.len());
+                }
+            }
         }
         assert!(list.is_empty());
         assert_eq!(list.iter().count(), 0);
+        assert_eq!(list.digest(), 0);
+    }
+
+    /// The flat-to-tree boundary both ways, one instance at a time.
+    #[test]
+    fn crossing_the_flat_limit_both_ways() {
+        let mut list = bulk(FLAT_MAX as u32);
+        assert_eq!(check(&list), 0);
+        list = insert(&list, 1_000);
+        assert!(check(&list) > 0);
+        list = remove(&list, 1_000);
+        assert_eq!(check(&list), 0);
+        assert_eq!(list, bulk(FLAT_MAX as u32));
+        assert_eq!(list.get(FLAT_MAX), None);
     }
 }

@@ -8,7 +8,7 @@
 //! - [`model`]: service keys, instances, identity, defaults, `preserved.*` timeouts.
 //! - [`metadata`]: the compact immutable metadata map.
 //! - [`snapshot`]: immutable revisioned service state and the query views.
-//! - [`instance_list`]: a snapshot's sorted instances, shared in chunks
+//! - [`instance_list`]: a snapshot's sorted instances, a B+tree shared
 //!   between revisions, with their digest.
 //! - [`store`]: shards, every operation, expiry; who writes what; with the
 //!   cluster's writes (applying a replicated state, lease takeover).

@@ -113,7 +113,7 @@ impl Store {
             if let Ok(i) = pos {
                 kept[i] = true;
             }
-            let (cluster, lease) = w.place(&old.instances, pos, spec, &cell);
+            let (cluster, lease) = w.place(pos.ok().map(|i| &old.instances[i]), spec, &cell);
             if lease.is_some() {
                 let deadline = lease::beat_deadline(now, &timeouts);
                 match pos {

@@ -3,8 +3,9 @@
 //! Each service's state is one `Arc<ServiceSnapshot>` behind an `ArcSwap` in
 //! its [`ServiceCell`](crate::store::ServiceCell). Readers load it without a
 //! lock; a writer builds a new snapshot and swaps the pointer. The new
-//! snapshot shares all but the changed chunk of its instance list with the
-//! old one ([`InstanceList`]), so a write costs the same in any size of service. A snapshot never changes after it is published, so a reader
+//! snapshot shares all but one root-to-leaf path of its instance list with
+//! the old one ([`InstanceList`]), so a write's cost grows with the log of
+//! the service's size. A snapshot never changes after it is published, so a reader
 //! holding one sees one consistent revision, never a torn mix.
 
 use std::sync::Arc;

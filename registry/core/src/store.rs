@@ -19,8 +19,8 @@
 //!
 //! Reads (`query`, `beat`) load the current snapshot and never wait for a
 //! writer. A write takes its shard's lock, builds the service's next
-//! snapshot (sharing all but one chunk of the instance list with the
-//! current one, see [`InstanceList`]), publishes it with a new revision, and
+//! snapshot (sharing all but one root-to-leaf path of the instance list
+//! with the current one, see [`InstanceList`]), publishes it with a new revision, and
 //! returns a [`ChangeEvent`] for the notifier. The store is pure: no clock,
 //! no I/O.
 
@@ -259,20 +259,20 @@ struct Writer {
 }
 
 impl Writer {
-    /// The interned cluster name and the lease slot for `spec`, found at
-    /// `pos` of `list`: an existing instance keeps its own; a new one gets
-    /// the interned name and, if ephemeral, a fresh slot owned by `cell`
-    /// (which the caller activates).
+    /// The interned cluster name and the lease slot for `spec`: an
+    /// `existing` instance keeps its own; a new one gets the interned name
+    /// and, if ephemeral, a fresh slot owned by `cell` (which the caller
+    /// activates). The caller looks `existing` up once: in a large list
+    /// each lookup by index is a walk down its tree.
     fn place(
         &mut self,
-        list: &InstanceList,
-        pos: Result<usize, usize>,
+        existing: Option<&Instance>,
         spec: &InstanceSpec<'_>,
         cell: &Arc<ServiceCell>,
     ) -> (Arc<str>, LeaseSlot) {
-        match pos {
-            Ok(i) => (list[i].cluster.clone(), list[i].lease),
-            Err(_) => {
+        match existing {
+            Some(inst) => (inst.cluster.clone(), inst.lease),
+            None => {
                 let lease = if spec.ephemeral {
                     let slot = self.slots.allocate();
                     set_owner(&mut self.owners, slot, Some(cell.clone()));
@@ -559,7 +559,8 @@ impl Store {
                 });
             }
         }
-        let (cluster, lease) = w.place(&old.instances, pos, spec, &cell);
+        let existing = pos.ok().map(|i| &old.instances[i]);
+        let (cluster, lease) = w.place(existing, spec, &cell);
         let metadata = w.interner.metadata(spec.metadata.clone());
         let inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
         if lease.is_some() {
@@ -569,13 +570,13 @@ impl Store {
                 Err(_) => shard.leases.activate(lease, deadline),
             }
         }
+        if existing.is_some_and(|e| e.same_visible_state(&inst)) {
+            return Ok(Written {
+                revision: old.revision,
+                event: None,
+            });
+        }
         let instances = match pos {
-            Ok(i) if old.instances[i].same_visible_state(&inst) => {
-                return Ok(Written {
-                    revision: old.revision,
-                    event: None,
-                });
-            }
             Ok(i) => old.instances.with_replaced(i, inst),
             Err(i) => {
                 shard.instances_count.fetch_add(1, Ordering::Relaxed);

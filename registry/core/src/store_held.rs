@@ -66,7 +66,8 @@ impl Store {
                 spec.addr.port,
                 spec.ephemeral,
             ));
-            let (cluster, lease) = w.place(&instances, pos, spec, &cell);
+            let existing = pos.ok().map(|i| &instances[i]);
+            let (cluster, lease) = w.place(existing, spec, &cell);
             if lease.is_some() {
                 match pos {
                     Ok(_) => shard.leases.renew(lease, HELD),
@@ -75,9 +76,12 @@ impl Store {
             }
             let metadata = w.interner.metadata(spec.metadata.clone());
             let inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
-            // Each step shares all but one chunk with the one before.
+            if existing.is_some_and(|e| e.same_visible_state(&inst)) {
+                continue;
+            }
+            // Each step shares all but one path of the tree with the one
+            // before.
             instances = match pos {
-                Ok(i) if instances[i].same_visible_state(&inst) => continue,
                 Ok(i) => instances.with_replaced(i, inst),
                 Err(i) => {
                     shard.instances_count.fetch_add(1, Ordering::Relaxed);

@@ -45,9 +45,10 @@ fn readers_never_see_torn_or_stale_snapshots() {
             let mut n = 0u32;
             while !stop.load(Ordering::Relaxed) {
                 let svc = w + 2 * (n as usize % (SERVICES / 2));
-                // Past the instance list's chunk size (64), so chunked lists
-                // are read while written too.
-                let port = (n % 150) as u16;
+                // Each service cycles through 1,200 ports: past the flat
+                // limit (64) and past one root of leaves (~600), so lists
+                // two and three levels deep are read while written too.
+                let port = ((n as usize / (SERVICES / 2)) % 1_200) as u16;
                 let now = Millis(clock.load(Ordering::Relaxed));
                 let key = ServiceRef::new("public", &names[svc]);
                 let written = if n % 3 == 2 {
@@ -86,6 +87,7 @@ fn readers_never_see_torn_or_stale_snapshots() {
         readers.push(thread::spawn(move || {
             let mut seen = [0u64; SERVICES];
             let mut loads = 0u64;
+            let mut longest = 0usize;
             while !stop.load(Ordering::Relaxed) {
                 for svc in 0..SERVICES {
                     let floor = acked[(svc + r) % SERVICES].load(Ordering::Acquire);
@@ -102,6 +104,7 @@ fn readers_never_see_torn_or_stale_snapshots() {
                     assert!(snap.revision() >= seen[svc], "revision went backwards");
                     seen[svc] = snap.revision();
                     let inst = snap.instances();
+                    longest = longest.max(inst.len());
                     for (a, b) in inst.iter().zip(inst.iter().skip(1)) {
                         assert!(a.port < b.port, "unsorted or duplicate instances");
                     }
@@ -115,7 +118,7 @@ fn readers_never_see_torn_or_stale_snapshots() {
                     }
                 }
             }
-            loads
+            (loads, longest)
         }));
     }
     while Instant::now() < deadline {
@@ -125,10 +128,15 @@ fn readers_never_see_torn_or_stale_snapshots() {
     for h in handles {
         h.join().unwrap();
     }
+    let mut longest = 0;
     for r in readers {
-        let loads = r.join().unwrap();
+        let (loads, seen) = r.join().unwrap();
         assert!(loads > 1000, "reader made only {loads} loads");
+        longest = longest.max(seen);
     }
+    // Lists past the flat limit (64) were read: the tree's paths ran.
+    assert!(longest > 64, "longest list read: {longest}");
+    eprintln!("longest list read: {longest}");
     // The sweeper really ran: with the clock far ahead, everything expires.
     let now = clock.load(Ordering::Relaxed) + 60_000;
     store.expire(Millis(now));
