@@ -27,8 +27,10 @@
 # has one; if neither builds, there is no baseline and the gate passes.
 #
 # Cost: both sides build into target/gates, which keeps dependencies between
-# runs: ~7 min on 2 cores when cold, then ~1-1.5 min per side (the workspace's
-# own crates are always rebuilt, see clean_workspace_crates).
+# runs. hotpaths needs only registry-core, -proto and -convert (see
+# adopt_convert_crate): ~55 dependencies when cold, not the server's ~210; then
+# each side rebuilds those crates and links with fat LTO (the workspace's own
+# crates are always rebuilt, see clean_workspace_crates).
 # The measurement runs the two sides in parallel, ~30 s.
 set -Eeuo pipefail
 # Any unexpected failure exits 2, so that 1 always means "a hot path regressed".
@@ -144,13 +146,60 @@ clean_workspace_crates() {
     (cd "$dir" && CARGO_TARGET_DIR="$target" cargo clean --release --quiet "${pkgs[@]}")
 }
 
+# The wire-to-core mapping hotpaths measures (encode_list, ip) is the crate
+# registry-convert, and benches builds without the server with
+# --no-default-features: a cold gate compiles the core, the wire formats and
+# their few dependencies in release, not the server's graph (tonic, openraft,
+# redb). Commits from before that split kept the mapping in the server
+# (registry/server/src/convert.rs), where a harness using registry_convert
+# cannot reach it. In a scratch tree of such a commit, that same file is made
+# the registry-convert crate, with this checkout's manifests for it and for
+# benches: the tree's own code, built as lean as head's, runs the same
+# program. The files are put back after the build (a caller's tree, such as
+# bench-compare's, builds its benches afterwards).
+adopted=""
+adopt_convert_crate() {
+    local dir="$1"
+    [[ "$dir" != "$ROOT" && ! -f "$dir/registry/convert/Cargo.toml" ]] || return 1
+    [[ -f "$dir/registry/server/src/convert.rs" && -f "$dir/benches/Cargo.toml" ]] || return 1
+    grep -q 'registry_convert' "$dir/$harness_rel" || return 1
+    adopted="$out/adopted"
+    rm -rf "$adopted" && mkdir -p "$adopted"
+    cp "$dir/Cargo.toml" "$adopted/workspace.toml"
+    cp "$dir/benches/Cargo.toml" "$adopted/benches.toml"
+    [[ ! -f "$dir/Cargo.lock" ]] || cp "$dir/Cargo.lock" "$adopted/"
+    mkdir -p "$dir/registry/convert/src"
+    cp "$dir/registry/server/src/convert.rs" "$dir/registry/convert/src/lib.rs"
+    cp "$ROOT/registry/convert/Cargo.toml" "$dir/registry/convert/Cargo.toml"
+    cp "$ROOT/benches/Cargo.toml" "$dir/benches/Cargo.toml"
+    sed -i -e 's|^    "registry/proto",$|&\n    "registry/convert",|' \
+        -e 's|^registry-proto = { path = "registry/proto" }$|&\nregistry-convert = { path = "registry/convert" }|' \
+        "$dir/Cargo.toml"
+    say "$(basename "$dir"): predates registry-convert; its registry/server/src/convert.rs built as that crate"
+}
+restore_adopted() {
+    local dir="$1"
+    [[ -n "$adopted" ]] || return 0
+    cp "$adopted/workspace.toml" "$dir/Cargo.toml"
+    cp "$adopted/benches.toml" "$dir/benches/Cargo.toml"
+    [[ ! -f "$adopted/Cargo.lock" ]] || cp "$adopted/Cargo.lock" "$dir/Cargo.lock"
+    rm -rf "$dir/registry/convert" "$adopted"
+    adopted=""
+}
+
 # build DIR SIDE: builds hotpaths in DIR and copies it to $out/hotpaths-SIDE.
+# Without a lint wrapper scripts/test.sh may have set: the gate measures
+# code, and a lint in an older base must not cost it its baseline.
 build() {
-    local dir="$1" side="$2"
+    local dir="$1" side="$2" built=0
+    adopt_convert_crate "$dir" || true
     {
         clean_workspace_crates "$dir" &&
-            (cd "$dir" && CARGO_TARGET_DIR="$target" cargo build --release -p benches --bin hotpaths)
-    } >"$out/build-$side.log" 2>&1 || return 1
+            (cd "$dir" && CARGO_TARGET_DIR="$target" env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
+                cargo build --release -p benches --bin hotpaths --no-default-features)
+    } >"$out/build-$side.log" 2>&1 && built=1
+    restore_adopted "$dir"
+    ((built)) || return 1
     cp "$target/release/hotpaths" "$out/hotpaths-$side"
 }
 
@@ -192,8 +241,9 @@ if ! build "$base_dir" base; then
 fi
 
 # The report tool of this checkout (head's may predate `report gates`), built
-# the way `cargo test --workspace` builds it, so that after scripts/test.sh in CI
-# this is a no-op instead of minutes of compiling its JSON Schema dependencies.
+# the way scripts/test.sh builds it (test profile, and its lint wrapper when it
+# passes one), so that after scripts/test.sh in CI this is a no-op instead of
+# minutes of compiling its JSON Schema dependencies.
 say "building report"
 (cd "$ROOT" && cargo build --workspace --profile test --bin report) \
     >"$out/build-report.log" 2>&1 || { tail -n 30 "$out/build-report.log" >&2; exit 2; }

@@ -18,6 +18,7 @@ use std::hint::black_box;
 use std::process::ExitCode;
 
 use benches::profile::{self, NAMESPACE};
+use registry_convert::{encode_list, ListView};
 use registry_core::{
     BeatOutcome, InstanceAddr, InstanceSpec, Metadata, Millis, Origin, Replica, ServiceRef, Store,
     StoreConfig,
@@ -28,7 +29,6 @@ use registry_proto::naming::route::route;
 use registry_proto::naming::{ParseLimits, ServiceName};
 use registry_proto::params::Params;
 use registry_proto::udp::push::{encode_push, Encoding, GZIP_THRESHOLD};
-use registry_server::convert::{encode_list, ListView};
 
 // The server's allocator: allocation is a large share of these paths, and
 // the gate should count what the server runs.
@@ -540,7 +540,7 @@ fn beat_exchange(f: &Fixture, raw: &[u8], scratch: &mut BeatScratch) -> BeatOutc
     beat.service.write_grouped(&mut scratch.name);
     let addr = InstanceAddr {
         cluster: &beat.cluster,
-        ip: registry_server::convert::ip(&beat.ip).expect("checked"),
+        ip: registry_convert::ip(&beat.ip).expect("checked"),
         port: beat.port,
     };
     let outcome = f.store.beat(

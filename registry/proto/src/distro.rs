@@ -47,6 +47,9 @@ pub const CHECKSUM_PATH: &str = "/nacos/v1/ns/distro/checksum";
 pub const SNAPSHOT_PATH: &str = "/nacos/v1/ns/distro/datums";
 /// Path of the readiness endpoint (Nacos 2.x's).
 pub const READINESS_PATH: &str = "/nacos/v1/console/health/readiness";
+/// Path of every Raft peer message (`POST`). Here rather than in `raft`,
+/// which only builds with the `raft` feature: every node routes it.
+pub const RAFT_PATH: &str = "/nacos/v1/core/raft";
 
 /// Why a peer message was refused. `Display` is the 400 text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -23,6 +23,8 @@
 //! - [`grpc`]: the Nacos 2.x gRPC protocol: the `Payload` message, its JSON bodies, and
 //!   the decoder from a payload to a validated request with Nacos's error codes.
 //! - [`udp`]: the push packet ([`udp::push`]) and its acknowledgement ([`udp::ack`]).
+//! - `raft` (feature `raft`, which the server and the fuzz targets turn on): the Raft
+//!   group's log entries and peer messages, in `openraft`'s types.
 //! - `json` (private): hand-written JSON text for hot paths and lenient scalar readers.
 //!
 //! Error values follow one rule: every parse error carries the exact text a client should
@@ -39,6 +41,7 @@ pub mod http1;
 mod json;
 pub mod naming;
 pub mod params;
+#[cfg(feature = "raft")]
 pub mod raft;
 pub mod udp;
 

@@ -24,8 +24,7 @@ use openraft::raft::{
 };
 use serde::{Deserialize, Serialize};
 
-/// Path of every Raft peer message (`POST`).
-pub const RAFT_PATH: &str = "/nacos/v1/core/raft";
+pub use crate::distro::RAFT_PATH;
 
 /// A member's Raft node id.
 pub type NodeId = u64;

@@ -37,7 +37,6 @@ pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod console;
-pub mod convert;
 pub mod embed;
 pub mod events;
 pub mod footprint;
@@ -53,6 +52,8 @@ pub mod shutdown;
 pub mod state;
 pub mod sweeper;
 pub mod users;
+
+pub use registry_convert as convert;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -152,7 +152,7 @@ impl Route {
             Route::DistroChecksum => (Method::Put, crate::distro::CHECKSUM_PATH),
             Route::DistroSnapshot => (Method::Post, crate::distro::SNAPSHOT_PATH),
             Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
-            Route::RaftRpc => (Method::Post, crate::raft::RAFT_PATH),
+            Route::RaftRpc => (Method::Post, crate::distro::RAFT_PATH),
         }
     }
 
@@ -285,7 +285,7 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
             Method::Post => Ok(Route::ClusterReport),
             _ => Err(not_allowed("POST")),
         },
-        crate::raft::RAFT_PATH => match lookup {
+        crate::distro::RAFT_PATH => match lookup {
             Method::Post => Ok(Route::RaftRpc),
             _ => Err(not_allowed("POST")),
         },

@@ -1,6 +1,14 @@
 //! The one place wire types (`registry-proto`) meet core types
 //! (`registry-core`): parameters become core commands, snapshots become
 //! response views.
+//!
+//! A crate of its own, not a module of the server, so that the programs
+//! that measure these paths (`benches`' `hotpaths`, run by the
+//! instruction-count gates) build without the server's runtime, gRPC and
+//! storage dependencies. The server re-exports it as `registry_server::convert`.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 use std::net::IpAddr;
 
