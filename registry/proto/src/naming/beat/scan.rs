@@ -505,8 +505,9 @@ fn scan<const FORM: bool>(bytes: &[u8]) -> Option<Scan<'_>> {
             }
         }
     }
-    // serde refuses trailing characters.
-    if c.next_token().is_some() {
+    // serde refuses trailing characters. `next_token` also answers `None` for
+    // an escape that does not decode, which is not the end of the value.
+    if c.next_token().is_some() || c.at != c.bytes.len() {
         return None;
     }
     Some(out)
@@ -570,6 +571,25 @@ mod tests {
 
     fn identity<'t>(text: &'t str, limits: &ParseLimits) -> Option<BeatIdentity<'t>> {
         BeatIdentity::scan(text, limits)
+    }
+
+    /// Found by `cargo fuzz run beat_json`: a malformed escape after the
+    /// object read as the end of the value, so the form reader took a value
+    /// that does not decode.
+    #[test]
+    fn a_malformed_escape_after_the_object_is_not_its_end() {
+        let limits = ParseLimits::default();
+        for raw in [
+            &b"{\"\":\"88\"}\t%\0\r\"k"[..],
+            b"%7B%22ip%22%3A%221.1.1.1%22%7D%",
+            b"%7B%7D%2",
+            b"{}%zz",
+        ] {
+            assert!(percent_decode(raw).is_err());
+            assert_eq!(BeatIdentity::scan_form(raw, &limits), None, "{raw:?}");
+        }
+        // Trailing whitespace, plain or escaped, is still the end.
+        assert!(BeatIdentity::scan_form(b"%7B%7D%20+\t", &limits).is_some());
     }
 
     /// The one-way rule: what the fast path accepts, serde accepts with the same
