@@ -3,10 +3,12 @@
 //!
 //! # Layout
 //! - [`profile`]: deterministic service names, addresses and metadata.
+//! - [`flags`]: `--name value` flags of the footprint programs.
 //! - [`measure`]: process resident memory, read from `/proc`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod flags;
 pub mod measure;
 pub mod profile;

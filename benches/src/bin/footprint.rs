@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use benches::{measure, profile};
+use benches::{flags, measure, profile};
 use registry_core::{Millis, Store, StoreConfig};
 use registry_server::footprint::AllocatorStats;
 
@@ -19,24 +19,13 @@ use registry_server::footprint::AllocatorStats;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-fn arg(args: &[String], name: &str, default: usize) -> Result<usize, String> {
-    match args.iter().position(|a| a == name) {
-        None => Ok(default),
-        Some(i) => args
-            .get(i + 1)
-            .ok_or(format!("{name} needs a value"))?
-            .parse()
-            .map_err(|e| format!("{name}: {e}")),
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let parsed = (|| -> Result<(usize, usize, usize), String> {
         Ok((
-            arg(&args, "--services", 600_000)?,
-            arg(&args, "--instances", 1_100_000)?,
-            arg(&args, "--shards", 64)?,
+            flags::value(&args, "--services", 600_000)?,
+            flags::value(&args, "--instances", 1_100_000)?,
+            flags::value(&args, "--shards", 64)?,
         ))
     })();
     let (services, instances, shards) = match parsed {

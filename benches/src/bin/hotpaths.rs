@@ -371,12 +371,26 @@ fn register(f: &Fixture, n: u64) -> u64 {
     acc
 }
 
-/// Fills the register-10k service in one write (a replicated state), so
-/// building it costs O(n) on any commit, even one where a register into it
-/// costs O(n): set-up the gate cancels out, not a loop it waits on.
-fn add_large_service(f: &Fixture) {
-    let first = 200_000;
-    let instances = (first..first + LARGE_INSTANCES)
+/// First instance number of the register-10k service, past every other
+/// fixture address.
+const LARGE_FIRST: usize = 200_000;
+
+/// As `register`, into one service of [`LARGE_INSTANCES`]: issue 14 asks
+/// that it cost no more than twice a register into a small service.
+#[inline(never)]
+fn register_large(f: &Fixture, n: u64) -> u64 {
+    let service = grouped(LARGE_SERVICE);
+    let service = ServiceRef::new(NAMESPACE, &service);
+    fill_in_one_write(f, service, LARGE_FIRST, LARGE_INSTANCES);
+    register_spread(f, service, LARGE_FIRST, LARGE_INSTANCES, n)
+}
+
+/// Fills `service` with instances `first..first + count` in one write (a
+/// replicated state), so building it costs O(n) on any commit, even one
+/// where a register into it costs O(n): set-up the gate cancels out, not a
+/// loop it waits on.
+fn fill_in_one_write(f: &Fixture, service: ServiceRef<'_>, first: usize, count: usize) {
+    let instances = (first..first + count)
         .map(|j| InstanceSpec {
             metadata: f.metas[j % f.metas.len()].clone(),
             ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 8080)
@@ -393,28 +407,27 @@ fn add_large_service(f: &Fixture) {
         explicit: false,
         instances,
     };
-    let service = grouped(LARGE_SERVICE);
     f.store
-        .apply_replica(ServiceRef::new(NAMESPACE, &service), &replica, Millis(0))
+        .apply_replica(service, &replica, Millis(0))
         .expect("fixture replica applies");
-    let held = f.store.read(ServiceRef::new(NAMESPACE, &service), |s| {
-        s.instances().len()
-    });
-    assert_eq!(held, Some(LARGE_INSTANCES), "register-10k fixture");
+    let held = f.store.read(service, |s| s.instances().len());
+    assert_eq!(held, Some(count), "large-service fixture");
 }
 
-/// As `register`, into one service of [`LARGE_INSTANCES`]: issue 14 asks
-/// that it cost no more than twice a register into a small service.
-#[inline(never)]
-fn register_large(f: &Fixture, n: u64) -> u64 {
-    add_large_service(f);
-    let service = grouped(LARGE_SERVICE);
-    let service = ServiceRef::new(NAMESPACE, &service);
+/// `n` registers, each changing the weight of one of `service`'s instances
+/// `first..first + count`, spread over the list so no one leaf stays hot in
+/// cache.
+fn register_spread(
+    f: &Fixture,
+    service: ServiceRef<'_>,
+    first: usize,
+    count: usize,
+    n: u64,
+) -> u64 {
     let mut acc = 0u64;
     for i in 0..n {
-        // Spread over the list, so no one chunk stays hot in cache.
-        let j = 200_000 + (i as usize * 7_919) % LARGE_INSTANCES;
-        let pass = i / LARGE_INSTANCES as u64;
+        let j = first + (i as usize * 7_919) % count;
+        let pass = i / count as u64;
         let spec = InstanceSpec {
             weight: 2.0 + (pass % 2) as f64,
             metadata: f.metas[j % f.metas.len()].clone(),
@@ -635,45 +648,8 @@ const CAP_FIRST: usize = 1_000_000;
 fn register_at_cap(f: &Fixture, n: u64) -> u64 {
     let service = grouped("com.example.hot.cap");
     let service = ServiceRef::new(NAMESPACE, &service);
-    let instances = (CAP_FIRST..CAP_FIRST + CAP_INSTANCES)
-        .map(|j| InstanceSpec {
-            metadata: f.metas[j % f.metas.len()].clone(),
-            ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 8080)
-        })
-        .collect();
-    let replica = Replica {
-        origin: Origin {
-            node: 1,
-            revision: 1,
-        },
-        protect_threshold: 0.0,
-        metadata: Metadata::empty(),
-        selector: None,
-        explicit: false,
-        instances,
-    };
-    f.store
-        .apply_replica(service, &replica, Millis(0))
-        .expect("fixture replica applies");
-    let held = f.store.read(service, |s| s.instances().len());
-    assert_eq!(held, Some(CAP_INSTANCES), "register-200k fixture");
-    let mut acc = 0u64;
-    for i in 0..n {
-        // Spread over the list, so no one leaf stays hot in cache.
-        let j = CAP_FIRST + (i as usize * 7_919) % CAP_INSTANCES;
-        let pass = i / CAP_INSTANCES as u64;
-        let spec = InstanceSpec {
-            weight: 2.0 + (pass % 2) as f64,
-            metadata: f.metas[j % f.metas.len()].clone(),
-            ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 8080)
-        };
-        let written = f
-            .store
-            .register(service, &spec, Millis(1_000))
-            .expect("fixture instance updates");
-        acc += black_box(written).revision;
-    }
-    acc
+    fill_in_one_write(f, service, CAP_FIRST, CAP_INSTANCES);
+    register_spread(f, service, CAP_FIRST, CAP_INSTANCES, n)
 }
 
 #[cfg(test)]

@@ -14,19 +14,9 @@
 //! `cargo run -p benches --bin list-cache-sim -- --budget-mib 256 --idle-ms 0`
 //! (the policy before idle eviction) and `-- --budget-mib 128 --idle-ms 30000`.
 
+use benches::flags;
 use registry_core::Millis;
 use registry_server::list_cache::ListCache;
-
-fn arg(args: &[String], name: &str, default: u64) -> Result<u64, String> {
-    match args.iter().position(|a| a == name) {
-        None => Ok(default),
-        Some(i) => args
-            .get(i + 1)
-            .ok_or(format!("{name} needs a value"))?
-            .parse()
-            .map_err(|e| format!("{name}: {e}")),
-    }
-}
 
 /// xorshift64*: enough to pick services.
 struct Rng(u64);
@@ -67,11 +57,11 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let parsed = (|| -> Result<[u64; 5], String> {
         Ok([
-            arg(&args, "--budget-mib", 128)?,
-            arg(&args, "--idle-ms", 30_000)?,
-            arg(&args, "--seconds", 120)?,
-            arg(&args, "--body-bytes", 700)?,
-            arg(&args, "--services", 600_000)?,
+            flags::value(&args, "--budget-mib", 128)?,
+            flags::value(&args, "--idle-ms", 30_000)?,
+            flags::value(&args, "--seconds", 120)?,
+            flags::value(&args, "--body-bytes", 700)?,
+            flags::value(&args, "--services", 600_000)?,
         ])
     })();
     let [budget_mib, idle_ms, seconds, body, services] = match parsed {
