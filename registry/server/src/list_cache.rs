@@ -122,6 +122,17 @@ struct Hand {
     done: usize,
 }
 
+impl Hand {
+    /// A turn starting at `now` over the `len` entries now on the ring.
+    fn starting(now: Millis, len: usize) -> Hand {
+        Hand {
+            start: Some(now),
+            len,
+            done: 0,
+        }
+    }
+}
+
 /// The default idle period: three times the Nacos 1.x push subscribers'
 /// 10 s poll (`cacheMillis`), ten times the plain pollers' 3 s.
 pub const DEFAULT_IDLE_MS: u64 = 30_000;
@@ -266,31 +277,27 @@ impl ListCache {
         let (mut removed, mut steps) = (0, 0);
         if self.idle_ms > 0 {
             let mut hand = self.hand.lock();
-            if hand.start.is_none() {
-                *hand = Hand {
-                    start: Some(now),
-                    len: self.ring.lock().len(),
-                    done: 0,
-                };
-            }
-            let start = hand.start.unwrap_or(now);
-            let due = if now.0 >= start.0 + self.idle_ms {
+            let start = match hand.start {
+                Some(start) => start,
+                None => {
+                    *hand = Hand::starting(now, self.ring.lock().len());
+                    now
+                }
+            };
+            let elapsed = now.0.saturating_sub(start.0);
+            let due = if elapsed >= self.idle_ms {
                 hand.len
             } else {
                 // u128: a ring of millions times a period of minutes.
-                (hand.len as u128 * u128::from(now.0 - start.0) / u128::from(self.idle_ms)) as usize
+                (hand.len as u128 * u128::from(elapsed) / u128::from(self.idle_ms)) as usize
             };
             steps = due.saturating_sub(hand.done).min(max_steps);
             removed += self.turn(steps, |_| false);
             hand.done += steps;
-            if hand.done >= hand.len && now.0 >= start.0 + self.idle_ms {
+            if hand.done >= hand.len && elapsed >= self.idle_ms {
                 // A new turn, and a new doorkeeper round with it, so that
                 // admission, too, asks for two reads within about a period.
-                *hand = Hand {
-                    start: Some(now),
-                    len: self.ring.lock().len(),
-                    done: 0,
-                };
+                *hand = Hand::starting(now, self.ring.lock().len());
                 self.forget();
             }
         }
