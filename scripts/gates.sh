@@ -249,10 +249,22 @@ say "building report"
     >"$out/build-report.log" 2>&1 || { tail -n 30 "$out/build-report.log" >&2; exit 2; }
 report="${CARGO_TARGET_DIR:-$ROOT/target}/debug/report"
 
+# Address-space randomisation off where the kernel lets us: jemalloc orders
+# and merges its extents by address, so with it on the same binary's count of
+# a large set-up (register-200k fills 200,000 instances) moves by ~4 M
+# instructions from run to run, ±9k per operation at its N, enough to fail the
+# gate at random. With it off, runs agree to a few instructions per operation.
+no_aslr=()
+if setarch "$(uname -m)" -R true 2>/dev/null; then
+    no_aslr=(setarch "$(uname -m)" -R)
+else
+    say "setarch -R is not permitted here: counts of large set-ups may vary"
+fi
+
 # ir BIN OP N SIDE: callgrind's total instruction count of `BIN OP N`.
 ir() {
     local file="$out/cg/$4-$2-$3.out"
-    valgrind --tool=callgrind --callgrind-out-file="$file" "$1" "$2" "$3" \
+    "${no_aslr[@]}" valgrind --tool=callgrind --callgrind-out-file="$file" "$1" "$2" "$3" \
         >/dev/null 2>"$file.log" || { say "valgrind failed: $1 $2 $3 (see $file.log)"; return 1; }
     awk '/^(summary|totals):/ { print $2; exit }' "$file"
 }
