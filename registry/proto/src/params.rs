@@ -132,23 +132,41 @@ impl<'a> Params<'a> {
                     Some(e) => (start..start + e, start + e + 1..end),
                     None => (start..end, end..end),
                 };
-                let k = decode_str(raw.text(k)?)?;
-                if k == "beat" {
-                    // Every value is checked where it stands, as any other is;
-                    // only the first is kept, as `get` would find only the first.
-                    if self.beat.is_none() {
-                        self.beat = Some(match BeatParam::scan(&bytes[v.clone()]) {
-                            Some(read) => read,
-                            None => BeatParam::decoded(decode_str(raw.text(v)?)?),
-                        });
-                    } else {
-                        decode_str(raw.text(v)?)?;
-                    }
+                // In a form body, `beat` as sent (ASCII, nothing to decode) is
+                // known from its bytes: a JSON beat's key then needs no UTF-8
+                // check or escape search. Any other key, or spelling of it, is
+                // decoded first and compared after. A query's keys are slices
+                // of checked text, and are not compared twice.
+                if R::UNCHECKED && bytes[k.clone()] == *b"beat" {
+                    self.push_beat(raw, v)?;
                 } else {
-                    self.pairs.push((k, decode_str(raw.text(v)?)?));
+                    let k = decode_str(raw.text(k)?)?;
+                    if k == "beat" {
+                        self.push_beat(raw, v)?;
+                    } else {
+                        self.pairs.push((k, decode_str(raw.text(v)?)?));
+                    }
                 }
             }
             start = end + 1;
+        }
+        Ok(())
+    }
+
+    /// A `beat` value. Every value is checked where it stands, as any other
+    /// is; only the first is kept, as `get` would find only the first.
+    fn push_beat<R: Raw<'a>>(
+        &mut self,
+        raw: R,
+        v: std::ops::Range<usize>,
+    ) -> Result<(), ProtoError> {
+        if self.beat.is_none() {
+            self.beat = Some(match BeatParam::scan(&raw.bytes()[v.clone()]) {
+                Some(read) => read,
+                None => BeatParam::decoded(decode_str(raw.text(v)?)?),
+            });
+        } else {
+            decode_str(raw.text(v)?)?;
         }
         Ok(())
     }
@@ -157,12 +175,16 @@ impl<'a> Params<'a> {
 /// What pairs are split from: a query string (already UTF-8: its segments are
 /// slices) or a form body (bytes: each segment is checked as UTF-8).
 trait Raw<'a>: Copy {
+    /// Whether [`Raw::text`] checks a segment as UTF-8 (a form body).
+    const UNCHECKED: bool;
     fn bytes(self) -> &'a [u8];
     /// The segment at `range`, whose ends are at ASCII separators.
     fn text(self, range: std::ops::Range<usize>) -> Result<&'a str, ProtoError>;
 }
 
 impl<'a> Raw<'a> for &'a str {
+    const UNCHECKED: bool = false;
+
     fn bytes(self) -> &'a [u8] {
         self.as_bytes()
     }
@@ -173,6 +195,8 @@ impl<'a> Raw<'a> for &'a str {
 }
 
 impl<'a> Raw<'a> for &'a [u8] {
+    const UNCHECKED: bool = true;
+
     fn bytes(self) -> &'a [u8] {
         self
     }
@@ -500,6 +524,18 @@ mod tests {
         // A value the beat reader declines is decoded where it stands.
         let p = Params::parse("", Some(b"beat=+x%21")).unwrap();
         assert_eq!(p.beat().unwrap().text(), " x!");
+        // The key is `beat` however it is spelt, in a body as in a query.
+        for (query, body) in [
+            ("", &b"be%61t=%7B%7D&beat=1"[..]),
+            ("", b"beat=%7B%7D&be%61t=1"),
+            ("b%65at=%7B%7D", b"beat=1"),
+            ("beat=%7B%7D", b"be%61t=1"),
+        ] {
+            let p = Params::parse(query, Some(body)).unwrap();
+            assert_eq!((p.beat().unwrap().text(), p.len()), ("{}".into(), 0));
+        }
+        let p = Params::parse("", Some(b"beat2=1&bea=2&Beat=3&beat%20=4")).unwrap();
+        assert_eq!((p.beat(), p.len()), (None, 4));
         // Every value is checked, the first error in arrival order wins...
         for (body, error) in [
             (&b"beat=%zz&a=%ff"[..], ProtoError::PercentEncoding),

@@ -14,7 +14,9 @@
 //! about twice the instructions of the rest of a JSON beat. The two are one reader
 //! (`Cursor<FORM>`): a form value is read as the byte stream its decoding would
 //! give, so what the form reader accepts is what the text reader accepts on the
-//! decoded text.
+//! decoded text. In a form value, a known key spelt as clients spell it
+//! (`%22ip%22%3A`) is matched whole, where the general way would scan it as a
+//! string and look its name up: ten keys a beat, each read the same either way.
 //!
 //! It is a *fast path*, not a second parser with its own opinions: it accepts only
 //! the shape every client sends (a flat object; strings without `\` escapes; plain
@@ -30,7 +32,7 @@
 use std::borrow::Cow;
 
 use super::BeatIdentity;
-use crate::naming::{normalize_cluster, validate_ip, ParseLimits};
+use crate::naming::{normalize_cluster, validate_ip, ParseLimits, DEFAULT_CLUSTER};
 use crate::params::{escape_at, percent_decode};
 
 /// What the reader found: the identity, and the counts that [`ParseLimits`]
@@ -215,16 +217,55 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
     #[inline(always)]
     fn skip_escaped(&mut self, byte: u8) -> bool {
         const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-        let spelt = [
-            b'%',
+        // Byte by byte, not a comparison with a 3-byte array: `byte` is a
+        // constant at every call, so each test is against an immediate (the
+        // array was built on the stack at each of ~40 calls a beat).
+        let (hi, lo) = (
             DIGITS[usize::from(byte >> 4)],
             DIGITS[usize::from(byte & 0xf)],
-        ];
-        let hit = FORM && self.bytes.get(self.at..self.at + 3) == Some(&spelt[..]);
+        );
+        let hit = FORM
+            && matches!(self.bytes.get(self.at..self.at + 3),
+                Some(&[b'%', h, l]) if h == hi && l == lo);
         if hit {
             self.at += 3;
         }
         hit
+    }
+
+    /// In a form value, a known key as clients spell it, with its colon:
+    /// `%22`, the name, `%22%3A`, after at most one `+` (Python's `, `).
+    /// Consumed, and the key's index returned; `None`, with nothing
+    /// consumed, for anything else, which the caller reads the general way.
+    /// On these bytes the general way reads the same (whitespace, a quote,
+    /// a plain name, a quote, a colon); this is one comparison of a constant
+    /// where that was a string scan, a match on the name and the colon, for
+    /// each of a beat's ten keys.
+    #[inline(always)]
+    fn known_key(&mut self) -> Option<usize> {
+        if !FORM {
+            return None;
+        }
+        let at = self.at + usize::from(self.bytes.get(self.at) == Some(&b'+'));
+        let rest = self.bytes.get(at..)?;
+        let [_, _, _, first, second, ..] = rest else {
+            return None;
+        };
+        let (field, len) = match (first, second) {
+            (b'i', b'p') => spelt(rest, b"%22ip%22%3A", IP),
+            (b'p', b'o') => spelt(rest, b"%22port%22%3A", PORT),
+            (b'c', b'l') => spelt(rest, b"%22cluster%22%3A", CLUSTER),
+            (b's', b'e') => spelt(rest, b"%22serviceName%22%3A", SERVICE_NAME),
+            (b'w', b'e') => spelt(rest, b"%22weight%22%3A", WEIGHT),
+            (b'e', b'p') => spelt(rest, b"%22ephemeral%22%3A", EPHEMERAL),
+            (b'm', b'e') => spelt(rest, b"%22metadata%22%3A", METADATA),
+            (b's', b'c') => spelt(rest, b"%22scheduled%22%3A", SCHEDULED),
+            (b'p', b'e') => spelt(rest, b"%22period%22%3A", PERIOD),
+            (b's', b't') => spelt(rest, b"%22stopped%22%3A", STOPPED),
+            _ => None,
+        }?;
+        self.at = at + len;
+        Some(field)
     }
 
     /// Consumes `byte` after optional whitespace.
@@ -330,10 +371,12 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
         })
     }
 
-    /// A literal such as `true`, spelt without escapes.
-    fn literal(&mut self, word: &str, value: Scalar<'t>) -> Option<Scalar<'t>> {
-        self.bytes[self.at..].starts_with(word.as_bytes()).then(|| {
-            self.at += word.len();
+    /// A literal such as `true`, spelt without escapes. Inlined with its
+    /// length known: as a call, the comparison was a `memcmp`.
+    #[inline(always)]
+    fn literal<const N: usize>(&mut self, word: &[u8; N], value: Scalar<'t>) -> Option<Scalar<'t>> {
+        self.bytes[self.at..].starts_with(word).then(|| {
+            self.at += N;
             value
         })
     }
@@ -341,7 +384,9 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
     /// An unsigned number in JSON's grammar without an exponent,
     /// `(0|[1-9][0-9]*)(\.[0-9]+)?`, spelt without escapes. A digit or `.`
     /// spelt as an escape ends the number here, and the caller then finds no
-    /// `,` or `}` after it: the reader gives up, never misreads.
+    /// `,` or `}` after it: the reader gives up, never misreads. Inlined into
+    /// [`Cursor::scalar`], which is inlined: a beat has three numbers.
+    #[inline(always)]
     fn number(&mut self) -> Option<Scalar<'t>> {
         let bytes = self.bytes;
         let start = self.at;
@@ -383,6 +428,9 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
         })
     }
 
+    /// Inlined, as [`read_field`] is: as calls, each of a beat's ~10 values
+    /// moved a 32-byte `Scalar` through memory twice.
+    #[inline(always)]
     fn scalar(&mut self) -> Option<Scalar<'t>> {
         if self.skip_escaped(b'"') {
             return self.string().map(Scalar::Str);
@@ -394,9 +442,9 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
             }
             // A token spelt as an escape (`len` 3) is not this path's to read.
             _ if FORM && self.len != 1 => None,
-            b't' => self.literal("true", Scalar::Bool),
-            b'f' => self.literal("false", Scalar::Bool),
-            b'n' => self.literal("null", Scalar::Null),
+            b't' => self.literal(b"true", Scalar::Bool),
+            b'f' => self.literal(b"false", Scalar::Bool),
+            b'n' => self.literal(b"null", Scalar::Null),
             b'0'..=b'9' => self.number(),
             _ => None,
         }
@@ -408,7 +456,7 @@ impl<'t, const FORM: bool> Cursor<'t, FORM> {
     fn metadata(&mut self) -> Option<usize> {
         if !self.skip_escaped(b'{') {
             match self.next_token()? {
-                b'n' if self.len == 1 => return self.literal("null", Scalar::Null).map(|_| 0),
+                b'n' if self.len == 1 => return self.literal(b"null", Scalar::Null).map(|_| 0),
                 b'{' => self.bump(),
                 _ => return None,
             }
@@ -465,6 +513,13 @@ fn field_index(key: &[u8]) -> Option<usize> {
     })
 }
 
+/// `(field, N)` when `rest` starts with `spelling`; inlined with `N` known,
+/// the comparison is a few word loads, not a `memcmp`.
+#[inline(always)]
+fn spelt<const N: usize>(rest: &[u8], spelling: &[u8; N], field: usize) -> Option<(usize, usize)> {
+    rest.starts_with(spelling).then_some((field, N))
+}
+
 /// Reads a beat in the common shape, validating every field as
 /// `BeatInfo::parse` does except for the limits (see [`Scan::fits`]).
 fn scan<const FORM: bool>(bytes: &[u8]) -> Option<Scan<'_>> {
@@ -478,14 +533,19 @@ fn scan<const FORM: bool>(bytes: &[u8]) -> Option<Scan<'_>> {
     let mut out = Scan::default();
     if !c.close_now()? {
         loop {
-            c.open_quote()?;
-            let key = c.string()?;
-            // A key spelt with escapes is serde's to read.
-            if key.escaped {
-                return None;
-            }
-            c.eat(b':')?;
-            let field = field_index(key.raw);
+            let field = match c.known_key() {
+                Some(i) => Some(i),
+                None => {
+                    c.open_quote()?;
+                    let key = c.string()?;
+                    // A key spelt with escapes is serde's to read.
+                    if key.escaped {
+                        return None;
+                    }
+                    c.eat(b':')?;
+                    field_index(key.raw)
+                }
+            };
             if let Some(i) = field {
                 if seen & (1 << i) != 0 {
                     return None;
@@ -513,6 +573,29 @@ fn scan<const FORM: bool>(bytes: &[u8]) -> Option<Scan<'_>> {
     Some(out)
 }
 
+/// `validate_ip`'s verdict on an address of digits and dots (`is_dotted_quad`),
+/// in one pass; `false` for any other byte, and `validate_ip` judges. The usual
+/// beat's address is a dotted quad, and this is a third of `validate_ip`.
+fn dotted_quad(ip: &[u8]) -> bool {
+    let (mut parts, mut digits, mut value) = (1usize, 0usize, 0u16);
+    for &b in ip {
+        match b {
+            // A part ends: 1-3 digits, at most 255 (leading zeros allowed).
+            b'.' if digits > 0 && value <= 255 => {
+                parts += 1;
+                digits = 0;
+                value = 0;
+            }
+            b'0'..=b'9' if digits < 3 => {
+                digits += 1;
+                value = value * 10 + u16::from(b - b'0');
+            }
+            _ => return false,
+        }
+    }
+    parts == 4 && digits > 0 && value <= 255
+}
+
 /// Whether `java_trim(s)` is empty: every char is `<= ' '`, so every byte is
 /// (any byte of a longer UTF-8 char is above). Stops at the first that is not.
 fn blank(s: &str) -> bool {
@@ -530,17 +613,31 @@ const UNBOUNDED: ParseLimits = ParseLimits {
 /// Checks one known scalar field (by its index) the way `BeatInfo::parse`
 /// does and keeps the identity fields; `None` for a type or value serde must
 /// judge.
+#[inline(always)]
 fn read_field<'t>(field: usize, value: Scalar<'t>, out: &mut BeatIdentity<'t>) -> Option<()> {
     match (field, value) {
         (_, Scalar::Null) => {}
         (IP, Scalar::Str(ip)) => {
+            let usual = !ip.escaped && dotted_quad(ip.raw);
             let ip = ip.value()?;
-            if !blank(&ip) {
+            if usual {
+                out.ip = Some(ip);
+            } else if !blank(&ip) {
                 validate_ip(&ip).ok()?;
                 out.ip = Some(ip);
             }
         }
         (PORT, Scalar::Int(p)) => out.port = Some(u16::try_from(p).ok()?),
+        // The default cluster as clients send it: the same text, without a
+        // UTF-8 check of the slice.
+        (
+            CLUSTER,
+            Scalar::Str(Text {
+                raw: b"DEFAULT", ..
+            }),
+        ) => {
+            out.cluster = Some(Cow::Borrowed(DEFAULT_CLUSTER));
+        }
         (CLUSTER, Scalar::Str(cluster)) => {
             let cluster = cluster.value()?;
             if !blank(&cluster) {
@@ -731,6 +828,115 @@ mod tests {
         assert_eq!(id.unwrap().ip.as_deref(), Some("1.2.3.4"));
     }
 
+    /// The form reader's verdict on `raw` is the text reader's on its
+    /// decoding, whenever it takes it.
+    fn form_reads_as_decoded(raw: &str) -> Option<BeatIdentity<'_>> {
+        let limits = ParseLimits::default();
+        let fast = BeatIdentity::scan_form(raw.as_bytes(), &limits);
+        if let Some(fast) = &fast {
+            let text = percent_decode(raw.as_bytes()).expect("decodes");
+            let slow = identity(java_trim(&text), &limits).map(BeatIdentity::into_owned);
+            assert_eq!(slow.as_ref(), Some(fast), "{raw}");
+        }
+        fast
+    }
+
+    /// A known key spelt as clients spell it (`%22`, name, `%22%3A`) is
+    /// matched whole; every near miss is read the general way, to the same
+    /// verdict as decoding first.
+    #[test]
+    fn known_keys_and_near_misses() {
+        for (raw, port) in [
+            // Java (Jackson), and Python (`, ` and `: ` as `%2C+` and `%3A+`).
+            ("%7B%22port%22%3A80%7D", Some(80)),
+            (
+                "%7B%22ip%22%3A+%221.2.3.4%22%2C+%22port%22%3A+81%7D",
+                Some(81),
+            ),
+            // Not the usual spelling: the general way reads them.
+            ("%7B%22port%22%3a82%7D", Some(82)),
+            ("%7B%22port%22+%3A83%7D", Some(83)),
+            ("%7B++%22port%22%3A84%7D", Some(84)),
+            ("%7B%20%22port%22%3A85%7D", Some(85)),
+            ("%7B\"port\":86%7D", Some(86)),
+            ("%7B%22port\"%3A87%7D", Some(87)),
+            // An unknown key that a known one begins, or begins with one.
+            ("%7B%22portx%22%3A1%2C%22port%22%3A88%7D", Some(88)),
+            ("%7B%22por%22%3A1%2C%22port%22%3A89%7D", Some(89)),
+            ("%7B%22ipx%22%3A%22a%20b%22%2C%22port%22%3A90%7D", Some(90)),
+        ] {
+            let id = form_reads_as_decoded(raw).unwrap_or_else(|| panic!("declined {raw}"));
+            assert_eq!(id.port, port, "{raw}");
+        }
+        for raw in [
+            // Duplicates are refused however each is spelt.
+            "%7B%22port%22%3A1%2C%22port%22%3A2%7D",
+            "%7B%22port%22%3A1%2C%22port%22%3a2%7D",
+            "%7B%22port%22%3a1%2C%22port%22%3A2%7D",
+            // A key cut short, or the value missing.
+            "%7B%22port%22%3A",
+            "%7B%22port%22%3",
+            "%7B%22port%22",
+            "%7B%22po",
+            "%7B%22port%22%3A%7D",
+            // A known key with the wrong type of value.
+            "%7B%22port%22%3A%2280%22%7D",
+            "%7B%22ip%22%3A1%7D",
+        ] {
+            assert_eq!(form_reads_as_decoded(raw), None, "{raw}");
+        }
+        // Every known key, spelt as clients spell it, with its usual value.
+        let all = "%7B%22ip%22%3A%2210.0.0.1%22%2C%22port%22%3A1%2C%22cluster%22%3A%22c%22%2C\
+            %22serviceName%22%3A%22s%22%2C%22weight%22%3A1.0%2C%22ephemeral%22%3Atrue%2C\
+            %22metadata%22%3A%7B%7D%2C%22scheduled%22%3Afalse%2C%22period%22%3A5000%2C\
+            %22stopped%22%3Afalse%7D";
+        let id = form_reads_as_decoded(all).expect("taken");
+        assert_eq!(
+            (id.ip.as_deref(), id.port, id.cluster.as_deref()),
+            (Some("10.0.0.1"), Some(1), Some("c"))
+        );
+    }
+
+    /// `dotted_quad` is `validate_ip`'s verdict wherever it says yes, and on
+    /// every text of digits and dots.
+    #[test]
+    fn dotted_quads_as_validate_ip_judges_them() {
+        for ip in [
+            "1.2.3.4",
+            "0.0.0.0",
+            "255.255.255.255",
+            "001.02.3.000",
+            "256.1.1.1",
+            "1.1.1.256",
+            "1.1.1.2555",
+            "1000.1.1.1",
+            "1.2.3",
+            "1.2.3.4.5",
+            "1..2.3",
+            ".1.2.3",
+            "1.2.3.",
+            "",
+            "....",
+            "1.2.3.4a",
+            "fe80::1",
+            " 1.2.3.4",
+        ] {
+            let valid = validate_ip(ip).is_ok();
+            assert!(!dotted_quad(ip.as_bytes()) || valid, "{ip}");
+            if ip.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                assert_eq!(dotted_quad(ip.as_bytes()), valid, "{ip}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn dotted_quad_agrees_with_validate_ip(ip in "[0-9.]{0,16}|[0-9]{1,3}(\\.[0-9]{1,3}){3}") {
+            let valid = validate_ip(&ip).is_ok();
+            proptest::prop_assert_eq!(dotted_quad(ip.as_bytes()), valid, "{}", ip);
+        }
+    }
+
     #[test]
     fn form_values_the_reader_declines() {
         let limits = ParseLimits::default();
@@ -871,6 +1077,13 @@ mod tests {
         for end in 0..=text.len() {
             agrees(&text[..end]);
             agrees(&text[end..]);
+        }
+        // Cut inside escapes and key spellings too.
+        for raw in form_encodings(text) {
+            for end in 0..=raw.len() {
+                form_reads_as_decoded(&raw[..end]);
+                form_reads_as_decoded(&raw[end..]);
+            }
         }
     }
 }
