@@ -329,6 +329,17 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
     let mut later: Vec<(usize, Later<'_>)> = Vec::new();
     let write_timeout = Duration::from_millis(app.config.write_timeout_ms);
     let mut deadlines = Deadlines::new(app);
+    // One timer and one cancellation waiter for the connection's life, not
+    // one of each per read: a fresh `sleep_until` took the timer wheel's
+    // lock twice a request (insert, then remove on drop), a fresh
+    // `cancelled()` the token's list lock twice. Moving a registered timer
+    // later is one atomic store (tokio re-files it in the wheel only when
+    // the old instant comes), and a keep-alive connection's deadline only
+    // ever moves later while it stays idle between requests.
+    let timer = tokio::time::sleep_until(deadlines.current().1);
+    tokio::pin!(timer);
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     let mut continued = false;
     // Whether the last read filled the buffer (see `ReadBuffer::make_room`).
     let mut filled = false;
@@ -389,6 +400,9 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             }
         }
         rbuf.bytes.drain(..consumed);
+        // Whether this batch waited (for a commit, for the peer to read),
+        // so that `clock` no longer says when it was answered.
+        let mut waited = !later.is_empty();
         if !later.is_empty() {
             // Every deferred request of the batch is already queued (one
             // commit serves them all); insert each response where it goes.
@@ -401,7 +415,8 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
                 shift += bytes.len();
             }
         }
-        if !wbuf.is_empty() && !write_all(app, &mut stream, &wbuf, write_timeout).await {
+        if !wbuf.is_empty() && !write_all(app, &mut stream, &wbuf, write_timeout, &mut waited).await
+        {
             return;
         }
         wbuf.clear();
@@ -417,7 +432,12 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             continue;
         }
         rbuf.shrink_if_large();
-        deadlines.after_batch(&rbuf.bytes, consumed > 0, Instant::now());
+        // `clock` is when the last answer ended (or when the batch was
+        // read). Unless the batch waited, the write since then took
+        // microseconds, which no deadline (milliseconds at least) can tell
+        // apart: no clock read for it.
+        let answered = if waited { Instant::now() } else { clock };
+        deadlines.after_batch(&rbuf.bytes, consumed > 0, answered);
         if !rbuf.make_room(filled) {
             app.metrics.buffer_refusals.inc();
             close_with(
@@ -430,10 +450,13 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             return;
         }
         let (waiting, deadline) = deadlines.current();
+        if timer.deadline() != deadline {
+            timer.as_mut().reset(deadline);
+        }
         let read = tokio::select! {
             r = stream.read_buf(&mut rbuf.bytes) => r,
-            _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep_until(deadline) => {
+            _ = &mut cancelled => return,
+            _ = &mut timer => {
                 match waiting {
                     Waiting::Idle => {}
                     Waiting::Head => {
@@ -456,8 +479,24 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
 }
 
 /// Writes `bytes` within `limit`; `false` (the connection is done) when the
-/// peer went away or did not read in time.
-async fn write_all(app: &App, stream: &mut TcpStream, bytes: &[u8], limit: Duration) -> bool {
+/// peer went away or did not read in time. Sets `waited` when the bytes did
+/// not all fit the socket buffer at once.
+async fn write_all(
+    app: &App,
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    limit: Duration,
+    waited: &mut bool,
+) -> bool {
+    // Almost every write fits the socket buffer at once: try it before
+    // arming the deadline, whose `timeout` costs a clock read and a timer.
+    let bytes = match stream.try_write(bytes) {
+        Ok(n) if n == bytes.len() => return true,
+        Ok(n) => &bytes[n..],
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => bytes,
+        Err(_) => return false,
+    };
+    *waited = true;
     match tokio::time::timeout(limit, stream.write_all(bytes)).await {
         Ok(Ok(())) => true,
         Ok(Err(_)) => false,
@@ -480,7 +519,7 @@ async fn close_with(app: &App, stream: &mut TcpStream, failure: Failure, limit: 
         false,
     );
     app.metrics.request(None, failure.status, Duration::ZERO);
-    if !write_all(app, stream, &out, limit).await {
+    if !write_all(app, stream, &out, limit, &mut false).await {
         return;
     }
     let _ = tokio::time::timeout(limit, stream.shutdown()).await;
