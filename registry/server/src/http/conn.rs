@@ -332,10 +332,8 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
     // One timer and one cancellation waiter for the connection's life, not
     // one of each per read: a fresh `sleep_until` took the timer wheel's
     // lock twice a request (insert, then remove on drop), a fresh
-    // `cancelled()` the token's list lock twice. Moving a registered timer
-    // later is one atomic store (tokio re-files it in the wheel only when
-    // the old instant comes), and a keep-alive connection's deadline only
-    // ever moves later while it stays idle between requests.
+    // `cancelled()` the token's list lock twice. The timer may stand
+    // earlier than the deadline, never later (see the read below).
     let timer = tokio::time::sleep_until(deadlines.current().1);
     tokio::pin!(timer);
     let cancelled = cancel.cancelled();
@@ -352,6 +350,11 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
         // at its end, which is the next request's start (see `answer`).
         let mut clock = Instant::now();
         while open {
+            if consumed == rbuf.bytes.len() {
+                // Nothing buffered: no request, no `Expect` to answer, and
+                // no parser call to say so (the usual end of a batch).
+                break;
+            }
             match parse_request(&rbuf.bytes[consumed..], &app.http_limits) {
                 Ok(Some((request, used))) => {
                     consumed += used;
@@ -450,25 +453,35 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             return;
         }
         let (waiting, deadline) = deadlines.current();
-        if timer.deadline() != deadline {
+        // The timer moves earlier at once, later only when it fires: an
+        // idle connection's deadline moves later with every request, and a
+        // timer that fires early is cheaper than moving it every request.
+        if deadline < timer.deadline() {
             timer.as_mut().reset(deadline);
         }
-        let read = tokio::select! {
-            r = stream.read_buf(&mut rbuf.bytes) => r,
-            _ = &mut cancelled => return,
-            _ = &mut timer => {
-                match waiting {
-                    Waiting::Idle => {}
-                    Waiting::Head => {
-                        app.metrics.head_timeouts.inc();
-                        close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+        let read = loop {
+            tokio::select! {
+                r = stream.read_buf(&mut rbuf.bytes) => break r,
+                _ = &mut cancelled => return,
+                _ = &mut timer => {
+                    if timer.deadline() < deadline {
+                        // It stood at an older deadline: wait on.
+                        timer.as_mut().reset(deadline);
+                        continue;
                     }
-                    Waiting::Body => {
-                        app.metrics.body_timeouts.inc();
-                        close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+                    match waiting {
+                        Waiting::Idle => {}
+                        Waiting::Head => {
+                            app.metrics.head_timeouts.inc();
+                            close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+                        }
+                        Waiting::Body => {
+                            app.metrics.body_timeouts.inc();
+                            close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+                        }
                     }
+                    return;
                 }
-                return;
             }
         };
         match read {
