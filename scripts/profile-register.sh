@@ -44,10 +44,10 @@ if [ "$mode" = large ]; then
     fill_large
 fi
 wrk -t1 -c32 -d3s -s "$lua" "http://127.0.0.1:$port" -- "$mode" 1 >/dev/null
-callgrind_control -z "$pid" >/dev/null
+callgrind_control -z "$pid" >/dev/null 2>&1
 requests=$(wrk -t1 -c32 -d"${secs}s" -s "$lua" "http://127.0.0.1:$port" -- "$mode" 1 |
     awk '/requests in/ {print $1}')
-callgrind_control -d "$pid" >/dev/null
+callgrind_control -d "$pid" >/dev/null 2>&1
 sleep 1
 dump=$(ls -t "$out".*.1 | head -1)
 ir=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
