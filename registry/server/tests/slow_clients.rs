@@ -146,6 +146,46 @@ async fn dribble_on(mut s: TcpStream, bytes: &[u8], every: Duration) -> (Instant
     )
 }
 
+/// A keep-alive connection's idle deadline counts from its last response.
+/// The connection's timer stands at the first response's deadline and is
+/// moved on only when it fires (see `http::conn`): the connection must
+/// outlive that first deadline, and still close at the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_closes_at_the_deadline_of_its_last_request() {
+    let idle = Duration::from_millis(600);
+    let server = TestServer::with(Config {
+        idle_timeout_ms: 600,
+        ..config()
+    })
+    .await;
+    let mut s = TcpStream::connect(server.http_addr).await.unwrap();
+    let request = format!("GET {NS}/instance/list?serviceName=s HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut chunk = [0u8; 4096];
+    let mut last = Instant::now();
+    // Four requests 400 ms apart: each one's deadline passes after the next
+    // was answered, so the timer fires early three times.
+    for _ in 0..4 {
+        // Before the server reads it, so before its idle clock restarts.
+        last = Instant::now();
+        s.write_all(request.as_bytes()).await.unwrap();
+        let n = tokio::time::timeout(PATIENCE, s.read(&mut chunk))
+            .await
+            .expect("answered")
+            .unwrap();
+        let reply = String::from_utf8_lossy(&chunk[..n]);
+        assert!(
+            reply.starts_with("HTTP/1.1 200 "),
+            "open and served: {reply}"
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let (rest, closed) = read_to_close(&mut s).await;
+    assert!(closed, "closed once idle");
+    assert!(rest.is_empty(), "closed quietly");
+    assert!(last.elapsed() >= idle, "not before the last deadline");
+    server.stop().await;
+}
+
 /// A client that pipelines requests and never reads: once the socket
 /// buffers are full the server's write waits, and at the write deadline
 /// the server drops the connection instead of waiting forever.

@@ -329,6 +329,15 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
     let mut later: Vec<(usize, Later<'_>)> = Vec::new();
     let write_timeout = Duration::from_millis(app.config.write_timeout_ms);
     let mut deadlines = Deadlines::new(app);
+    // One timer and one cancellation waiter for the connection's life, not
+    // one of each per read: a fresh `sleep_until` took the timer wheel's
+    // lock twice a request (insert, then remove on drop), a fresh
+    // `cancelled()` the token's list lock twice. The timer may stand
+    // earlier than the deadline, never later (see the read below).
+    let timer = tokio::time::sleep_until(deadlines.current().1);
+    tokio::pin!(timer);
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     let mut continued = false;
     // Whether the last read filled the buffer (see `ReadBuffer::make_room`).
     let mut filled = false;
@@ -341,6 +350,11 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
         // at its end, which is the next request's start (see `answer`).
         let mut clock = Instant::now();
         while open {
+            if consumed == rbuf.bytes.len() {
+                // Nothing buffered: no request, no `Expect` to answer, and
+                // no parser call to say so (the usual end of a batch).
+                break;
+            }
             match parse_request(&rbuf.bytes[consumed..], &app.http_limits) {
                 Ok(Some((request, used))) => {
                     consumed += used;
@@ -389,6 +403,9 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             }
         }
         rbuf.bytes.drain(..consumed);
+        // Whether this batch waited (for a commit, for the peer to read),
+        // so that `clock` no longer says when it was answered.
+        let mut waited = !later.is_empty();
         if !later.is_empty() {
             // Every deferred request of the batch is already queued (one
             // commit serves them all); insert each response where it goes.
@@ -401,7 +418,8 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
                 shift += bytes.len();
             }
         }
-        if !wbuf.is_empty() && !write_all(app, &mut stream, &wbuf, write_timeout).await {
+        if !wbuf.is_empty() && !write_all(app, &mut stream, &wbuf, write_timeout, &mut waited).await
+        {
             return;
         }
         wbuf.clear();
@@ -417,7 +435,12 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             continue;
         }
         rbuf.shrink_if_large();
-        deadlines.after_batch(&rbuf.bytes, consumed > 0, Instant::now());
+        // `clock` is when the last answer ended (or when the batch was
+        // read). Unless the batch waited, the write since then took
+        // microseconds, which no deadline (milliseconds at least) can tell
+        // apart: no clock read for it.
+        let answered = if waited { Instant::now() } else { clock };
+        deadlines.after_batch(&rbuf.bytes, consumed > 0, answered);
         if !rbuf.make_room(filled) {
             app.metrics.buffer_refusals.inc();
             close_with(
@@ -430,22 +453,35 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             return;
         }
         let (waiting, deadline) = deadlines.current();
-        let read = tokio::select! {
-            r = stream.read_buf(&mut rbuf.bytes) => r,
-            _ = cancel.cancelled() => return,
-            _ = tokio::time::sleep_until(deadline) => {
-                match waiting {
-                    Waiting::Idle => {}
-                    Waiting::Head => {
-                        app.metrics.head_timeouts.inc();
-                        close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+        // The timer moves earlier at once, later only when it fires: an
+        // idle connection's deadline moves later with every request, and a
+        // timer that fires early is cheaper than moving it every request.
+        if deadline < timer.deadline() {
+            timer.as_mut().reset(deadline);
+        }
+        let read = loop {
+            tokio::select! {
+                r = stream.read_buf(&mut rbuf.bytes) => break r,
+                _ = &mut cancelled => return,
+                _ = &mut timer => {
+                    if timer.deadline() < deadline {
+                        // It stood at an older deadline: wait on.
+                        timer.as_mut().reset(deadline);
+                        continue;
                     }
-                    Waiting::Body => {
-                        app.metrics.body_timeouts.inc();
-                        close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+                    match waiting {
+                        Waiting::Idle => {}
+                        Waiting::Head => {
+                            app.metrics.head_timeouts.inc();
+                            close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+                        }
+                        Waiting::Body => {
+                            app.metrics.body_timeouts.inc();
+                            close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+                        }
                     }
+                    return;
                 }
-                return;
             }
         };
         match read {
@@ -456,8 +492,24 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
 }
 
 /// Writes `bytes` within `limit`; `false` (the connection is done) when the
-/// peer went away or did not read in time.
-async fn write_all(app: &App, stream: &mut TcpStream, bytes: &[u8], limit: Duration) -> bool {
+/// peer went away or did not read in time. Sets `waited` when the bytes did
+/// not all fit the socket buffer at once.
+async fn write_all(
+    app: &App,
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    limit: Duration,
+    waited: &mut bool,
+) -> bool {
+    // Almost every write fits the socket buffer at once: try it before
+    // arming the deadline, whose `timeout` costs a clock read and a timer.
+    let bytes = match stream.try_write(bytes) {
+        Ok(n) if n == bytes.len() => return true,
+        Ok(n) => &bytes[n..],
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => bytes,
+        Err(_) => return false,
+    };
+    *waited = true;
     match tokio::time::timeout(limit, stream.write_all(bytes)).await {
         Ok(Ok(())) => true,
         Ok(Err(_)) => false,
@@ -480,7 +532,7 @@ async fn close_with(app: &App, stream: &mut TcpStream, failure: Failure, limit: 
         false,
     );
     app.metrics.request(None, failure.status, Duration::ZERO);
-    if !write_all(app, stream, &out, limit).await {
+    if !write_all(app, stream, &out, limit, &mut false).await {
         return;
     }
     let _ = tokio::time::timeout(limit, stream.shutdown()).await;

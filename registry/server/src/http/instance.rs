@@ -35,19 +35,19 @@ fn grouped(service: &ServiceName<'_>, into: &mut String) {
 }
 
 /// `POST /instance`: register (upsert).
-pub(crate) fn register(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+pub(crate) fn register(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits)?;
-    write(ex, &req, false)
+    write(ex, &req, false, scratch)
 }
 
 /// `PUT /instance`: update. Strict for Java clients ≥ 1.0.0 (and the Node
 /// client, which presents itself as one); an upsert for others, as in Nacos.
-pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+pub(crate) fn update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits)?;
     let strict = ex.request.user_agent.is_some_and(|ua| {
         ua.starts_with("Nacos-Java-Client:v") && !ua.starts_with("Nacos-Java-Client:v0.")
     });
-    write(ex, &req, strict)
+    write(ex, &req, strict, scratch)
 }
 
 /// The change record of a persistent instance.
@@ -60,15 +60,22 @@ fn instance_change(svc: ServiceRef<'_>, cluster: &str, ip: IpAddr, port: u16) ->
     }
 }
 
-fn write(ex: &Exchange<'_>, req: &InstanceRequest<'_>, strict: bool) -> Result<Reply, Failure> {
+fn write(
+    ex: &Exchange<'_>,
+    req: &InstanceRequest<'_>,
+    strict: bool,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
     let spec = convert::instance_spec(req, true)?;
     let ticket = if spec.ephemeral {
         None
     } else {
         reserve(ex.app)?
     };
-    let name = req.key.service.grouped();
-    let svc = ServiceRef::new(req.key.namespace_id, &name);
+    // The connection's buffer, not a fresh `String` per register.
+    grouped(&req.key.service, &mut scratch.name);
+    let name = &scratch.name;
+    let svc = ServiceRef::new(req.key.namespace_id, name);
     let now = ex.now;
     let result = if strict {
         ex.app.store.update(svc, &spec, now)
@@ -80,7 +87,7 @@ fn write(ex: &Exchange<'_>, req: &InstanceRequest<'_>, strict: bool) -> Result<R
             e,
             Op::Write {
                 namespace: req.key.namespace_id,
-                service: &name,
+                service: name,
                 instance: &req.key.instance_id(),
             },
         )

@@ -347,9 +347,9 @@ fn dispatch(
         }
     }
     match route {
-        Route::InstanceRegister => instance::register(&ex),
+        Route::InstanceRegister => instance::register(&ex, scratch),
         Route::InstanceDeregister => instance::deregister(&ex),
-        Route::InstanceUpdate => instance::update(&ex),
+        Route::InstanceUpdate => instance::update(&ex, scratch),
         Route::InstancePatch => instance::patch(&ex),
         Route::InstanceDetail => instance::detail(&ex, scratch),
         Route::InstanceBeat => instance::beat(&ex, scratch),
@@ -471,11 +471,12 @@ pub(crate) fn apply_write(
         params,
         now,
     };
-    let scratch = Scratch::default();
+    let mut scratch = Scratch::default();
+    let scratch = &mut scratch;
     let result = match route {
-        Route::InstanceRegister => instance::register(&ex),
+        Route::InstanceRegister => instance::register(&ex, scratch),
         Route::InstanceDeregister => instance::deregister(&ex),
-        Route::InstanceUpdate => instance::update(&ex),
+        Route::InstanceUpdate => instance::update(&ex, scratch),
         Route::InstancePatch => instance::patch(&ex),
         Route::ServiceCreate => service::create(&ex),
         Route::ServiceDelete => service::delete(&ex),
