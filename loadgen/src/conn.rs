@@ -224,11 +224,11 @@ pub struct Reader {
     buf: Vec<u8>,
     start: usize,
     end: usize,
-    known: KnownHeads,
+    framer: Framer,
 }
 
-/// Response heads seen before on this connection, each with what `parse_response`
-/// made of it.
+/// Frames responses as `parse_response` does, remembering the heads it has seen on
+/// this connection, each with what `parse_response` made of it.
 ///
 /// Why: a registry answers the same request kind with the same head byte for byte
 /// (status line, `Content-Type`, `Content-Length` of a same-sized body), and a
@@ -241,7 +241,7 @@ pub struct Reader {
 /// way. Anything else (a new head, a chunked or close-delimited body, an error) goes
 /// to `parse_response`, which may add the head here.
 #[derive(Debug, Default)]
-struct KnownHeads {
+pub struct Framer {
     heads: Vec<KnownHead>,
     /// The entry the next new head replaces once the table is full.
     next: usize,
@@ -259,7 +259,23 @@ struct KnownHead {
     content_encoding: Option<Box<str>>,
 }
 
-impl KnownHeads {
+impl Framer {
+    /// Frames the first response in `bytes`, as `parse_response` does: `Ok(None)`
+    /// when it has not fully arrived.
+    pub fn frame<'a>(
+        &'a mut self,
+        bytes: &'a [u8],
+    ) -> Result<Option<(Response<'a>, usize)>, registry_proto::http1::HttpError> {
+        if let Some(i) = self.find(bytes) {
+            return Ok(self.frame_known(i, bytes));
+        }
+        let framed = parse_response(bytes)?;
+        if let Some((resp, used)) = &framed {
+            self.learn(bytes, resp, *used);
+        }
+        Ok(framed)
+    }
+
     /// Heads kept per connection: a few request kinds share a connection.
     const MAX: usize = 4;
     /// Longer heads are not worth keeping (no registry answer has one).
@@ -272,7 +288,7 @@ impl KnownHeads {
 
     /// The response at the start of `bytes`, whose head is entry `i`; `None` when its
     /// body has not fully arrived.
-    fn frame<'a>(&'a self, i: usize, bytes: &'a [u8]) -> Option<(Response<'a>, usize)> {
+    fn frame_known<'a>(&'a self, i: usize, bytes: &'a [u8]) -> Option<(Response<'a>, usize)> {
         let k = &self.heads[i];
         let used = k.head.len() + k.body_len;
         if bytes.len() < used {
@@ -337,7 +353,7 @@ impl Reader {
             buf: vec![0; 64 * 1024],
             start: 0,
             end: 0,
-            known: KnownHeads::default(),
+            framer: Framer::default(),
         }
     }
 
@@ -384,20 +400,10 @@ impl Reader {
             buf,
             start,
             end,
-            known,
+            framer,
         } = self;
         while *start < *end {
-            let bytes = &buf[*start..*end];
-            let framed = match known.find(bytes) {
-                Some(i) => known.frame(i, bytes),
-                None => {
-                    let framed = parse_response(bytes)?;
-                    if let Some((resp, used)) = &framed {
-                        known.learn(bytes, resp, *used);
-                    }
-                    framed
-                }
-            };
+            let framed = framer.frame(&buf[*start..*end])?;
             match framed {
                 Some((resp, used)) => {
                     *start += used;
@@ -834,13 +840,13 @@ mod tests {
             })
             .unwrap();
         assert_eq!(n, 3);
-        assert_eq!(reader.known.heads.len(), 1, "one head learnt, then reused");
+        assert_eq!(reader.framer.heads.len(), 1, "one head learnt, then reused");
         // A chunked response is never remembered.
         let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n";
         reader.buf[..chunked.len()].copy_from_slice(chunked);
         reader.end = chunked.len();
         reader.drain(|r| &*r.body == b"ok").unwrap();
-        assert_eq!(reader.known.heads.len(), 1);
+        assert_eq!(reader.framer.heads.len(), 1);
     }
 
     #[test]
