@@ -16,6 +16,7 @@
 //! - [`schedule`]: the run clock and open-loop intended send times ([`schedule::Pacer`]).
 //! - [`wheel`]: the hashed timing wheel that holds the simulated clients.
 //! - [`fleet`]: instances, subscribers, naming, change logs and expected sets.
+//! - [`template`]: request bytes built once, with holes for the service number and IP.
 //! - [`conn`]: keep-alive, pipelined HTTP/1.1 client connections over `127.0.0.x`.
 //! - [`subscriber`]: UDP push receivers: decode, ack, fingerprint.
 //! - [`grpc`]: the Nacos 2.x fleet (`protocol = "grpc"`): one gRPC connection per
@@ -57,6 +58,7 @@ pub mod segment;
 pub mod start;
 pub mod subscriber;
 pub mod target;
+pub mod template;
 pub mod threshold;
 pub mod verify;
 pub mod wheel;

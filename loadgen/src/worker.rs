@@ -40,6 +40,7 @@ use crate::profile::{BeatStyle, Profile};
 use crate::recorder::{ErrorClass, Op, Progress, Recorder, Stats};
 use crate::schedule::{share, Clock, Nanos, Pacer, MILLI, SECOND};
 use crate::subscriber::{self, HostList, Inbox};
+use crate::template::{self, Templates};
 
 /// What all workers and the runner share.
 #[derive(Debug)]
@@ -232,6 +233,8 @@ struct Ctx {
     udp_buf: RefCell<Vec<u8>>,
     ack_buf: RefCell<Vec<u8>>,
     beat_style: BeatStyle,
+    /// Whole-request templates of the frequent requests (`None`: built the slow way).
+    templates: Templates,
     /// Consecutive instance requests per lane (the pipeline depth).
     batch: u32,
 }
@@ -382,6 +385,20 @@ impl Ctx {
 
     fn encode_instance(&self, req: &Request, out: &mut Vec<u8>) {
         let n = self.naming();
+        let t = &self.templates;
+        let fast = match req.op {
+            Op::Register | Op::Reregister => t.register.as_ref(),
+            Op::Deregister => t.deregister.as_ref(),
+            _ => match self.beat_style {
+                BeatStyle::Light => t.beat_light.as_ref(),
+                BeatStyle::Full => None,
+            },
+        };
+        if let Some(template) = fast {
+            let global = self.state.borrow().instances.global(req.id);
+            template.write(out, n.service_of(global), n.instance_ip(global));
+            return;
+        }
         let mut scratch = self.scratch.borrow_mut();
         let Scratch {
             name,
@@ -434,6 +451,10 @@ impl Ctx {
 
     fn encode_list(&self, req: &Request, out: &mut Vec<u8>) {
         let n = self.naming();
+        if let (Op::Query, Some(template)) = (req.op, &self.templates.query) {
+            template.write(out, req.id, std::net::Ipv4Addr::UNSPECIFIED);
+            return;
+        }
         let mut scratch = self.scratch.borrow_mut();
         let Scratch { name, ip, path, .. } = &mut *scratch;
         let (service, udp_port, client_ip) = if req.op == Op::Query {
@@ -457,12 +478,9 @@ impl Ctx {
         client::list(
             path,
             &ListSpec {
-                namespace_id: &n.namespace,
-                service: ServiceName::new(&n.group, name),
-                clusters: "",
-                healthy_only: false,
                 udp_port,
                 client_ip: client_ip.map(|_| ip.as_str()),
+                ..template::query_spec(n, name)
             },
         );
         write_request(out, Method::Get, path, &self.shared.host, None);
@@ -865,6 +883,7 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
         udp_buf: RefCell::new(vec![0; 64 * 1024]),
         ack_buf: RefCell::new(Vec::with_capacity(128)),
         beat_style: p.fleet.beat,
+        templates: Templates::new(&shared.naming, &shared.host),
         batch: p.connections.pipeline.max(1),
     }))
 }
