@@ -798,7 +798,7 @@ mod tests {
             enabled: true,
             ephemeral: true,
             weight,
-            cluster: Arc::from("DEFAULT"),
+            cluster: crate::shared_str::SharedStr::new("DEFAULT"),
             metadata: Metadata::empty(),
             timeouts: LeaseTimeouts::NACOS,
             lease: LeaseSlot::NONE,

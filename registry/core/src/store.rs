@@ -43,6 +43,7 @@ use crate::model::{
     LeaseTimeouts, Millis, ServiceKey, ServiceRef, ServiceSpec,
 };
 use crate::service_index::ServiceIndex;
+use crate::shared_str::SharedStr;
 use crate::snapshot::{EmptiedAt, Origin, ServiceSettings, ServiceSnapshot};
 
 /// Store settings. Build with struct update syntax over `Default`.
@@ -271,7 +272,7 @@ impl Writer {
         existing: Option<&Instance>,
         spec: &InstanceSpec<'_>,
         cell: &Arc<ServiceCell>,
-    ) -> (Arc<str>, LeaseSlot) {
+    ) -> (SharedStr, LeaseSlot) {
         match existing {
             Some(inst) => (inst.cluster.clone(), inst.lease),
             None => {
@@ -282,7 +283,7 @@ impl Writer {
                 } else {
                     LeaseSlot::NONE
                 };
-                (self.interner.string(spec.addr.cluster), lease)
+                (self.interner.cluster(spec.addr.cluster), lease)
             }
         }
     }
