@@ -106,7 +106,13 @@ impl StoreStats {
 /// class. Measured, not derived: `benches/src/bin/footprint.rs` with 600k
 /// services and 600k, then 1.2M instances grows jemalloc's `allocated` by
 /// 108 bytes per added instance, 14 of them the lease slab (counted in
-/// `lease_bytes`) and 80 the struct.
+/// `lease_bytes`) and 80 the struct (64 since the cluster name and the
+/// metadata are one pointer each; the size-class rounding is unchanged:
+/// one instance fills the 64-byte class, two the 128-byte one).
+///
+/// A flat list keeps its block when it shrinks to half or more (see
+/// `instance_list::flat_capacity`): while a fleet deregisters, the lists
+/// hold up to twice this, and the difference shows as `allocated_other`.
 const INSTANCE_EXTRA_BYTES: usize = 14;
 
 /// What one service costs besides its instances, measured the same way
