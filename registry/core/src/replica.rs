@@ -147,9 +147,9 @@ impl Store {
                 metadata: w.interner.metadata(replica.metadata.clone()),
                 selector: replica.selector.clone(),
                 explicit: replica.explicit,
-                origin: replica.origin,
             }
             .shared(),
+            origin: (replica.origin != Origin::LOCAL).then(|| Box::new(replica.origin)),
         };
         if same_visible_state(&old, &next) {
             // Same revision: cached encodings of it stay valid.

@@ -17,11 +17,11 @@ use crate::model::{Instance, InstanceAddr, Millis, ServiceKey};
 /// One published state of a service.
 ///
 /// A registry holds hundreds of thousands of these, one per service, so
-/// the layout is kept small: 88 bytes, which with the `Arc`'s counts is
+/// the layout is kept small: 96 bytes, which with the `Arc`'s counts is
 /// jemalloc's 112-byte class (it was 144, the 160-byte class: 29 MB more
-/// at 600k services). The settings that only the service API or a
-/// cluster peer sets live behind one optional pointer, and "not empty" is
-/// a sentinel instead of an `Option`'s tag.
+/// at 600k services). The settings that only the service API sets live
+/// behind one optional pointer, a peer's origin behind another, and "not
+/// empty" is a sentinel instead of an `Option`'s tag.
 #[derive(Debug)]
 pub struct ServiceSnapshot {
     pub(crate) key: ServiceKey,
@@ -32,8 +32,13 @@ pub struct ServiceSnapshot {
     /// services), as [`EmptiedAt`].
     pub(crate) emptied_at: EmptiedAt,
     /// `None` for a service with [`ServiceSettings::PLAIN`]: a service
-    /// that only registrations created and a local write last changed.
+    /// that only registrations created.
     pub(crate) settings: Option<Arc<ServiceSettings>>,
+    /// Where this state came from: `None` for a write made here
+    /// ([`Origin::LOCAL`]), else the peer and its revision (cluster
+    /// replication). Boxed: 16 bytes inline would push every snapshot
+    /// into the next size class for the sake of replicas only.
+    pub(crate) origin: Option<Box<Origin>>,
 }
 
 /// A service's settings besides its instances. Most services never set
@@ -48,9 +53,6 @@ pub(crate) struct ServiceSettings {
     pub(crate) selector: Option<Arc<str>>,
     /// Created through the service API: kept when it has no instances.
     pub(crate) explicit: bool,
-    /// Where this state came from: [`Origin::LOCAL`] for a write made
-    /// here, else the peer and its revision (cluster replication).
-    pub(crate) origin: Origin,
 }
 
 impl ServiceSettings {
@@ -60,7 +62,6 @@ impl ServiceSettings {
         metadata: Metadata::empty(),
         selector: None,
         explicit: false,
-        origin: Origin::LOCAL,
     };
 
     /// These settings as a snapshot holds them: no allocation for
@@ -69,8 +70,7 @@ impl ServiceSettings {
         let plain = self.protect_threshold.to_bits() == 0
             && self.metadata.is_empty()
             && self.selector.is_none()
-            && !self.explicit
-            && self.origin == Origin::LOCAL;
+            && !self.explicit;
         (!plain).then(|| Arc::new(self))
     }
 }
@@ -157,6 +157,7 @@ impl ServiceSnapshot {
                 ..ServiceSettings::PLAIN
             }
             .shared(),
+            origin: None,
         }
     }
 
@@ -167,7 +168,7 @@ impl ServiceSnapshot {
 
     /// Where this state came from (see [`Origin`]).
     pub fn origin(&self) -> Origin {
-        self.settings().origin
+        self.origin.as_deref().copied().unwrap_or(Origin::LOCAL)
     }
 
     /// Whether an empty service was created through the service API (kept
@@ -276,9 +277,9 @@ mod tests {
     #[test]
     fn a_snapshot_fits_the_112_byte_class() {
         // 600k services hold one each: every 16 bytes here is ~10 MB of
-        // the registry under `nacos-1x-report`. 88 bytes plus the `Arc`'s
+        // the registry under `nacos-1x-report`. 96 bytes plus the `Arc`'s
         // two counts is jemalloc's 112-byte class.
-        assert!(std::mem::size_of::<ServiceSnapshot>() <= 88);
+        assert!(std::mem::size_of::<ServiceSnapshot>() <= 96);
         assert!(std::mem::size_of::<InstanceList>() <= 32);
     }
 
@@ -302,15 +303,11 @@ mod tests {
         let set = ServiceSettings {
             protect_threshold: 0.5,
             selector: Some(Arc::from("{}")),
-            origin: Origin {
-                node: 3,
-                revision: 9,
-            },
             ..ServiceSettings::PLAIN
         }
         .shared()
         .expect("non-default settings are kept");
-        assert_eq!((set.protect_threshold, set.origin.node), (0.5, 3));
+        assert_eq!(set.protect_threshold, 0.5);
     }
 
     #[test]

@@ -44,7 +44,7 @@ use crate::model::{
 };
 use crate::service_index::ServiceIndex;
 use crate::shared_str::SharedStr;
-use crate::snapshot::{EmptiedAt, Origin, ServiceSettings, ServiceSnapshot};
+use crate::snapshot::{EmptiedAt, ServiceSettings, ServiceSnapshot};
 
 /// Store settings. Build with struct update syntax over `Default`.
 #[derive(Clone, Debug, PartialEq)]
@@ -739,7 +739,6 @@ impl Store {
                 metadata: w.interner.metadata(spec.metadata.clone()),
                 selector: spec.selector.clone(),
                 explicit: true,
-                origin: Origin::LOCAL,
             }
             .shared(),
             ..derive(&old, InstanceList::default())
@@ -776,7 +775,6 @@ impl Store {
                 metadata,
                 selector: selector.or_else(|| old.settings().selector.clone()),
                 explicit: true,
-                origin: Origin::LOCAL,
             }
             .shared(),
             ..derive(&old, old.instances.clone())
@@ -1219,21 +1217,14 @@ impl StoreConfig {
 /// The next snapshot: `old`'s settings with new instances. The revision is
 /// set by `commit`.
 fn derive(old: &ServiceSnapshot, instances: InstanceList) -> ServiceSnapshot {
-    // Every local write makes this node the source of the state.
-    let settings = match &old.settings {
-        Some(s) if s.origin != Origin::LOCAL => ServiceSettings {
-            origin: Origin::LOCAL,
-            ..(**s).clone()
-        }
-        .shared(),
-        kept => kept.clone(),
-    };
     ServiceSnapshot {
         key: old.key.clone(),
         revision: old.revision,
         instances,
         emptied_at: old.emptied_at,
-        settings,
+        settings: old.settings.clone(),
+        // Every local write makes this node the source of the state.
+        origin: None,
     }
 }
 
