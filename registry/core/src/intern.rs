@@ -1,4 +1,4 @@
-//! Per-shard string interning for cluster names and metadata maps.
+//! Per-shard string interning for namespaces, cluster names and metadata maps.
 //!
 //! Most instances share a handful of cluster names and metadata maps. The
 //! shard's writer interns them so identical values are one allocation. The
@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::metadata::Metadata;
+use crate::shared_str::SharedStr;
 
 /// Minimum table size before a collection pass is considered.
 const MIN_WATERMARK: usize = 1024;
@@ -20,6 +21,9 @@ const MIN_WATERMARK: usize = 1024;
 #[derive(Default)]
 pub(crate) struct Interner {
     set: HashSet<Arc<str>, foldhash::fast::FixedState>,
+    /// Cluster names and metadata buffers: what instances hold, one
+    /// pointer wide (see [`SharedStr`]).
+    shared: HashSet<SharedStr, foldhash::fast::FixedState>,
     watermark: usize,
 }
 
@@ -35,34 +39,46 @@ impl Interner {
         shared
     }
 
+    /// Returns the shared copy of the cluster name `s`, adding it if new.
+    pub(crate) fn cluster(&mut self, s: &str) -> SharedStr {
+        if let Some(found) = self.shared.get(s) {
+            return found.clone();
+        }
+        self.collect_if_grown();
+        let shared = SharedStr::new(s);
+        self.shared.insert(shared.clone());
+        shared
+    }
+
     /// Returns a metadata map that shares its buffer with every identical map
     /// interned before.
     pub(crate) fn metadata(&mut self, m: Metadata) -> Metadata {
         match m.shared() {
             None => m,
             Some(buf) => {
-                if let Some(found) = self.set.get(&**buf) {
+                if let Some(found) = self.shared.get(buf.as_str()) {
                     return Metadata::from_shared(found.clone());
                 }
                 self.collect_if_grown();
-                self.set.insert(buf.clone());
+                self.shared.insert(buf.clone());
                 m
             }
         }
     }
 
     fn collect_if_grown(&mut self) {
-        if self.set.len() < self.watermark.max(MIN_WATERMARK) {
+        if self.set.len() + self.shared.len() < self.watermark.max(MIN_WATERMARK) {
             return;
         }
         // Only the table holds a reference: nobody uses the value any more.
         self.set.retain(|s| Arc::strong_count(s) > 1);
-        self.watermark = self.set.len() * 2;
+        self.shared.retain(|s| s.holders() > 1);
+        self.watermark = (self.set.len() + self.shared.len()) * 2;
     }
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.set.len()
+        self.set.len() + self.shared.len()
     }
 }
 
@@ -83,7 +99,7 @@ mod tests {
         let mut i = Interner::default();
         let a = i.metadata(Metadata::from_pairs([("v", "1")]).unwrap());
         let b = i.metadata(Metadata::from_pairs([("v", "1")]).unwrap());
-        assert!(Arc::ptr_eq(a.shared().unwrap(), b.shared().unwrap()));
+        assert!(SharedStr::ptr_eq(a.shared().unwrap(), b.shared().unwrap()));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! # Layout
 //! - [`model`]: service keys, instances, identity, defaults, `preserved.*` timeouts.
 //! - [`metadata`]: the compact immutable metadata map.
+//! - [`shared_str`]: the one-pointer shared string instances hold.
 //! - [`snapshot`]: immutable revisioned service state and the query views.
 //! - [`instance_list`]: a snapshot's sorted instances, a B+tree shared
 //!   between revisions, with their digest.
@@ -37,6 +38,7 @@ pub mod lease;
 pub mod metadata;
 pub mod model;
 mod service_index;
+pub mod shared_str;
 pub mod snapshot;
 pub mod store;
 pub mod subscribers;
@@ -50,6 +52,7 @@ pub use model::{
     Instance, InstanceAddr, InstancePatch, InstanceSpec, LeaseTimeouts, Millis, ServiceKey,
     ServiceRef, ServiceSpec, DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE,
 };
+pub use shared_str::SharedStr;
 pub use snapshot::{Origin, Selection, ServiceSnapshot, View};
 pub use store::{
     Applied, BeatOutcome, ExpirePass, ExpireReport, Replica, ServicePage, Store, StoreConfig,

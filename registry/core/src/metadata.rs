@@ -4,14 +4,13 @@
 //! them carrying the same few metadata entries (`version`, `zone`, ...). A
 //! `HashMap<String, String>` per instance would cost several hundred bytes and
 //! seven allocations each, which alone breaks the footprint budget. A
-//! [`Metadata`] is instead one shared `Arc<str>` holding the sorted entries
+//! [`Metadata`] is instead one [`SharedStr`](crate::shared_str::SharedStr) (8 bytes) holding the sorted entries
 //! separated by NUL bytes; identical maps are shared through the shard's
 //! [`Interner`](crate::intern::Interner), so the common case costs one pointer.
 
-use std::fmt;
-use std::sync::Arc;
-
 use crate::error::RegistryError;
+use crate::shared_str::SharedStr;
+use std::fmt;
 
 /// Separator between keys and values inside the encoded buffer. NUL never
 /// appears in a valid entry: construction rejects it.
@@ -20,7 +19,7 @@ const SEP: char = '\0';
 /// An immutable, sorted string map. Cloning is a reference-count increment;
 /// the empty map allocates nothing.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub struct Metadata(Option<Arc<str>>);
+pub struct Metadata(Option<SharedStr>);
 
 impl Metadata {
     /// The empty map.
@@ -70,7 +69,7 @@ impl Metadata {
         if buf.is_empty() {
             Metadata(None)
         } else {
-            Metadata(Some(Arc::from(buf)))
+            Metadata(Some(SharedStr::from(buf)))
         }
     }
 
@@ -79,11 +78,11 @@ impl Metadata {
         self.0.as_deref().unwrap_or("")
     }
 
-    pub(crate) fn from_shared(buf: Arc<str>) -> Self {
+    pub(crate) fn from_shared(buf: SharedStr) -> Self {
         Metadata(Some(buf))
     }
 
-    pub(crate) fn shared(&self) -> Option<&Arc<str>> {
+    pub(crate) fn shared(&self) -> Option<&SharedStr> {
         self.0.as_ref()
     }
 

@@ -17,7 +17,7 @@ use crate::lease::{self, LeaseSlot};
 use crate::metadata::Metadata;
 use crate::model::{check_threshold, check_weight, Instance, InstanceSpec, LeaseTimeouts};
 use crate::model::{Millis, ServiceRef};
-use crate::snapshot::{Origin, ServiceSnapshot};
+use crate::snapshot::{Origin, ServiceSettings, ServiceSnapshot};
 use crate::store::ServiceCell;
 
 /// A service's whole state as its responsible node published it.
@@ -103,7 +103,7 @@ impl Store {
         let mut w = shard.writer.lock();
         let cell = self.cell_or_create(shard, &mut w, service, now)?;
         let old = cell.snapshot.load_full();
-        if old.origin.covers(&replica.origin) {
+        if old.origin().covers(&replica.origin) {
             return Ok(Applied::Stale);
         }
         let mut kept = vec![false; old.instances.len()];
@@ -140,21 +140,24 @@ impl Store {
         let next = ServiceSnapshot {
             key: old.key.clone(),
             revision: old.revision,
-            protect_threshold: replica.protect_threshold,
-            metadata: w.interner.metadata(replica.metadata.clone()),
-            selector: replica.selector.clone(),
             instances: InstanceList::from_sorted(instances),
-            explicit: replica.explicit,
             emptied_at: old.emptied_at,
-            origin: replica.origin,
+            settings: ServiceSettings {
+                protect_threshold: replica.protect_threshold,
+                metadata: w.interner.metadata(replica.metadata.clone()),
+                selector: replica.selector.clone(),
+                explicit: replica.explicit,
+            }
+            .shared(),
+            origin: (replica.origin != Origin::LOCAL).then(|| Box::new(replica.origin)),
         };
         if same_visible_state(&old, &next) {
             // Same revision: cached encodings of it stay valid.
             cell.snapshot.store(Arc::new(next));
             return Ok(Applied::Unchanged);
         }
-        let empty_now = next.instances.is_empty() && !next.explicit;
-        let empty_before = old.instances.is_empty() && !old.explicit;
+        let empty_now = next.instances.is_empty() && !next.is_explicit();
+        let empty_before = old.instances.is_empty() && !old.is_explicit();
         let written = self.commit(&mut w, &cell, next, now);
         if empty_now && !empty_before {
             w.emptied.push_back(cell.clone());
@@ -215,10 +218,11 @@ pub(super) fn defer_leases(shard: &Shard, cell: &ServiceCell, due: &[LeaseSlot],
 }
 
 fn same_visible_state(old: &ServiceSnapshot, next: &ServiceSnapshot) -> bool {
-    old.protect_threshold.to_bits() == next.protect_threshold.to_bits()
-        && old.metadata == next.metadata
-        && old.selector == next.selector
-        && old.explicit == next.explicit
+    let (a, b) = (old.settings(), next.settings());
+    a.protect_threshold.to_bits() == b.protect_threshold.to_bits()
+        && a.metadata == b.metadata
+        && a.selector == b.selector
+        && a.explicit == b.explicit
         && old.instances.len() == next.instances.len()
         && old
             .instances

@@ -15,22 +15,89 @@ use crate::metadata::Metadata;
 use crate::model::{Instance, InstanceAddr, Millis, ServiceKey};
 
 /// One published state of a service.
+///
+/// A registry holds hundreds of thousands of these, one per service, so
+/// the layout is kept small: 96 bytes, which with the `Arc`'s counts is
+/// jemalloc's 112-byte class (it was 144, the 160-byte class: 29 MB more
+/// at 600k services). The settings that only the service API sets live
+/// behind one optional pointer, a peer's origin behind another, and "not
+/// empty" is a sentinel instead of an `Option`'s tag.
 #[derive(Debug)]
 pub struct ServiceSnapshot {
     pub(crate) key: ServiceKey,
     pub(crate) revision: u64,
+    /// Sorted by [`Instance::sort_key`], with its digest.
+    pub(crate) instances: InstanceList,
+    /// When the last instance left (for the cleanup of auto-created
+    /// services), as [`EmptiedAt`].
+    pub(crate) emptied_at: EmptiedAt,
+    /// `None` for a service with [`ServiceSettings::PLAIN`]: a service
+    /// that only registrations created.
+    pub(crate) settings: Option<Arc<ServiceSettings>>,
+    /// Where this state came from: `None` for a write made here
+    /// ([`Origin::LOCAL`]), else the peer and its revision (cluster
+    /// replication). Boxed: 16 bytes inline would push every snapshot
+    /// into the next size class for the sake of replicas only.
+    pub(crate) origin: Option<Box<Origin>>,
+}
+
+/// A service's settings besides its instances. Most services never set
+/// any (they are created by a registration), so snapshots share one
+/// default ([`ServiceSettings::PLAIN`]) and hold a pointer only for the
+/// others. Replaced whole by the service API and by replication, never
+/// by an instance write.
+#[derive(Clone, Debug)]
+pub(crate) struct ServiceSettings {
     pub(crate) protect_threshold: f32,
     pub(crate) metadata: Metadata,
     pub(crate) selector: Option<Arc<str>>,
-    /// Sorted by [`Instance::sort_key`], with its digest.
-    pub(crate) instances: InstanceList,
     /// Created through the service API: kept when it has no instances.
     pub(crate) explicit: bool,
-    /// When the last instance left, for the cleanup of auto-created services.
-    pub(crate) emptied_at: Option<Millis>,
-    /// Where this state came from: [`Origin::LOCAL`] for a write made
-    /// here, else the peer and its revision (cluster replication).
-    pub(crate) origin: Origin,
+}
+
+impl ServiceSettings {
+    /// What a service created by a registration has.
+    pub(crate) const PLAIN: ServiceSettings = ServiceSettings {
+        protect_threshold: 0.0,
+        metadata: Metadata::empty(),
+        selector: None,
+        explicit: false,
+    };
+
+    /// These settings as a snapshot holds them: no allocation for
+    /// [`ServiceSettings::PLAIN`].
+    pub(crate) fn shared(self) -> Option<Arc<ServiceSettings>> {
+        let plain = self.protect_threshold.to_bits() == 0
+            && self.metadata.is_empty()
+            && self.selector.is_none()
+            && !self.explicit;
+        (!plain).then(|| Arc::new(self))
+    }
+}
+
+/// The default every snapshot without settings of its own reads.
+static PLAIN: ServiceSettings = ServiceSettings::PLAIN;
+
+/// `Option<Millis>` in 8 bytes: [`EmptiedAt::NOT_EMPTY`] is `None`. A time
+/// at the very end of the clock's range is stored 1 ms early, so it cannot
+/// read as "not empty".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EmptiedAt(u64);
+
+impl EmptiedAt {
+    /// The service has instances.
+    pub(crate) const NOT_EMPTY: EmptiedAt = EmptiedAt(u64::MAX);
+
+    pub(crate) fn new(at: Option<Millis>) -> EmptiedAt {
+        match at {
+            Some(t) => EmptiedAt(t.0.min(u64::MAX - 1)),
+            None => EmptiedAt::NOT_EMPTY,
+        }
+    }
+
+    pub(crate) fn get(self) -> Option<Millis> {
+        (self != EmptiedAt::NOT_EMPTY).then_some(Millis(self.0))
+    }
 }
 
 /// The source of a service's state in a cluster: which node wrote it and
@@ -83,25 +150,36 @@ impl ServiceSnapshot {
         ServiceSnapshot {
             key,
             revision,
-            protect_threshold: 0.0,
-            metadata: Metadata::empty(),
-            selector: None,
             instances: InstanceList::default(),
-            explicit,
-            emptied_at: Some(now),
-            origin: Origin::LOCAL,
+            emptied_at: EmptiedAt::new(Some(now)),
+            settings: ServiceSettings {
+                explicit,
+                ..ServiceSettings::PLAIN
+            }
+            .shared(),
+            origin: None,
         }
+    }
+
+    /// The service's settings, shared or the default.
+    pub(crate) fn settings(&self) -> &ServiceSettings {
+        self.settings.as_deref().unwrap_or(&PLAIN)
     }
 
     /// Where this state came from (see [`Origin`]).
     pub fn origin(&self) -> Origin {
-        self.origin
+        self.origin.as_deref().copied().unwrap_or(Origin::LOCAL)
     }
 
     /// Whether an empty service was created through the service API (kept
     /// when empty) rather than by a registration.
     pub fn is_explicit(&self) -> bool {
-        self.explicit
+        self.settings().explicit
+    }
+
+    /// When the last instance left; `None` while it has instances.
+    pub(crate) fn emptied_at(&self) -> Option<Millis> {
+        self.emptied_at.get()
     }
 
     /// The service's identity.
@@ -117,17 +195,17 @@ impl ServiceSnapshot {
 
     /// Protect threshold in `[0, 1]`.
     pub fn protect_threshold(&self) -> f32 {
-        self.protect_threshold
+        self.settings().protect_threshold
     }
 
     /// Service metadata.
     pub fn metadata(&self) -> &Metadata {
-        &self.metadata
+        &self.settings().metadata
     }
 
     /// Raw selector JSON, if one was set.
     pub fn selector(&self) -> Option<&str> {
-        self.selector.as_deref()
+        self.settings().selector.as_deref()
     }
 
     /// All instances, ephemeral and persistent, sorted by cluster, IP, port.
@@ -179,7 +257,7 @@ impl ServiceSnapshot {
             healthy += usize::from(i.healthy);
         }
         let protect =
-            total > 0 && (healthy as f64 / total as f64) <= f64::from(self.protect_threshold);
+            total > 0 && (healthy as f64 / total as f64) <= f64::from(self.protect_threshold());
         let hosts = served
             .filter(|i| i.enabled)
             .map(|i| (i, i.healthy || protect))
@@ -189,5 +267,58 @@ impl ServiceSnapshot {
             hosts,
             reach_protection_threshold: protect,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_fits_the_112_byte_class() {
+        // 600k services hold one each: every 16 bytes here is ~10 MB of
+        // the registry under `nacos-1x-report`. 96 bytes plus the `Arc`'s
+        // two counts is jemalloc's 112-byte class.
+        assert!(std::mem::size_of::<ServiceSnapshot>() <= 96);
+        assert!(std::mem::size_of::<InstanceList>() <= 32);
+    }
+
+    #[test]
+    fn plain_settings_take_no_allocation_and_others_read_back() {
+        assert!(ServiceSettings::PLAIN.shared().is_none());
+        let key = ServiceKey::new("public", "DEFAULT_GROUP@@a");
+        let plain = ServiceSnapshot::empty(key.clone(), 1, false, Millis(5));
+        assert!(plain.settings.is_none());
+        assert_eq!(
+            (
+                plain.protect_threshold(),
+                plain.is_explicit(),
+                plain.origin()
+            ),
+            (0.0, false, Origin::LOCAL)
+        );
+        assert_eq!(plain.emptied_at(), Some(Millis(5)));
+        let explicit = ServiceSnapshot::empty(key, 1, true, Millis(5));
+        assert!(explicit.is_explicit());
+        let set = ServiceSettings {
+            protect_threshold: 0.5,
+            selector: Some(Arc::from("{}")),
+            ..ServiceSettings::PLAIN
+        }
+        .shared()
+        .expect("non-default settings are kept");
+        assert_eq!(set.protect_threshold, 0.5);
+    }
+
+    #[test]
+    fn emptied_at_round_trips_every_time() {
+        for t in [None, Some(0), Some(1), Some(u64::MAX - 1)] {
+            assert_eq!(EmptiedAt::new(t.map(Millis)).get(), t.map(Millis));
+        }
+        // The end of the clock is kept 1 ms early, never as "not empty".
+        assert_eq!(
+            EmptiedAt::new(Some(Millis(u64::MAX))).get(),
+            Some(Millis(u64::MAX - 1))
+        );
     }
 }

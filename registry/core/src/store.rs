@@ -43,7 +43,8 @@ use crate::model::{
     LeaseTimeouts, Millis, ServiceKey, ServiceRef, ServiceSpec,
 };
 use crate::service_index::ServiceIndex;
-use crate::snapshot::ServiceSnapshot;
+use crate::shared_str::SharedStr;
+use crate::snapshot::{EmptiedAt, ServiceSettings, ServiceSnapshot};
 
 /// Store settings. Build with struct update syntax over `Default`.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,19 +106,27 @@ impl StoreStats {
 /// class. Measured, not derived: `benches/src/bin/footprint.rs` with 600k
 /// services and 600k, then 1.2M instances grows jemalloc's `allocated` by
 /// 108 bytes per added instance, 14 of them the lease slab (counted in
-/// `lease_bytes`) and 80 the struct.
+/// `lease_bytes`) and 80 the struct (64 since the cluster name and the
+/// metadata are one pointer each; the size-class rounding is unchanged:
+/// one instance fills the 64-byte class, two the 128-byte one).
+///
+/// A flat list keeps its block when it shrinks to half or more (see
+/// `instance_list::flat_capacity`): while a fleet deregisters, the lists
+/// hold up to twice this, and the difference shows as `allocated_other`.
 const INSTANCE_EXTRA_BYTES: usize = 14;
 
 /// What one service costs besides its instances, measured the same way
 /// (600k services of one instance each: 419 bytes per service once the
 /// instances and leases are taken out, of which about 14 are the emptied
 /// queue that the sweeper drains in a running server). The parts, by
-/// jemalloc size class: the snapshot's `Arc` (160), the name (64 for a
-/// 40-odd byte name), the cell's `Arc` (32), papaya's boxed map entry (48)
-/// and table slot, and the listing index's key (32, in chunks half to
-/// fully used). `store_services` on `/metrics` is this times the services;
-/// the old estimate from struct sizes said 336.
-const SERVICE_BYTES: usize = 405;
+/// jemalloc size class: the snapshot's `Arc` (112; it was 160 before the
+/// rarely set settings moved behind one optional pointer, and `footprint`
+/// with 600k services / 1.1M instances fell by 28.8 MB, 48 bytes a
+/// service), the name (64 for a 40-odd byte name), the cell's `Arc` (32),
+/// papaya's boxed map entry (48) and table slot, and the listing index's
+/// key (32, in chunks half to fully used). `store_services` on `/metrics`
+/// is this times the services.
+const SERVICE_BYTES: usize = 357;
 
 /// The result of a write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -269,7 +278,7 @@ impl Writer {
         existing: Option<&Instance>,
         spec: &InstanceSpec<'_>,
         cell: &Arc<ServiceCell>,
-    ) -> (Arc<str>, LeaseSlot) {
+    ) -> (SharedStr, LeaseSlot) {
         match existing {
             Some(inst) => (inst.cluster.clone(), inst.lease),
             None => {
@@ -280,7 +289,7 @@ impl Writer {
                 } else {
                     LeaseSlot::NONE
                 };
-                (self.interner.string(spec.addr.cluster), lease)
+                (self.interner.cluster(spec.addr.cluster), lease)
             }
         }
     }
@@ -725,10 +734,13 @@ impl Store {
         let cell = self.cell_or_create(shard, &mut w, service, now)?;
         let old = cell.snapshot.load_full();
         let next = ServiceSnapshot {
-            protect_threshold: spec.protect_threshold,
-            metadata: w.interner.metadata(spec.metadata.clone()),
-            selector: spec.selector.clone(),
-            explicit: true,
+            settings: ServiceSettings {
+                protect_threshold: spec.protect_threshold,
+                metadata: w.interner.metadata(spec.metadata.clone()),
+                selector: spec.selector.clone(),
+                explicit: true,
+            }
+            .shared(),
             ..derive(&old, InstanceList::default())
         };
         Ok(self.commit(&mut w, &cell, next, now))
@@ -755,13 +767,16 @@ impl Store {
         let old = cell.snapshot.load_full();
         let metadata = match metadata {
             Some(m) => w.interner.metadata(m),
-            None => old.metadata.clone(),
+            None => old.metadata().clone(),
         };
         let next = ServiceSnapshot {
-            protect_threshold,
-            metadata,
-            selector: selector.or_else(|| old.selector.clone()),
-            explicit: true,
+            settings: ServiceSettings {
+                protect_threshold,
+                metadata,
+                selector: selector.or_else(|| old.settings().selector.clone()),
+                explicit: true,
+            }
+            .shared(),
             ..derive(&old, old.instances.clone())
         };
         Ok(self.commit(&mut w, &cell, next, now))
@@ -1049,10 +1064,10 @@ impl Store {
                 break;
             };
             let snap = cell.snapshot.load();
-            let Some(since) = snap.emptied_at else {
+            let Some(since) = snap.emptied_at() else {
                 continue;
             };
-            if snap.explicit || !snap.instances.is_empty() {
+            if snap.is_explicit() || !snap.instances.is_empty() {
                 continue;
             }
             if now < since.plus(ttl) {
@@ -1143,7 +1158,8 @@ impl Store {
         now: Millis,
     ) -> Written {
         let next = derive(old, instances);
-        let became_empty = next.instances.is_empty() && !old.instances.is_empty() && !old.explicit;
+        let became_empty =
+            next.instances.is_empty() && !old.instances.is_empty() && !old.is_explicit();
         let written = self.commit(w, cell, next, now);
         if became_empty {
             w.emptied.push_back(cell.clone());
@@ -1161,11 +1177,11 @@ impl Store {
     ) -> Written {
         w.next_revision += 1;
         next.revision = w.next_revision;
-        next.emptied_at = match (next.instances.is_empty(), next.emptied_at) {
+        next.emptied_at = EmptiedAt::new(match (next.instances.is_empty(), next.emptied_at()) {
             (false, _) => None,
             (true, Some(t)) => Some(t),
             (true, None) => Some(now),
-        };
+        });
         let event = ChangeEvent {
             service: next.key.clone(),
             revision: next.revision,
@@ -1204,14 +1220,11 @@ fn derive(old: &ServiceSnapshot, instances: InstanceList) -> ServiceSnapshot {
     ServiceSnapshot {
         key: old.key.clone(),
         revision: old.revision,
-        protect_threshold: old.protect_threshold,
-        metadata: old.metadata.clone(),
-        selector: old.selector.clone(),
         instances,
-        explicit: old.explicit,
         emptied_at: old.emptied_at,
+        settings: old.settings.clone(),
         // Every local write makes this node the source of the state.
-        origin: crate::snapshot::Origin::LOCAL,
+        origin: None,
     }
 }
 

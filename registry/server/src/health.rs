@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use registry_core::{InstanceAddr, ServiceKey, ServiceRef, Store};
+use registry_core::{InstanceAddr, ServiceKey, ServiceRef, SharedStr, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
@@ -160,7 +160,7 @@ impl HealthStats {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct Target {
     service: ServiceKey,
-    cluster: Arc<str>,
+    cluster: SharedStr,
     ip: IpAddr,
     port: u16,
 }

@@ -133,9 +133,14 @@ impl Hand {
     }
 }
 
-/// The default idle period: three times the Nacos 1.x push subscribers'
-/// 10 s poll (`cacheMillis`), ten times the plain pollers' 3 s.
-pub const DEFAULT_IDLE_MS: u64 = 30_000;
+/// The default idle period: twice the Nacos 1.x push subscribers' 10 s
+/// poll (`cacheMillis`), so a watched list is read at least once between
+/// two turns of the hand; almost seven times the plain pollers' 3 s. At
+/// 30 s the cache held ~50 MB under `nacos-1x-report` (one-off reads of
+/// 600k services kept a period longer); at 20 s the registry's peak RSS
+/// in that profile fell from 395.1 to 370.1 MiB
+/// (`issue-14-memory-2.md`).
+pub const DEFAULT_IDLE_MS: u64 = 20_000;
 
 /// Overhead charged per entry beyond its body and key.
 const ENTRY_OVERHEAD: usize = 128;
