@@ -184,6 +184,7 @@ pub struct Datum {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServiceState {
     /// Protect threshold.
+    #[serde(deserialize_with = "finite_f32")]
     pub protect_threshold: f32,
     /// Service metadata, as key/value pairs.
     #[serde(default)]
@@ -196,6 +197,17 @@ pub struct ServiceState {
     pub explicit: bool,
     /// Every instance.
     pub instances: Vec<InstanceState>,
+}
+
+/// An `f32` within its range. serde reads a number beyond it as infinity,
+/// which JSON cannot carry (it writes `null`): such a message would not
+/// survive its own re-encoding, so it is refused as malformed instead.
+fn finite_f32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f32, D::Error> {
+    let v = f32::deserialize(d)?;
+    match v.is_finite() {
+        true => Ok(v),
+        false => Err(serde::de::Error::custom("a number beyond the range of f32")),
+    }
 }
 
 /// One instance.
@@ -460,6 +472,26 @@ mod tests {
         });
         let bytes = encode(&m);
         assert_eq!(decode::<Datums>(&bytes, 1 << 20), Ok(m));
+    }
+
+    /// Found by `cargo fuzz run distro_message`: a threshold beyond `f32`
+    /// read as infinity, which re-encoded as `null` and no longer decoded.
+    #[test]
+    fn a_threshold_beyond_f32_is_refused() {
+        let datums = |threshold: &str| {
+            format!(
+                r#"{{"v":1,"from":"a","node":1,"body":{{"node":2,"items":[{{"ns":"public","service":"s","revision":1,"state":{{"protect_threshold":{threshold},"instances":[]}}}}]}}}}"#
+            )
+        };
+        let decoded = decode::<Datums>(datums("0.25").as_bytes(), 1 << 20).unwrap();
+        let state = decoded.body.items[0].state.as_ref().unwrap();
+        assert_eq!(state.protect_threshold, 0.25);
+        for beyond in ["4e38", "-1e39"] {
+            match decode::<Datums>(datums(beyond).as_bytes(), 1 << 20) {
+                Err(DistroError::Malformed(why)) => assert!(why.contains("range of f32"), "{why}"),
+                other => panic!("{beyond}: {other:?}"),
+            }
+        }
     }
 
     #[test]
