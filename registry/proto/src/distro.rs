@@ -486,11 +486,14 @@ mod tests {
         let decoded = decode::<Datums>(datums("0.25").as_bytes(), 1 << 20).unwrap();
         let state = decoded.body.items[0].state.as_ref().unwrap();
         assert_eq!(state.protect_threshold, 0.25);
+        // Refused by this check, or by serde_json itself where a feature
+        // another crate enables makes it range-check floats.
         for beyond in ["4e38", "-1e39"] {
-            match decode::<Datums>(datums(beyond).as_bytes(), 1 << 20) {
-                Err(DistroError::Malformed(why)) => assert!(why.contains("range of f32"), "{why}"),
-                other => panic!("{beyond}: {other:?}"),
-            }
+            let refused = decode::<Datums>(datums(beyond).as_bytes(), 1 << 20);
+            assert!(
+                matches!(refused, Err(DistroError::Malformed(_))),
+                "{beyond}: {refused:?}"
+            );
         }
     }
 
