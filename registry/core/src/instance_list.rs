@@ -313,12 +313,11 @@ impl InstanceList {
 impl Repr {
     /// Bulk build: leaves [`LEAF_FILL`] full, inner nodes [`INNER_FILL`]
     /// full, sizes spread evenly so no node starts under its minimum.
-    fn build(instances: Vec<Instance>) -> Repr {
+    fn build(mut instances: Vec<Instance>) -> Repr {
         let len = instances.len();
         if len <= FLAT_MAX {
             // The expiry pass sizes it to the list it replaces: keep that
             // room unless `flat_capacity` would give it back.
-            let mut instances = instances;
             if instances.capacity() > flat_capacity(instances.capacity(), len) {
                 instances.shrink_to_fit();
             }
@@ -852,11 +851,11 @@ mod tests {
                 0
             }
             Repr::Tree(root) => {
-                let len = &children_len(root);
-                assert!(*len > FLAT_MAX, "tree of {len}");
+                let len = children_len(root);
+                assert!(len > FLAT_MAX, "tree of {len}");
                 assert!((2..=INNER_MAX).contains(&root.len()), "root {}", root.len());
                 let (n, height) = check_children(root);
-                assert_eq!(n, *len);
+                assert_eq!(n, len);
                 height
             }
         };
@@ -936,9 +935,7 @@ mod tests {
         )
     }
 
-    /// Random inserts and removals agree with a sorted `Vec` at every step
-    /// (order, index, position, find, length, digest) while the list grows
-    /// through three levels and shrinks back to flat.
+    /// The room a flat list's allocation holds.
     fn capacity(l: &InstanceList) -> usize {
         match &l.repr {
             Repr::Flat(items) => items.capacity(),
@@ -982,6 +979,9 @@ mod tests {
         assert_eq!(capacity(&InstanceList::from_sorted(v)), 3);
     }
 
+    /// Random inserts and removals agree with a sorted `Vec` at every step
+    /// (order, index, position, find, length, digest) while the list grows
+    /// through three levels and shrinks back to flat.
     #[test]
     fn agrees_with_a_sorted_vec_through_growth_and_shrinkage() {
         let mut list = InstanceList::default();

@@ -4,13 +4,15 @@
 //! them carrying the same few metadata entries (`version`, `zone`, ...). A
 //! `HashMap<String, String>` per instance would cost several hundred bytes and
 //! seven allocations each, which alone breaks the footprint budget. A
-//! [`Metadata`] is instead one [`SharedStr`](crate::shared_str::SharedStr) (8 bytes) holding the sorted entries
-//! separated by NUL bytes; identical maps are shared through the shard's
-//! [`Interner`](crate::intern::Interner), so the common case costs one pointer.
+//! [`Metadata`] is instead one [`SharedStr`](crate::shared_str::SharedStr)
+//! (8 bytes) holding the sorted entries separated by NUL bytes; identical
+//! maps are shared through the shard's [`Interner`](crate::intern::Interner),
+//! so the common case costs one pointer.
+
+use std::fmt;
 
 use crate::error::RegistryError;
 use crate::shared_str::SharedStr;
-use std::fmt;
 
 /// Separator between keys and values inside the encoded buffer. NUL never
 /// appears in a valid entry: construction rejects it.

@@ -471,8 +471,7 @@ pub(crate) fn apply_write(
         params,
         now,
     };
-    let mut scratch = Scratch::default();
-    let scratch = &mut scratch;
+    let scratch = &mut Scratch::default();
     let result = match route {
         Route::InstanceRegister => instance::register(&ex, scratch),
         Route::InstanceDeregister => instance::deregister(&ex),
