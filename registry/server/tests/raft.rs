@@ -27,7 +27,6 @@ const SECOND: Duration = Duration::from_secs(1);
 struct RaftCluster {
     nodes: Vec<Node>,
     dirs: Vec<PathBuf>,
-    grpc: Vec<std::net::SocketAddr>,
     _dir: tempfile::TempDir,
 }
 
@@ -35,7 +34,6 @@ impl RaftCluster {
     async fn start(n: usize, extra: &[&str]) -> RaftCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let addrs = free_addrs(n);
-        let grpc = free_addrs(n);
         let members = addrs
             .iter()
             .map(|a| a.to_string())
@@ -45,10 +43,7 @@ impl RaftCluster {
         let mut dirs = Vec::new();
         for (i, a) in addrs.iter().enumerate() {
             let data = dir.path().join(format!("data{i}"));
-            let grpc_addr = grpc[i].to_string();
             let mut args: Vec<&str> = vec![
-                "--grpc-listen",
-                &grpc_addr,
                 "--data-dir",
                 data.to_str().expect("utf-8 path"),
                 "--raft-election-timeout-ms",
@@ -68,7 +63,6 @@ impl RaftCluster {
         let c = RaftCluster {
             nodes,
             dirs,
-            grpc,
             _dir: dir,
         };
         c.until_leader(&[0, 1, 2][..n], 45 * SECOND).await;
@@ -610,7 +604,7 @@ async fn grpc_persistent_instances_go_through_raft_from_any_node() {
     // Retried while an election runs (a missed heartbeat on a loaded
     // machine), as a client would; an error answer names why.
     let acknowledged = |via: usize, kind: &'static str, port: i64| {
-        let addr = c.grpc[via];
+        let addr = c.nodes[via].grpc;
         let body = request(kind, port);
         async move {
             let client = grpc_client::Raw::connect(addr).await;

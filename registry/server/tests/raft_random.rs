@@ -11,9 +11,12 @@
 //!
 //! `RAFT_SEED=<n>` replays a run; the seed is printed.
 
+mod binary;
+mod cluster_support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use registry_server::{Config, Embedded};
@@ -159,11 +162,7 @@ fn random_writes_stops_and_restarts_keep_every_acknowledged_write() {
     println!("RAFT_SEED={seed}");
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().expect("tempdir");
-    let held: Vec<TcpListener> = (0..3)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    let addrs: Vec<SocketAddr> = held.iter().map(|l| l.local_addr().expect("addr")).collect();
-    drop(held);
+    let addrs = cluster_support::free_addrs(3);
     let members = addrs
         .iter()
         .map(|a| a.to_string())

@@ -44,17 +44,58 @@ pub const FAST: &[&str] = &[
     "4",
 ];
 
-/// Free loopback ports for `n` nodes (bound, then released).
+/// Free loopback ports for `n` listeners, taken from below the kernel's
+/// ephemeral range. A port from that range (what binding port 0 hands out)
+/// can be taken meanwhile by any outgoing connection's local end, and a node
+/// restarted on its old port then fails to bind; ports outside it are only
+/// ever bound explicitly. A per-process counter keeps this binary's tests off
+/// each other's ports; the process id spreads binaries apart; each candidate
+/// is checked by binding it.
 pub fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind port 0"))
-        .collect();
-    held.iter().map(|l| l.local_addr().expect("addr")).collect()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = explicit_port_range();
+    let span = high - low;
+    let offset = std::process::id() * 7919 % span;
+    let mut addrs = Vec::with_capacity(n);
+    for _ in 0..span {
+        if addrs.len() == n {
+            break;
+        }
+        let port = low + (offset + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port as u16));
+        if TcpListener::bind(addr).is_ok() {
+            addrs.push(addr);
+        }
+    }
+    assert_eq!(addrs.len(), n, "no {n} free ports in {low}..{high}");
+    addrs
+}
+
+/// Ports `[low, high)` that the kernel never hands out on its own: below
+/// `ip_local_port_range` when there is room, else above it.
+fn explicit_port_range() -> (u32, u32) {
+    let (lo, hi) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|v| v.parse::<u32>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32768, 60999));
+    if lo >= 12_000 {
+        (10_000, lo)
+    } else {
+        assert!(hi < 64_000, "no room outside the ephemeral range {lo}-{hi}");
+        (hi + 1, 65_536)
+    }
 }
 
 /// One node of a test cluster: a real process.
 pub struct Node {
     pub addr: SocketAddr,
+    /// Its gRPC address, chosen like `addr` (not the HTTP port + 1000,
+    /// which nothing checked was free).
+    pub grpc: SocketAddr,
     members: String,
     extra: Vec<String>,
     log: PathBuf,
@@ -67,6 +108,7 @@ impl Node {
     pub async fn start(addr: SocketAddr, members: &str, extra: &[&str], log: &Path) -> Node {
         let mut node = Node {
             addr,
+            grpc: free_addrs(1)[0],
             members: members.to_owned(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             log: log.to_path_buf(),
@@ -89,6 +131,8 @@ impl Node {
                 &self.addr.to_string(),
                 "--udp-listen",
                 "127.0.0.1:0",
+                "--grpc-listen",
+                &self.grpc.to_string(),
             ])
             .args(["--members", &self.members])
             .args(FAST)
