@@ -7,6 +7,7 @@
 #
 # SLOs default to `beat.p99<50ms` and `*.errors<=0` (override with SLOS="...;...").
 # Writes capacity.json and capacity.html under target/capacity/.
+# loadgen busy-polls as in scripts/loadtest.sh (BUSY_POLL=0 turns it off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,7 @@ shift || true
 PORT=${PORT:-18850}
 REGISTRY_CPU=${REGISTRY_CPU:-0}
 LOADGEN_CPU=${LOADGEN_CPU:-1}
+BUSY_POLL=${BUSY_POLL:-1}
 REGISTRY_WORKERS=${REGISTRY_WORKERS:-1}
 LOADGEN=${LOADGEN:-target/release/loadgen}
 REGISTRY_BIN=${REGISTRY_BIN:-target/release/registry}
@@ -35,9 +37,11 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 
+SPIN=()
+[ "$BUSY_POLL" = 0 ] || SPIN=(--busy-poll)
 SLO_FLAGS=()
 IFS=';' read -ra SLO_LIST <<<"$SLOS"
 for slo in "${SLO_LIST[@]}"; do SLO_FLAGS+=(--slo "$slo"); done
 taskset -c "$LOADGEN_CPU" "$LOADGEN" capacity --profile "$PROFILE" "${SLO_FLAGS[@]}" \
     --target "http://127.0.0.1:${PORT}" --registry-pid "$REGISTRY" --workers 1 \
-    --pinning "registry=cpu${REGISTRY_CPU} loadgen=cpu${LOADGEN_CPU}" --out "$OUT" "$@"
+    --pinning "registry=cpu${REGISTRY_CPU} loadgen=cpu${LOADGEN_CPU}" "${SPIN[@]}" --out "$OUT" "$@"

@@ -267,6 +267,18 @@ impl Ctx {
     /// Instance requests go to one lane in batches of the pipeline depth before the
     /// next lane is used: a tick's requests then leave in a few writes instead of one
     /// write (and one read, on both sides) per request.
+    ///
+    /// Changes (register, deregister, re-register) instead go to the lane of their
+    /// instance's block of `batch` consecutive numbers: one instance's changes then share
+    /// a connection, where the server takes them and answers them in the order sent. On
+    /// two connections a registration could be answered after a deregistration the
+    /// server took after it, and loadgen would expect an instance the server no longer
+    /// holds. The load and the drain go through the fleet in order, so their requests
+    /// still leave a block at a time.
+    fn lane_for_change(&self, id: u32) -> usize {
+        (id / self.batch) as usize % self.lanes.len()
+    }
+
     fn lane_for_instance(&self, state: &mut State) -> usize {
         if state.batch_left == 0 {
             state.instance_lane = (state.instance_lane + 1) % self.lanes.len();
@@ -288,7 +300,8 @@ impl Ctx {
                 let group = usize::from(state.subscribers[req.id as usize].ip_group);
                 self.lane_for_group(state, group)
             }
-            _ => self.lane_for_instance(state),
+            Op::Register | Op::Deregister | Op::Reregister => self.lane_for_change(req.id),
+            Op::Beat | Op::Query => self.lane_for_instance(state),
         };
         if matches!(req.op, Op::Register | Op::Deregister | Op::Reregister) {
             state.changes_outstanding += 1;
@@ -578,8 +591,15 @@ impl Ctx {
         done: Nanos,
     ) -> Result<(), ErrorClass> {
         let local = req.id;
+        // A beat answered after its instance's deregistration was answered is stale: the
+        // server took it before the deregistration, and replies on different connections
+        // arrive in any order. It says nothing of the server now, and counting it would
+        // expect an instance the server rightly no longer holds.
+        let stale = state.instances.slots[local as usize].life == Life::Absent;
         if !state.beat_ok.is_empty() && *resp.body == state.beat_ok[..] {
-            self.set_present(state, local, true);
+            if !stale {
+                self.set_present(state, local, true);
+            }
             return Ok(());
         }
         let beat = BeatResponse::parse(&resp.body).map_err(|_| ErrorClass::Protocol)?;
@@ -601,7 +621,9 @@ impl Ctx {
         if beat.code != registry_proto::naming::beat::CODE_OK {
             return Err(ErrorClass::Protocol);
         }
-        self.set_present(state, local, true);
+        if !stale {
+            self.set_present(state, local, true);
+        }
         let interval = beat.client_beat_interval.clamp(100, 3_600_000) as u32;
         let slot = &mut state.instances.slots[local as usize];
         if slot.interval_ms == interval {
@@ -911,6 +933,12 @@ pub async fn drive(
             tokio::task::spawn_local(conn::drive(ctx.clone(), lane.clone(), lane_config, clock))
         })
         .collect();
+    let spinner = ctx
+        .shared
+        .profile
+        .generator
+        .busy_poll
+        .then(|| tokio::task::spawn_local(spin()));
     let mut driver = Driver::new(ctx, tx);
     let sleep = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(sleep);
@@ -927,7 +955,22 @@ pub async fn drive(
         sleep.as_mut().reset(clock.instant(next_tick));
         sleep.as_mut().await;
     }
+    if let Some(s) = spinner {
+        s.abort();
+    }
     driver.stop(lane_tasks, lane_config.timeout).await
+}
+
+/// Keeps the worker's runtime from ever parking (`--busy-poll`): a task that is always
+/// ready makes the scheduler poll the I/O driver without a timeout instead of sleeping
+/// in `epoll_wait`, so the server's sends find nobody to wake. Each turn also yields
+/// the thread: under `SCHED_FIFO` a thread that never blocks would keep the runner's
+/// thread, pinned to the same core at the same priority, from ever running.
+async fn spin() {
+    loop {
+        std::thread::yield_now();
+        tokio::task::yield_now().await;
+    }
 }
 
 /// The driver's own state between ticks.

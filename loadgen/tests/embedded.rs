@@ -10,8 +10,26 @@ use reports::Report;
 
 #[test]
 fn a_short_profile_runs_clean_against_the_embedded_registry() {
+    let report = short_run("sleeping", false);
+    assert!(
+        report.profile.params["generator"]
+            .get("busy_poll")
+            .is_none(),
+        "the default leaves the profile (and its hash) as it was"
+    );
+}
+
+/// `--busy-poll`: workers that never park still send, receive, verify and stop, and
+/// the report says the generator spun.
+#[test]
+fn a_busy_polling_generator_runs_the_same_profile_clean() {
+    let report = short_run("spinning", true);
+    assert_eq!(report.profile.params["generator"]["busy_poll"], true);
+}
+
+fn short_run(tag: &str, busy_poll: bool) -> Report {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("loadgen-it-{}", std::process::id()));
+        .join(format!("loadgen-it-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     let config = RunConfig {
         profile: "smoke".into(),
@@ -25,7 +43,8 @@ fn a_short_profile_runs_clean_against_the_embedded_registry() {
             query_rate: Some(100.0),
             churn_rate: Some(20.0),
             connections: Some(8),
-            workers: Some(2),
+            workers: Some(if busy_poll { 1 } else { 2 }),
+            busy_poll,
             ..Overrides::default()
         },
         out: out.clone(),
@@ -91,6 +110,7 @@ fn a_short_profile_runs_clean_against_the_embedded_registry() {
     reports::validate_against_schema(&value).unwrap();
     let hlog = std::fs::read_to_string(json.with_extension("hlog")).unwrap();
     assert!(hlog.contains("Tag=beat,") && hlog.contains("Tag=register,"));
+    report
 }
 
 /// The exit code, except that a busy test machine may make the generator late.

@@ -49,20 +49,31 @@ enum Unanswered {
     Stall,
 }
 
-/// A proxy in front of `upstream` that forwards the first request of each
-/// connection and leaves the second unanswered: every other request fails.
-fn every_other_proxy(upstream: SocketAddr, unanswered: Unanswered) -> SocketAddr {
+/// How a proxy in front of a real registry misbehaves.
+#[derive(Clone, Copy)]
+enum Proxy {
+    /// Forwards the first request of each connection and leaves the second
+    /// unanswered: every other request fails.
+    EveryOther(Unanswered),
+    /// Forwards every request at once but holds each beat's reply this long: the
+    /// registry has taken the beat, and a deregistration sent later on another
+    /// connection is answered first.
+    LateBeats(Duration),
+}
+
+/// A proxy in front of `upstream`, one thread per connection.
+fn proxy(upstream: SocketAddr, behaviour: Proxy) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for client in listener.incoming().flatten() {
-            std::thread::spawn(move || relay_every_other(client, upstream, unanswered));
+            std::thread::spawn(move || relay(client, upstream, behaviour));
         }
     });
     addr
 }
 
-fn relay_every_other(mut client: TcpStream, upstream: SocketAddr, unanswered: Unanswered) {
+fn relay(mut client: TcpStream, upstream: SocketAddr, behaviour: Proxy) {
     let Ok(mut server) = TcpStream::connect(upstream) else {
         return;
     };
@@ -74,7 +85,7 @@ fn relay_every_other(mut client: TcpStream, upstream: SocketAddr, unanswered: Un
         }) else {
             return;
         };
-        if answered_one {
+        if let (Proxy::EveryOther(unanswered), true) = (behaviour, answered_one) {
             if let Unanswered::Stall = unanswered {
                 // Hold the connection until the client gives up on it.
                 let mut sink = [0u8; 1024];
@@ -85,6 +96,7 @@ fn relay_every_other(mut client: TcpStream, upstream: SocketAddr, unanswered: Un
         if server.write_all(&request[..len]).is_err() {
             return;
         }
+        let beat = request[..len].starts_with(b"PUT /nacos/v1/ns/instance/beat");
         request.drain(..len);
         let mut response = Vec::new();
         let Some(len) = read_framed(&mut server, &mut response, |b| {
@@ -92,6 +104,9 @@ fn relay_every_other(mut client: TcpStream, upstream: SocketAddr, unanswered: Un
         }) else {
             return;
         };
+        if let (Proxy::LateBeats(hold), true) = (behaviour, beat) {
+            std::thread::sleep(hold);
+        }
         if client.write_all(&response[..len]).is_err() {
             return;
         }
@@ -268,14 +283,19 @@ fn a_deregistration_with_nothing_to_deregister_is_a_skipped_slot() {
     assert_every_outcome_recorded(&stats);
 }
 
-/// Runs the small profile through a proxy that leaves every other request
-/// unanswered; returns the report.
-fn run_through_every_other_proxy(unanswered: Unanswered, name: &str) -> reports::Report {
+/// Runs the small profile through a misbehaving proxy; returns the report.
+fn run_through_proxy(behaviour: Proxy, name: &str) -> reports::Report {
     // A drain against a server that stalls retries failed deregistrations for its
     // whole time limit: the stalling run ends after the steady phase.
-    let drain = match unanswered {
-        Unanswered::Close => "rate = 400",
-        Unanswered::Stall => "enabled = false",
+    let drain = match behaviour {
+        Proxy::EveryOther(Unanswered::Stall) => "enabled = false",
+        _ => "rate = 400",
+    };
+    // Held beats keep their connection (the proxy relays one request at a time): a
+    // smaller fleet over more connections, and a timeout none of them reaches.
+    let (instances, connections, timeout) = match behaviour {
+        Proxy::EveryOther(_) => (100, 4, "500ms"),
+        Proxy::LateBeats(_) => (40, 16, "3s"),
     };
     let registry = registry_server::Embedded::start({
         use clap::Parser as _;
@@ -286,7 +306,7 @@ fn run_through_every_other_proxy(unanswered: Unanswered, name: &str) -> reports:
         config
     })
     .unwrap();
-    let proxy = every_other_proxy(registry.http_addr, unanswered);
+    let proxy = proxy(registry.http_addr, behaviour);
 
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("loadgen-every-other-{}", std::process::id()))
@@ -300,7 +320,7 @@ fn run_through_every_other_proxy(unanswered: Unanswered, name: &str) -> reports:
 name = "every-other"
 [fleet]
 services = 20
-instances = 100
+instances = {instances}
 subscribers = 0
 watched_services = 0
 beat_interval = "1s"
@@ -314,10 +334,10 @@ query_rate = 50
 [drain]
 {drain}
 [connections]
-count = 4
+count = {connections}
 source_ips = 1
 pipeline = 1
-timeout = "500ms"
+timeout = "{timeout}"
 [generator]
 workers = 1
 settle_timeout = "1s"
@@ -358,7 +378,7 @@ settle_timeout = "1s"
 
 #[test]
 fn a_server_answering_every_other_request_has_its_failures_in_the_report() {
-    let report = run_through_every_other_proxy(Unanswered::Close, "close");
+    let report = run_through_proxy(Proxy::EveryOther(Unanswered::Close), "close");
     let mut connection_errors = 0;
     for op in &report.operations {
         assert_eq!(
@@ -375,7 +395,7 @@ fn a_server_answering_every_other_request_has_its_failures_in_the_report() {
 
 #[test]
 fn timeouts_of_a_server_stalling_every_other_request_set_the_tail() {
-    let report = run_through_every_other_proxy(Unanswered::Stall, "stall");
+    let report = run_through_proxy(Proxy::EveryOther(Unanswered::Stall), "stall");
     let query = report.operation("query").expect("queries");
     assert_eq!(query.corrected.summary.count, query.count);
     let timeouts = query.errors_by_class["timeout"];
@@ -390,6 +410,31 @@ fn timeouts_of_a_server_stalling_every_other_request_set_the_tail() {
         query.corrected.summary.p999_us >= 499_000,
         "p99.9 {} µs leaves the timeouts out",
         query.corrected.summary.p999_us
+    );
+}
+
+/// Replies on different connections arrive in any order: a beat the registry took
+/// before an instance's deregistration, answered after it, must not make loadgen
+/// expect the instance again. Every beat's reply is held 200 ms while the drain
+/// deregisters on the other connections, so the final count of the verification
+/// after the drain would be off by the beats that raced their deregistration.
+#[test]
+fn a_beat_answered_after_its_deregistration_does_not_bring_the_instance_back() {
+    let report = run_through_proxy(Proxy::LateBeats(Duration::from_millis(200)), "late-beats");
+    let beat = report.operation("beat").expect("beats");
+    assert!(
+        beat.count > 0 && beat.errors == 0,
+        "{:?}",
+        beat.errors_by_class
+    );
+    let verification = report.verification.as_ref().expect("verified");
+    assert!(verification.ok, "{}", verification.detail);
+    assert!(
+        verification
+            .detail
+            .contains("after drain: ok: server instances 0 (expected 0)"),
+        "{}",
+        verification.detail
     );
 }
 
