@@ -37,11 +37,18 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 
+# A spinning loadgen runs under the normal scheduler even when this script runs
+# under chrt: the kernel throttles real-time tasks that use more than 95 % of a
+# second (sched_rt_runtime_us), which would stall it for 50 ms every second.
 SPIN=()
-[ "$BUSY_POLL" = 0 ] || SPIN=(--busy-poll)
+NORMAL=()
+if [ "$BUSY_POLL" != 0 ]; then
+    SPIN=(--busy-poll)
+    NORMAL=(chrt -o 0)
+fi
 SLO_FLAGS=()
 IFS=';' read -ra SLO_LIST <<<"$SLOS"
 for slo in "${SLO_LIST[@]}"; do SLO_FLAGS+=(--slo "$slo"); done
-taskset -c "$LOADGEN_CPU" "$LOADGEN" capacity --profile "$PROFILE" "${SLO_FLAGS[@]}" \
+"${NORMAL[@]}" taskset -c "$LOADGEN_CPU" "$LOADGEN" capacity --profile "$PROFILE" "${SLO_FLAGS[@]}" \
     --target "http://127.0.0.1:${PORT}" --registry-pid "$REGISTRY" --workers 1 \
     --pinning "registry=cpu${REGISTRY_CPU} loadgen=cpu${LOADGEN_CPU}" "${SPIN[@]}" --out "$OUT" "$@"

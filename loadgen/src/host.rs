@@ -36,6 +36,20 @@ pub fn stat_cpu_seconds(stat: &str) -> Option<f64> {
     Some((utime + stime) / USER_HZ)
 }
 
+/// The scheduling policy (field 41: 0 normal, 1 FIFO, 2 round-robin, ...) from the
+/// text of a `/proc/*/stat` file.
+pub fn stat_policy(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After ')' comes field 3: field 41 is the 39th.
+    rest.split_ascii_whitespace().nth(38)?.parse().ok()
+}
+
+/// Whether the calling thread runs under a real-time policy (FIFO or round-robin).
+pub fn realtime() -> Option<bool> {
+    let policy = stat_policy(&fs::read_to_string("/proc/thread-self/stat").ok()?)?;
+    Some(matches!(policy, 1 | 2))
+}
+
 /// CPU seconds used so far by process `pid` (all its threads).
 pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
     stat_cpu_seconds(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
@@ -100,6 +114,10 @@ mod tests {
         let stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 5 0 0";
         assert_eq!(stat_cpu_seconds(stat), Some(3.0));
         assert_eq!(stat_cpu_seconds("garbage"), None);
+        // Fields 3..=40 as ones, then policy 1 (FIFO).
+        let fifo = format!("7 (x) {} 1 0", vec!["1"; 38].join(" "));
+        assert_eq!(stat_policy(&fifo), Some(1));
+        assert_eq!(stat_policy("7 (x) S 1"), None);
     }
 
     #[test]
@@ -109,6 +127,7 @@ mod tests {
         assert!(process_cpu_seconds(std::process::id()).is_some());
         assert!(raise_nofile().unwrap() >= 256);
         assert!(cpus_allowed().is_some());
+        assert!(realtime().is_some());
         assert_eq!(status_kib("VmRSS:\t  12 kB\n", "VmRSS:"), Some(12 * 1024));
     }
 }

@@ -189,6 +189,13 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         start,
     } = resolve(&config)?;
     warn_about_file_limit(&profile);
+    if profile.generator.busy_poll && host::realtime() == Some(true) {
+        anyhow::bail!(
+            "--busy-poll under a real-time scheduling policy (chrt -f/-r): the kernel \
+             throttles a real-time task that uses more than 95 % of a second, stalling the \
+             generator 50 ms each second; run loadgen under the normal policy (chrt -o 0)"
+        );
+    }
     let live = Live::new(config.quiet);
     let metrics = config
         .metrics_listen

@@ -963,12 +963,12 @@ pub async fn drive(
 
 /// Keeps the worker's runtime from ever parking (`--busy-poll`): a task that is always
 /// ready makes the scheduler poll the I/O driver without a timeout instead of sleeping
-/// in `epoll_wait`, so the server's sends find nobody to wake. Each turn also yields
-/// the thread: under `SCHED_FIFO` a thread that never blocks would keep the runner's
-/// thread, pinned to the same core at the same priority, from ever running.
+/// in `epoll_wait`, so the server's sends find nobody to wake. It does not yield the
+/// thread: under the normal policy that would hand the core to any other runnable
+/// task, whatever its nice value, for a whole time slice (the runner refuses a
+/// real-time policy, under which it could not yield enough).
 async fn spin() {
     loop {
-        std::thread::yield_now();
         tokio::task::yield_now().await;
     }
 }
