@@ -752,6 +752,7 @@ mod tests {
         let mix = p.steady.register_rate + p.steady.deregister_rate + p.steady.query_rate;
         assert!((mix - 13_000.0).abs() < 1.0, "13k TPS mix, got {mix}");
         assert!(p.fleet.subscribers > 0);
+        assert_eq!(p.thresholds, ["*.errors<=0"], "holding it means no errors");
     }
 
     #[test]
