@@ -259,10 +259,13 @@ struct Fields<'a> {
     chunked: bool,
     close: bool,
     keep_alive: bool,
-    content_type: Option<&'a str>,
+    /// Trimmed, not yet checked as UTF-8 (see [`Request::content_type`]).
+    content_type: Option<&'a [u8]>,
     content_encoding: Option<&'a str>,
-    user_agent: Option<&'a str>,
-    host: Option<&'a str>,
+    /// Trimmed, not yet checked as UTF-8.
+    user_agent: Option<&'a [u8]>,
+    /// Trimmed, not yet checked as UTF-8.
+    host: Option<&'a [u8]>,
     expect_continue: bool,
 }
 
@@ -274,16 +277,29 @@ impl<'a> Fields<'a> {
             let value = h.value;
             // Dispatch on length first: most headers are rejected by one comparison.
             match name.len() {
-                4 if name.eq_ignore_ascii_case("host") => f.host = text(value),
+                4 if name.eq_ignore_ascii_case("host") => f.host = Some(trim_ows(value)),
                 6 if name.eq_ignore_ascii_case("expect") => {
                     f.expect_continue = trim_ows(value).eq_ignore_ascii_case(b"100-continue");
                 }
                 10 if name.eq_ignore_ascii_case("connection") => {
-                    f.close |= has_token(value, "close");
-                    f.keep_alive |= has_token(value, "keep-alive");
+                    // One token, as clients send it, is known without the
+                    // general split (two passes over the list).
+                    let v = trim_ows(value);
+                    if v.eq_ignore_ascii_case(b"keep-alive") {
+                        f.keep_alive = true;
+                    } else if v.eq_ignore_ascii_case(b"close") {
+                        f.close = true;
+                    } else {
+                        f.close |= has_token(value, "close");
+                        f.keep_alive |= has_token(value, "keep-alive");
+                    }
                 }
-                10 if name.eq_ignore_ascii_case("user-agent") => f.user_agent = text(value),
-                12 if name.eq_ignore_ascii_case("content-type") => f.content_type = text(value),
+                10 if name.eq_ignore_ascii_case("user-agent") => {
+                    f.user_agent = Some(trim_ows(value));
+                }
+                12 if name.eq_ignore_ascii_case("content-type") => {
+                    f.content_type = Some(trim_ows(value));
+                }
                 14 if name.eq_ignore_ascii_case("content-length") => {
                     let n = parse_content_length(value)?;
                     if f.content_length.is_some_and(|m| m != n) {
