@@ -17,6 +17,15 @@ use registry_proto::naming::service::{ServiceListRequest, ServiceRequest};
 use registry_proto::naming::{Metadata, ParseLimits};
 use registry_proto::params::Params;
 
+/// `get` finds the first value of every name, whether the reader noted its
+/// first occurrence while splitting (the names requests look up) or not.
+fn check_first_values(p: &Params<'_>) {
+    for (name, _) in p.iter().take(64) {
+        let first = p.iter().find(|(k, _)| *k == name).map(|(_, v)| v);
+        assert_eq!(p.get(name), first, "{name:?}");
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let limits = Limits::default();
     let pl = ParseLimits::default();
@@ -25,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(used > 0 && used <= rest.len());
         let _ = route(req.method, req.path).map_err(|e| e.to_string());
         if let Ok(p) = Params::from_request(&req) {
+            check_first_values(&p);
             let _ = InstanceRequest::parse(&p, &pl).map_err(|e| e.to_string());
             let _ = InstanceKey::parse(&p, &pl).map_err(|e| e.to_string());
             let _ = InstancePatch::parse(&p, &pl).map_err(|e| e.to_string());
@@ -37,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
     }
     // The same bytes as a form body, and as raw metadata text.
     if let Ok(p) = Params::parse("", Some(data)) {
+        check_first_values(&p);
         let _ = InstanceRequest::parse(&p, &pl);
         let _ = BeatRequest::parse(&p, &pl);
     }

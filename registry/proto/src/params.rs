@@ -384,8 +384,7 @@ fn decode_ascii_escapes(text: &str, first: usize) -> Option<String> {
     let (mut run, mut at) = (0, first);
     while at < raw.len() {
         if let Some(chunk) = raw.get(at..at + 8) {
-            let plain =
-                escape_free_prefix(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+            let plain = escape_free_prefix(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
             at += plain;
             if plain == 8 {
                 continue;
@@ -844,6 +843,109 @@ mod tests {
             }
         }
         String::from_utf8(out).map_err(|_| ProtoError::Utf8)
+    }
+
+    /// The parameters as the reader before the one-pass split read them:
+    /// split on `&` and the first `=`, every key and value decoded whole, a
+    /// body checked as UTF-8 whole (a body that is not fails as such). The
+    /// pairs, then the first `beat` value's text.
+    #[allow(clippy::type_complexity)]
+    fn reference_params(
+        query: &str,
+        body: Option<&[u8]>,
+    ) -> Result<(Vec<(String, String)>, Option<String>), ProtoError> {
+        let mut pairs = Vec::new();
+        let mut beat = None;
+        let mut push = |raw: &str| -> Result<(), ProtoError> {
+            for segment in raw.split('&').filter(|s| !s.is_empty()) {
+                let (k, v) = segment.split_once('=').unwrap_or((segment, ""));
+                let k = reference_decode(k.as_bytes())?;
+                let v = reference_decode(v.as_bytes())?;
+                if k == "beat" {
+                    beat.get_or_insert(v);
+                } else {
+                    pairs.push((k, v));
+                }
+            }
+            Ok(())
+        };
+        push(query)?;
+        if let Some(body) = body {
+            push(std::str::from_utf8(body).map_err(|_| ProtoError::Utf8)?)?;
+        }
+        Ok((pairs, beat))
+    }
+
+    fn params_strategy() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let part = prop_oneof![
+            proptest::sample::select(KNOWN.to_vec()).prop_map(str::to_owned),
+            Just("beat".to_owned()),
+            Just("be%61t".to_owned()),
+            Just("%69p".to_owned()),
+            "[a-z%+=&4@F0Gü]{0,10}",
+            "[a-zA-Z0-9._@]{8,20}",
+        ];
+        proptest::collection::vec((part.clone(), "[=&]{0,2}", part), 0..6).prop_map(|parts| {
+            parts
+                .into_iter()
+                .map(|(k, sep, v)| format!("{k}{sep}{v}&"))
+                .collect()
+        })
+    }
+
+    proptest::proptest! {
+        /// The one-pass reader against the reference: the same pairs in the
+        /// same order, the same first `beat`, the same first value for every
+        /// name (known or not), or the same error.
+        #[test]
+        fn one_pass_reader_agrees_with_the_reference(
+            query in params_strategy(),
+            body in proptest::option::of(params_strategy()),
+            bad_byte in proptest::option::of(0usize..64),
+        ) {
+            let mut body = body.map(String::into_bytes);
+            if let (Some(b), Some(at)) = (body.as_mut(), bad_byte) {
+                if !b.is_empty() {
+                    let at = at % b.len();
+                    b[at] = 0xff;
+                }
+            }
+            let ours = Params::parse(&query, body.as_deref());
+            let reference = reference_params(&query, body.as_deref());
+            match (&ours, &reference) {
+                (Ok(p), Ok((pairs, beat))) => {
+                    let got: Vec<(String, String)> =
+                        p.iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+                    proptest::prop_assert_eq!(&got, pairs);
+                    proptest::prop_assert_eq!(
+                        p.beat().map(|b| b.text().into_owned()),
+                        beat.clone()
+                    );
+                    for name in KNOWN.iter().copied().chain(["a", "beat", "x y"]) {
+                        let first = pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+                        proptest::prop_assert_eq!(p.get(name), first, "{}", name);
+                    }
+                }
+                (Err(a), Err(b)) => proptest::prop_assert_eq!(a, b),
+                _ => proptest::prop_assert!(false, "{:?} vs {:?}", ours, reference),
+            }
+        }
+    }
+
+    #[test]
+    fn known_names_have_their_slots() {
+        for (i, name) in KNOWN.iter().enumerate() {
+            assert_eq!(known_slot(name.as_bytes()), Some(i), "{name}");
+        }
+        assert_eq!(known_slot(b"beat"), None);
+        // Escaped spellings of a known name find it, first occurrence first.
+        let p = Params::parse("%69p=1&ip=2&s%65rviceName=a+b", None).unwrap();
+        assert_eq!(p.get("ip"), Some("1"));
+        assert_eq!(p.get("serviceName"), Some("a b"));
+        assert_eq!(java_trim(" \t x y\u{1} "), "x y");
+        assert_eq!(java_trim(" ü "), "ü");
+        assert_eq!(java_trim("  "), "");
     }
 
     #[test]

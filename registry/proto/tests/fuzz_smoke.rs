@@ -21,6 +21,15 @@ use registry_proto::params::{java_trim, percent_decode, Params};
 use registry_proto::udp::ack::{encode_ack_of, parse_ack};
 use registry_proto::udp::push::{decode_push, encode_push};
 
+/// `get` finds the first value of every name, whether the reader noted its
+/// first occurrence while splitting (the names requests look up) or not.
+fn check_first_values(p: &Params<'_>) {
+    for (name, _) in p.iter().take(64) {
+        let first = p.iter().find(|(k, _)| *k == name).map(|(_, v)| v);
+        assert_eq!(p.get(name), first, "{name:?}");
+    }
+}
+
 /// `fuzz/fuzz_targets/http_request.rs`.
 fn http_pipeline(data: &[u8]) {
     let limits = Limits::default();
@@ -30,6 +39,7 @@ fn http_pipeline(data: &[u8]) {
         assert!(used > 0 && used <= rest.len());
         let _ = route(req.method, req.path).map_err(|e| e.to_string());
         if let Ok(p) = Params::from_request(&req) {
+            check_first_values(&p);
             let _ = InstanceRequest::parse(&p, &pl).map_err(|e| e.to_string());
             let _ = InstanceKey::parse(&p, &pl).map_err(|e| e.to_string());
             let _ = InstancePatch::parse(&p, &pl).map_err(|e| e.to_string());
@@ -41,6 +51,7 @@ fn http_pipeline(data: &[u8]) {
         rest = &rest[used..];
     }
     if let Ok(p) = Params::parse("", Some(data)) {
+        check_first_values(&p);
         let _ = InstanceRequest::parse(&p, &pl);
         let _ = BeatRequest::parse(&p, &pl);
     }

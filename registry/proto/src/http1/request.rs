@@ -49,12 +49,14 @@ impl<'a> Request<'a> {
 
     /// `Content-Type`, trimmed, if present and UTF-8.
     pub fn content_type(&self) -> Option<&'a str> {
-        self.raw_content_type.and_then(|v| std::str::from_utf8(v).ok())
+        self.raw_content_type
+            .and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// `User-Agent`, trimmed, if present and UTF-8 (Nacos decides push support by it).
     pub fn user_agent(&self) -> Option<&'a str> {
-        self.raw_user_agent.and_then(|v| std::str::from_utf8(v).ok())
+        self.raw_user_agent
+            .and_then(|v| std::str::from_utf8(v).ok())
     }
 
     /// `Host`, trimmed, if present and UTF-8.

@@ -322,9 +322,7 @@ pub fn parse_port(param: &'static str, s: &str) -> Result<u16, ProtoError> {
     // Up to 5 plain digits (every client's port) fit any integer type and
     // read as `parseInt` reads them; anything else takes the general path.
     if (1..=5).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) {
-        let v = s
-            .bytes()
-            .fold(0u32, |v, d| v * 10 + u32::from(d - b'0'));
+        let v = s.bytes().fold(0u32, |v, d| v * 10 + u32::from(d - b'0'));
         return u16::try_from(v).map_err(|_| ProtoError::OutOfRange {
             param,
             value: i64::from(v),
