@@ -104,7 +104,7 @@ fn python_register_default_cluster() {
     );
     with_request(&wire, |req| {
         assert!(!req.keep_alive, "Python closes every connection");
-        assert_eq!(req.user_agent, Some("Nacos-Python-Client:v1.0.0"));
+        assert_eq!(req.user_agent(), Some("Nacos-Python-Client:v1.0.0"));
         assert_eq!(route(req.method, req.path), Ok(Route::InstanceRegister));
         let p = Params::from_request(req).unwrap();
         let r = InstanceRequest::parse(&p, &limits()).unwrap();

@@ -175,7 +175,7 @@ fn our_requests_parse_back() {
         (a.method, a.path, a.query),
         (Method::Put, "/nacos/v1/ns/instance/beat", "ip=1.1.1.1")
     );
-    assert_eq!(a.host, Some("h:8848"));
+    assert_eq!(a.host(), Some("h:8848"));
     assert_eq!(a.version, Version::Http11);
     let (b, m) = parse_request(&wire[n..], &limits).unwrap().unwrap();
     assert!(b.is_form());

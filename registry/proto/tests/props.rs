@@ -63,7 +63,7 @@ proptest! {
         prop_assert_eq!(req.method, method);
         prop_assert_eq!(req.path, path.as_str());
         prop_assert_eq!(req.query, query.as_str());
-        prop_assert_eq!(req.host, Some(host.as_str()));
+        prop_assert_eq!(req.host(), Some(host.as_str()));
         prop_assert_eq!(&*req.body, body.as_deref().unwrap_or(b""));
     }
 

@@ -189,7 +189,9 @@ fn parse_head<'a>(buf: &'a [u8], limits: &Limits) -> Result<Option<Head<'a>>, Ht
         status,
         version,
         keep_alive: framing != Framing::UntilClose && fields.keep_alive(version),
-        content_type: fields.content_type,
+        content_type: fields
+            .content_type
+            .and_then(|v| std::str::from_utf8(v).ok()),
         content_encoding: fields.content_encoding,
         body: Cow::Borrowed(&[]),
     };

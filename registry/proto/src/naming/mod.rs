@@ -145,7 +145,7 @@ impl<'a> ServiceName<'a> {
                 max: limits.max_name_len,
             });
         }
-        if !sn.group.bytes().chain(sn.name.bytes()).all(is_service_char) {
+        if !(all_service_chars(sn.group) && all_service_chars(sn.name)) {
             return Err(ProtoError::ServiceNameSyntax(sn.to_string().into()));
         }
         Ok(sn)
@@ -194,10 +194,19 @@ impl serde::Serialize for ServiceName<'_> {
     }
 }
 
-/// The byte offset of the first `@@` (a plain scan: the names are short, and a
-/// substring searcher's setup costs more than the search).
+/// The byte offset of the first `@@`: found from each `@` (grouped names have
+/// their separator at the first `@`; a pairwise scan of every byte cost more).
 fn find_separator(s: &str) -> Option<usize> {
-    s.as_bytes().windows(2).position(|w| w == b"@@")
+    let b = s.as_bytes();
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'@', &b[from..]) {
+        let at = from + i;
+        if b.get(at + 1) == Some(&b'@') {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 /// Splits `group@@name` at the first separator: `(Some(group), name)`, or `(None, s)`
@@ -210,8 +219,23 @@ pub fn split_grouped(s: &str) -> (Option<&str>, &str) {
 }
 
 /// `[0-9a-zA-Z@.:_-]`, Nacos `Service.SERVICE_NAME_SYNTAX`.
-fn is_service_char(b: u8) -> bool {
+const fn is_service_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'@' | b'.' | b':' | b'_' | b'-')
+}
+
+/// Whether every byte of `s` is a [`is_service_char`]: one table load per
+/// byte, not five comparisons (every beat checks ~60 bytes).
+fn all_service_chars(s: &str) -> bool {
+    const TABLE: [bool; 256] = {
+        let mut t = [false; 256];
+        let mut b = 0;
+        while b < 256 {
+            t[b] = is_service_char(b as u8);
+            b += 1;
+        }
+        t
+    };
+    s.bytes().all(|b| TABLE[usize::from(b)])
 }
 
 /// `namespaceId`, default `public`, bounded by `max_name_len`.
@@ -295,6 +319,17 @@ pub fn parse_java_int(s: &str) -> Result<i32, ProtoError> {
 
 /// Parses a port: a Java integer within `0..=65535`.
 pub fn parse_port(param: &'static str, s: &str) -> Result<u16, ProtoError> {
+    // Up to 5 plain digits (every client's port) fit any integer type and
+    // read as `parseInt` reads them; anything else takes the general path.
+    if (1..=5).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit()) {
+        let v = s.bytes().fold(0u32, |v, d| v * 10 + u32::from(d - b'0'));
+        return u16::try_from(v).map_err(|_| ProtoError::OutOfRange {
+            param,
+            value: i64::from(v),
+            min: 0,
+            max: 65_535,
+        });
+    }
     let v = parse_java_int(s)?;
     u16::try_from(v).map_err(|_| ProtoError::OutOfRange {
         param,

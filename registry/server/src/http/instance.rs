@@ -44,7 +44,7 @@ pub(crate) fn register(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply
 /// client, which presents itself as one); an upsert for others, as in Nacos.
 pub(crate) fn update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits)?;
-    let strict = ex.request.user_agent.is_some_and(|ua| {
+    let strict = ex.request.user_agent().is_some_and(|ua| {
         ua.starts_with("Nacos-Java-Client:v") && !ua.starts_with("Nacos-Java-Client:v0.")
     });
     write(ex, &req, strict, scratch)

@@ -451,9 +451,9 @@ pub(crate) fn apply_write(
         query: params,
         version: registry_proto::http1::Version::Http11,
         keep_alive: true,
-        content_type: None,
-        user_agent,
-        host: None,
+        raw_content_type: None,
+        raw_user_agent: user_agent.map(str::as_bytes),
+        raw_host: None,
         expect_continue: false,
         body: std::borrow::Cow::Borrowed(&[]),
     };

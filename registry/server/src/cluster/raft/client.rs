@@ -131,7 +131,7 @@ pub(crate) fn intercept(
     let command = Command::Write {
         op,
         params: text,
-        agent: request.user_agent.map(str::to_owned),
+        agent: request.user_agent().map(str::to_owned),
     };
     let weight = serde_json::to_vec(&command).map_or(usize::MAX, |v| v.len());
     if weight > consensus.max_command {
