@@ -44,7 +44,8 @@ impl Store {
         }
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
-        let cell = self.cell_or_create(shard, &mut w, service, now)?;
+        let map = shard.services.pin();
+        let cell = self.cell_or_create(shard, &map, &mut w, service, now)?;
         let old = cell.snapshot.load_full();
         // Conservative (a duplicate inside the batch counts twice): refuse before
         // touching anything rather than stop half way.
