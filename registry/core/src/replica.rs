@@ -139,7 +139,7 @@ impl Store {
             .instances_count
             .fetch_sub(old.instances.len(), Ordering::Relaxed);
         let next = ServiceSnapshot {
-            key: old.key.clone(),
+            id: old.id.clone(),
             revision: old.revision,
             instances: InstanceList::from_sorted(instances),
             emptied_at: old.emptied_at,

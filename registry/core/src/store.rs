@@ -3,7 +3,9 @@
 //! Services are spread over N shards (a power of two) by a hash of
 //! (namespace, service). Each shard owns:
 //! - a lock-free index (`papaya`) from service key to [`ServiceCell`]:
-//!   readers never lock it;
+//!   readers never lock it; the cell (the service's current snapshot) lives
+//!   in the map's entry, so a beat goes from the key it compared straight
+//!   to the snapshot;
 //! - a [`LeaseTable`] of beat deadlines, renewed in place by beats;
 //! - one writer lock serialising every change to the shard's services.
 //!
@@ -44,7 +46,7 @@ use crate::model::{
 };
 use crate::service_index::ServiceIndex;
 use crate::shared_str::SharedStr;
-use crate::snapshot::{EmptiedAt, ServiceSettings, ServiceSnapshot};
+use crate::snapshot::{EmptiedAt, ServiceId, ServiceSettings, ServiceSnapshot};
 
 /// Store settings. Build with struct update syntax over `Default`.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,13 +121,16 @@ const INSTANCE_EXTRA_BYTES: usize = 14;
 /// (600k services of one instance each: 419 bytes per service once the
 /// instances and leases are taken out, of which about 14 are the emptied
 /// queue that the sweeper drains in a running server). The parts, by
-/// jemalloc size class: the snapshot's `Arc` (112; it was 160 before the
+/// jemalloc size class: the snapshot's `Arc` (96; it was 160 before the
 /// rarely set settings moved behind one optional pointer, and `footprint`
 /// with 600k services / 1.1M instances fell by 28.8 MB, 48 bytes a
-/// service), the name (64 for a 40-odd byte name), the cell's `Arc` (32),
-/// papaya's boxed map entry (48) and table slot, and the listing index's
-/// key (32, in chunks half to fully used). `store_services` on `/metrics`
-/// is this times the services.
+/// service; then 112 until the key moved behind the identity), the name
+/// (64 for a 40-odd byte name), the service's identity ([`ServiceId`], 48:
+/// its key, shared by its snapshots; it replaced a 32-byte
+/// `Arc<ServiceCell>` when the cell moved into the map entry, see
+/// [`ServiceCell`]), papaya's boxed map entry (48, the key and the cell)
+/// and table slot, and the listing index's key (32, in chunks half to fully
+/// used). `store_services` on `/metrics` is this times the services.
 const SERVICE_BYTES: usize = 357;
 
 /// The result of a write.
@@ -238,13 +243,6 @@ pub struct ServiceCell {
     id: Arc<ServiceId>,
 }
 
-/// One incarnation of a service: what the writer's side tables (a lease
-/// slot's owner, the emptied services) hold to find the service again and
-/// to tell it from one deleted and re-created under the same name since.
-pub(crate) struct ServiceId {
-    key: ServiceKey,
-}
-
 impl ServiceCell {
     /// The current snapshot, without touching the reference count when the
     /// caller keeps it briefly.
@@ -260,8 +258,7 @@ type Pinned<'a> =
 
 /// The cell of the service incarnation `id`, if it still exists.
 fn cell_of<'g>(map: &'g Pinned<'_>, id: &Arc<ServiceId>) -> Option<&'g ServiceCell> {
-    map.get(&id.key.as_ref())
-        .filter(|c| Arc::ptr_eq(&c.id, id))
+    map.get(&id.key.as_ref()).filter(|c| Arc::ptr_eq(&c.id, id))
 }
 
 struct Shard {
@@ -819,13 +816,13 @@ impl Store {
             .instances_count
             .fetch_sub(old.instances.len(), Ordering::Relaxed);
         map.remove(&service);
-        self.index.remove(&old.key);
+        self.index.remove(old.key());
         shard.services_count.fetch_sub(1, Ordering::Relaxed);
         w.next_revision += 1;
         Ok(Written {
             revision: w.next_revision,
             event: Some(ChangeEvent {
-                service: old.key.clone(),
+                service: old.key().clone(),
                 revision: w.next_revision,
             }),
         })
@@ -976,7 +973,7 @@ impl Store {
                     if slots.is_empty() {
                         continue;
                     }
-                    if owned(&cell.snapshot.load().key) {
+                    if owned(&id.key) {
                         self.expire_service(shard, &mut w, cell, &slots, now, report);
                     } else {
                         replica::defer_leases(shard, cell, &slots, now);
@@ -1106,8 +1103,8 @@ impl Store {
             }
             // `cell_of` found this incarnation, and only this shard's
             // writer (us) changes the map: the entry removed is this one.
-            map.remove(&snap.key.as_ref());
-            self.index.remove(&snap.key);
+            map.remove(&id.key.as_ref());
+            self.index.remove(&id.key);
             shard.services_count.fetch_sub(1, Ordering::Relaxed);
             report.services_removed += 1;
         }
@@ -1143,7 +1140,7 @@ impl Store {
         let id = Arc::new(ServiceId { key: key.clone() });
         let cell = ServiceCell {
             snapshot: ArcSwap::from_pointee(ServiceSnapshot::empty(
-                key.clone(),
+                id.clone(),
                 w.next_revision,
                 false,
                 now,
@@ -1210,7 +1207,7 @@ impl Store {
             (true, None) => Some(now),
         });
         let event = ChangeEvent {
-            service: next.key.clone(),
+            service: next.key().clone(),
             revision: next.revision,
         };
         cell.snapshot.store(Arc::new(next));
@@ -1245,7 +1242,7 @@ impl StoreConfig {
 /// set by `commit`.
 fn derive(old: &ServiceSnapshot, instances: InstanceList) -> ServiceSnapshot {
     ServiceSnapshot {
-        key: old.key.clone(),
+        id: old.id.clone(),
         revision: old.revision,
         instances,
         emptied_at: old.emptied_at,
