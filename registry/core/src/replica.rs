@@ -114,7 +114,7 @@ impl Store {
             if let Ok(i) = pos {
                 kept[i] = true;
             }
-            let (cluster, lease) = w.place(pos.ok().map(|i| &old.instances[i]), spec, &cell);
+            let (cluster, lease) = w.place(pos.ok().map(|i| &old.instances[i]), spec, cell);
             if lease.is_some() {
                 let deadline = lease::beat_deadline(now, &timeouts);
                 match pos {
@@ -159,7 +159,7 @@ impl Store {
         }
         let empty_now = next.instances.is_empty() && !next.is_explicit();
         let empty_before = old.instances.is_empty() && !old.is_explicit();
-        let written = self.commit(&mut w, &cell, next, now);
+        let written = self.commit(&mut w, cell, next, now);
         if empty_now && !empty_before {
             w.emptied.push_back(cell.id.clone());
             shard.has_emptied.store(true, Ordering::Relaxed);

@@ -586,7 +586,7 @@ impl Store {
             }
         }
         let existing = pos.ok().map(|i| &old.instances[i]);
-        let (cluster, lease) = w.place(existing, spec, &cell);
+        let (cluster, lease) = w.place(existing, spec, cell);
         let metadata = w.interner.metadata(spec.metadata.clone());
         let inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
         if lease.is_some() {
@@ -609,7 +609,7 @@ impl Store {
                 old.instances.with_inserted(i, inst)
             }
         };
-        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
     }
 
     /// Removes an instance. Removing what does not exist is not an error
@@ -640,7 +640,7 @@ impl Store {
         let instances = old.instances.with_removed(i);
         self.release_lease(shard, &mut w, old.instances[i].lease);
         shard.instances_count.fetch_sub(1, Ordering::Relaxed);
-        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
     }
 
     /// Changes only the given fields. `ephemeral` of `None` patches the
@@ -726,7 +726,7 @@ impl Store {
             });
         }
         let instances = old.instances.with_replaced(i, inst);
-        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
     }
 
     // ----- service writes -------------------------------------------------
@@ -761,7 +761,7 @@ impl Store {
             .shared(),
             ..derive(&old, InstanceList::default())
         };
-        Ok(self.commit(&mut w, &cell, next, now))
+        Ok(self.commit(&mut w, cell, next, now))
     }
 
     /// Replaces a service's settings. `None` fields keep their value.
@@ -796,7 +796,7 @@ impl Store {
             .shared(),
             ..derive(&old, old.instances.clone())
         };
-        Ok(self.commit(&mut w, &cell, next, now))
+        Ok(self.commit(&mut w, cell, next, now))
     }
 
     /// Deletes a service with all its instances, as Nacos 1.4.8 does.

@@ -68,7 +68,7 @@ impl Store {
                 spec.ephemeral,
             ));
             let existing = pos.ok().map(|i| &instances[i]);
-            let (cluster, lease) = w.place(existing, spec, &cell);
+            let (cluster, lease) = w.place(existing, spec, cell);
             if lease.is_some() {
                 match pos {
                     Ok(_) => shard.leases.renew(lease, HELD),
@@ -97,7 +97,7 @@ impl Store {
                 event: None,
             });
         }
-        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
     }
 }
 
