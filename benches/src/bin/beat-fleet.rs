@@ -148,3 +148,37 @@ fn main() -> ExitCode {
     );
     ExitCode::SUCCESS
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_beat_of_a_small_fleet_renews_and_the_dry_loop_counts_the_same() {
+        let store = Store::new(StoreConfig::default());
+        let mut a = Args {
+            services: 50,
+            instances: 120,
+            beats: 500,
+            warmup: 100,
+            dry: false,
+            wait: false,
+        };
+        drop(profile::populate(
+            &store,
+            a.services,
+            a.instances,
+            Millis(1_000),
+        ));
+        let mut name = String::new();
+        assert_eq!(warm_up(&store, &a, &mut name), a.warmup);
+        assert_eq!(measured(&store, &a, &mut name), a.beats);
+        a.dry = true;
+        assert_eq!(measured(&store, &a, &mut name), a.beats);
+        // The draw covers the fleet, not a corner of it.
+        let drawn: std::collections::HashSet<u64> =
+            (0..2_000).map(|i| mix(i) % a.instances as u64).collect();
+        assert_eq!(drawn.len(), a.instances);
+        assert!(parse(&["--services".into(), "0".into()]).is_err());
+    }
+}
