@@ -11,12 +11,24 @@ pub const NAMESPACE: &str = "public";
 
 /// The grouped name of service `i`, e.g. `DEFAULT_GROUP@@com.example.order.svc000123`.
 pub fn service_name(i: usize) -> String {
+    let mut name = String::new();
+    write_service_name(&mut name, i);
+    name
+}
+
+/// Writes [`service_name`]`(i)` into `out`, replacing what it held: for
+/// loops that must not allocate or read a table of names per operation.
+pub fn write_service_name(out: &mut String, i: usize) {
+    use std::fmt::Write;
     const DOMAINS: [&str; 6] = ["order", "payment", "user", "inventory", "search", "gateway"];
-    format!(
+    out.clear();
+    write!(
+        out,
         "DEFAULT_GROUP@@com.example.{}.svc{:06}",
         DOMAINS[i % DOMAINS.len()],
         i
     )
+    .expect("writing to a String cannot fail");
 }
 
 /// The address of instance `j` overall.

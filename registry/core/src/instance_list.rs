@@ -55,7 +55,10 @@ pub(crate) type SortKey<'a> = (&'a str, IpAddr, u16, bool);
 
 /// A sorted, immutable list of instances with its digest. Cloning copies at
 /// most [`FLAT_MAX`] instances or one root node.
+/// `repr(C)`: the representation first, where a snapshot's layout expects
+/// a lookup to read (see [`ServiceSnapshot`](crate::ServiceSnapshot)).
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct InstanceList {
     repr: Repr,
     digest: u64,
@@ -1139,5 +1142,12 @@ mod tests {
         assert_eq!(check(&list), 0);
         assert_eq!(list, bulk(FLAT_MAX as u32));
         assert_eq!(list.get(FLAT_MAX), None);
+    }
+
+    #[test]
+    fn the_representation_leads_the_list() {
+        // What a lookup reads (24 bytes), first: see `repr(C)` above.
+        assert_eq!(std::mem::offset_of!(InstanceList, repr), 0);
+        assert_eq!(std::mem::size_of::<Repr>(), 24);
     }
 }

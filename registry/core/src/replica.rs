@@ -101,7 +101,8 @@ impl Store {
 
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
-        let cell = self.cell_or_create(shard, &mut w, service, now)?;
+        let map = shard.services.pin();
+        let cell = self.cell_or_create(shard, &map, &mut w, service, now)?;
         let old = cell.snapshot.load_full();
         if old.origin().covers(&replica.origin) {
             return Ok(Applied::Stale);
@@ -113,7 +114,7 @@ impl Store {
             if let Ok(i) = pos {
                 kept[i] = true;
             }
-            let (cluster, lease) = w.place(pos.ok().map(|i| &old.instances[i]), spec, &cell);
+            let (cluster, lease) = w.place(pos.ok().map(|i| &old.instances[i]), spec, cell);
             if lease.is_some() {
                 let deadline = lease::beat_deadline(now, &timeouts);
                 match pos {
@@ -138,7 +139,7 @@ impl Store {
             .instances_count
             .fetch_sub(old.instances.len(), Ordering::Relaxed);
         let next = ServiceSnapshot {
-            key: old.key.clone(),
+            id: old.id.clone(),
             revision: old.revision,
             instances: InstanceList::from_sorted(instances),
             emptied_at: old.emptied_at,
@@ -158,9 +159,9 @@ impl Store {
         }
         let empty_now = next.instances.is_empty() && !next.is_explicit();
         let empty_before = old.instances.is_empty() && !old.is_explicit();
-        let written = self.commit(&mut w, &cell, next, now);
+        let written = self.commit(&mut w, cell, next, now);
         if empty_now && !empty_before {
-            w.emptied.push_back(cell.clone());
+            w.emptied.push_back(cell.id.clone());
             shard.has_emptied.store(true, Ordering::Relaxed);
         }
         Ok(Applied::Written(written))
@@ -175,7 +176,8 @@ impl Store {
         // Under the writer lock, so an expiry pass in progress sees either
         // the old deadline or the new one for the whole service.
         let _w = shard.writer.lock();
-        let Some(cell) = self.cell(shard, service) else {
+        let map = shard.services.pin();
+        let Some(cell) = map.get(&service) else {
             return 0;
         };
         let snap = cell.snapshot.load();

@@ -3,7 +3,9 @@
 //! Services are spread over N shards (a power of two) by a hash of
 //! (namespace, service). Each shard owns:
 //! - a lock-free index (`papaya`) from service key to [`ServiceCell`]:
-//!   readers never lock it;
+//!   readers never lock it; the cell (the service's current snapshot) lives
+//!   in the map's entry, so a beat goes from the key it compared straight
+//!   to the snapshot;
 //! - a [`LeaseTable`] of beat deadlines, renewed in place by beats;
 //! - one writer lock serialising every change to the shard's services.
 //!
@@ -44,7 +46,7 @@ use crate::model::{
 };
 use crate::service_index::ServiceIndex;
 use crate::shared_str::SharedStr;
-use crate::snapshot::{EmptiedAt, ServiceSettings, ServiceSnapshot};
+use crate::snapshot::{EmptiedAt, ServiceId, ServiceSettings, ServiceSnapshot};
 
 /// Store settings. Build with struct update syntax over `Default`.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,13 +121,16 @@ const INSTANCE_EXTRA_BYTES: usize = 14;
 /// (600k services of one instance each: 419 bytes per service once the
 /// instances and leases are taken out, of which about 14 are the emptied
 /// queue that the sweeper drains in a running server). The parts, by
-/// jemalloc size class: the snapshot's `Arc` (112; it was 160 before the
+/// jemalloc size class: the snapshot's `Arc` (96; it was 160 before the
 /// rarely set settings moved behind one optional pointer, and `footprint`
 /// with 600k services / 1.1M instances fell by 28.8 MB, 48 bytes a
-/// service), the name (64 for a 40-odd byte name), the cell's `Arc` (32),
-/// papaya's boxed map entry (48) and table slot, and the listing index's
-/// key (32, in chunks half to fully used). `store_services` on `/metrics`
-/// is this times the services.
+/// service; then 112 until the key moved behind the identity), the name
+/// (64 for a 40-odd byte name), the service's identity ([`ServiceId`], 48:
+/// its key, shared by its snapshots; it replaced a 32-byte
+/// `Arc<ServiceCell>` when the cell moved into the map entry, see
+/// [`ServiceCell`]), papaya's boxed map entry (48, the key and the cell)
+/// and table slot, and the listing index's key (32, in chunks half to fully
+/// used). `store_services` on `/metrics` is this times the services.
 const SERVICE_BYTES: usize = 357;
 
 /// The result of a write.
@@ -183,7 +188,7 @@ pub struct ExpirePass {
     /// Due slots of the shard not yet resolved to their service.
     due: Vec<LeaseSlot>,
     /// Due slots with their service, grouped by service.
-    work: Vec<(Arc<ServiceCell>, LeaseSlot)>,
+    work: Vec<(Arc<ServiceId>, LeaseSlot)>,
     holds: usize,
     max_held: usize,
 }
@@ -229,10 +234,13 @@ pub struct ServicePage {
     pub services: Vec<ServiceKey>,
 }
 
-/// One service's current snapshot. Written only under its shard's writer
-/// lock; read by anyone, lock-free.
+/// One service's current snapshot, held in its shard's map entry (the
+/// entry a lookup lands on already holds it, so a beat follows no pointer
+/// between the map and the snapshot), with the service's identity. Written
+/// only under its shard's writer lock; read by anyone, lock-free.
 pub struct ServiceCell {
     snapshot: ArcSwap<ServiceSnapshot>,
+    id: Arc<ServiceId>,
 }
 
 impl ServiceCell {
@@ -243,8 +251,18 @@ impl ServiceCell {
     }
 }
 
+/// A shard's service map, pinned: a cell borrowed from it lives as long as
+/// the pin.
+type Pinned<'a> =
+    papaya::HashMapRef<'a, ServiceKey, ServiceCell, FixedState, papaya::LocalGuard<'a>>;
+
+/// The cell of the service incarnation `id`, if it still exists.
+fn cell_of<'g>(map: &'g Pinned<'_>, id: &Arc<ServiceId>) -> Option<&'g ServiceCell> {
+    map.get(&id.key.as_ref()).filter(|c| Arc::ptr_eq(&c.id, id))
+}
+
 struct Shard {
-    services: papaya::HashMap<ServiceKey, Arc<ServiceCell>, FixedState>,
+    services: papaya::HashMap<ServiceKey, ServiceCell, FixedState>,
     leases: LeaseTable,
     writer: Mutex<Writer>,
     /// Counters written by the writer, read by `stats` (`Relaxed`: they are
@@ -260,11 +278,11 @@ struct Writer {
     next_revision: u64,
     slots: SlotAllocator,
     /// Which service owns each lease slot, for the sweeper.
-    owners: Vec<Option<Arc<ServiceCell>>>,
+    owners: Vec<Option<Arc<ServiceId>>>,
     interner: Interner,
     /// Auto-created services that became empty, oldest first (the
     /// sweeper puts ones not yet due back at the end).
-    emptied: VecDeque<Arc<ServiceCell>>,
+    emptied: VecDeque<Arc<ServiceId>>,
 }
 
 impl Writer {
@@ -277,14 +295,14 @@ impl Writer {
         &mut self,
         existing: Option<&Instance>,
         spec: &InstanceSpec<'_>,
-        cell: &Arc<ServiceCell>,
+        cell: &ServiceCell,
     ) -> (SharedStr, LeaseSlot) {
         match existing {
             Some(inst) => (inst.cluster.clone(), inst.lease),
             None => {
                 let lease = if spec.ephemeral {
                     let slot = self.slots.allocate();
-                    set_owner(&mut self.owners, slot, Some(cell.clone()));
+                    set_owner(&mut self.owners, slot, Some(cell.id.clone()));
                     slot
                 } else {
                     LeaseSlot::NONE
@@ -550,11 +568,10 @@ impl Store {
         let timeouts = LeaseTimeouts::from_metadata(&spec.metadata, self.config.timeouts)?;
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
+        let map = shard.services.pin();
         let cell = match mode {
-            Upsert::Register => self.cell_or_create(shard, &mut w, service, now)?,
-            Upsert::Update => self
-                .cell(shard, service)
-                .ok_or(RegistryError::ServiceNotFound)?,
+            Upsert::Register => self.cell_or_create(shard, &map, &mut w, service, now)?,
+            Upsert::Update => map.get(&service).ok_or(RegistryError::ServiceNotFound)?,
         };
         let old = cell.snapshot.load_full();
         let pos = old.position(spec.addr, spec.ephemeral);
@@ -569,7 +586,7 @@ impl Store {
             }
         }
         let existing = pos.ok().map(|i| &old.instances[i]);
-        let (cluster, lease) = w.place(existing, spec, &cell);
+        let (cluster, lease) = w.place(existing, spec, cell);
         let metadata = w.interner.metadata(spec.metadata.clone());
         let inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
         if lease.is_some() {
@@ -592,7 +609,7 @@ impl Store {
                 old.instances.with_inserted(i, inst)
             }
         };
-        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
     }
 
     /// Removes an instance. Removing what does not exist is not an error
@@ -606,7 +623,8 @@ impl Store {
     ) -> Result<Written, RegistryError> {
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
-        let Some(cell) = self.cell(shard, service) else {
+        let map = shard.services.pin();
+        let Some(cell) = map.get(&service) else {
             return Ok(Written {
                 revision: 0,
                 event: None,
@@ -622,7 +640,7 @@ impl Store {
         let instances = old.instances.with_removed(i);
         self.release_lease(shard, &mut w, old.instances[i].lease);
         shard.instances_count.fetch_sub(1, Ordering::Relaxed);
-        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
     }
 
     /// Changes only the given fields. `ephemeral` of `None` patches the
@@ -688,9 +706,8 @@ impl Store {
     ) -> Result<Written, RegistryError> {
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
-        let cell = self
-            .cell(shard, service)
-            .ok_or(RegistryError::ServiceNotFound)?;
+        let map = shard.services.pin();
+        let cell = map.get(&service).ok_or(RegistryError::ServiceNotFound)?;
         let old = cell.snapshot.load_full();
         let i = match ephemeral {
             Some(e) => old.position(addr, e).ok(),
@@ -709,7 +726,7 @@ impl Store {
             });
         }
         let instances = old.instances.with_replaced(i, inst);
-        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
     }
 
     // ----- service writes -------------------------------------------------
@@ -728,10 +745,11 @@ impl Store {
         check_threshold(spec.protect_threshold)?;
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
-        if self.cell(shard, service).is_some() {
+        let map = shard.services.pin();
+        if map.get(&service).is_some() {
             return Err(RegistryError::ServiceExists);
         }
-        let cell = self.cell_or_create(shard, &mut w, service, now)?;
+        let cell = self.cell_or_create(shard, &map, &mut w, service, now)?;
         let old = cell.snapshot.load_full();
         let next = ServiceSnapshot {
             settings: ServiceSettings {
@@ -743,7 +761,7 @@ impl Store {
             .shared(),
             ..derive(&old, InstanceList::default())
         };
-        Ok(self.commit(&mut w, &cell, next, now))
+        Ok(self.commit(&mut w, cell, next, now))
     }
 
     /// Replaces a service's settings. `None` fields keep their value.
@@ -761,9 +779,8 @@ impl Store {
         check_threshold(protect_threshold)?;
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
-        let cell = self
-            .cell(shard, service)
-            .ok_or(RegistryError::ServiceNotFound)?;
+        let map = shard.services.pin();
+        let cell = map.get(&service).ok_or(RegistryError::ServiceNotFound)?;
         let old = cell.snapshot.load_full();
         let metadata = match metadata {
             Some(m) => w.interner.metadata(m),
@@ -779,7 +796,7 @@ impl Store {
             .shared(),
             ..derive(&old, old.instances.clone())
         };
-        Ok(self.commit(&mut w, &cell, next, now))
+        Ok(self.commit(&mut w, cell, next, now))
     }
 
     /// Deletes a service with all its instances, as Nacos 1.4.8 does.
@@ -790,10 +807,7 @@ impl Store {
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
         let map = shard.services.pin();
-        let cell = map
-            .get(&service)
-            .cloned()
-            .ok_or(RegistryError::ServiceNotFound)?;
+        let cell = map.get(&service).ok_or(RegistryError::ServiceNotFound)?;
         let old = cell.snapshot.load_full();
         for inst in old.instances.iter() {
             self.release_lease(shard, &mut w, inst.lease);
@@ -802,13 +816,13 @@ impl Store {
             .instances_count
             .fetch_sub(old.instances.len(), Ordering::Relaxed);
         map.remove(&service);
-        self.index.remove(&old.key);
+        self.index.remove(old.key());
         shard.services_count.fetch_sub(1, Ordering::Relaxed);
         w.next_revision += 1;
         Ok(Written {
             revision: w.next_revision,
             event: Some(ChangeEvent {
-                service: old.key.clone(),
+                service: old.key().clone(),
                 revision: w.next_revision,
             }),
         })
@@ -927,37 +941,45 @@ impl Store {
             }
             Phase::Expire => {
                 let mut w = shard.writer.lock();
+                let map = shard.services.pin();
                 let mut touched = 0;
                 let mut slots = Vec::new();
                 while touched < budget {
-                    let Some((cell, _)) = pass.work.last() else {
+                    let Some((id, _)) = pass.work.last() else {
                         break;
                     };
-                    let cell = cell.clone();
+                    let id = id.clone();
                     slots.clear();
                     while let Some((c, s)) = pass.work.last() {
-                        if !Arc::ptr_eq(c, &cell) {
+                        if !Arc::ptr_eq(c, &id) {
                             break;
                         }
                         // Still this service's slot? It may have been freed
                         // and handed to another instance since the scan.
-                        if matches!(w.owners.get(s.0 as usize), Some(Some(o)) if Arc::ptr_eq(o, &cell))
+                        if matches!(w.owners.get(s.0 as usize), Some(Some(o)) if Arc::ptr_eq(o, &id))
                         {
                             slots.push(*s);
                         }
                         pass.work.pop();
                     }
                     slots.sort_unstable();
+                    // A slot still owned belongs to a live instance, so its
+                    // service is in the map; deleted, it owns no slot.
+                    let Some(cell) = cell_of(&map, &id) else {
+                        touched += 1;
+                        continue;
+                    };
                     touched += cell.snapshot.load().instances.len().max(1);
                     if slots.is_empty() {
                         continue;
                     }
-                    if owned(&cell.snapshot.load().key) {
-                        self.expire_service(shard, &mut w, &cell, &slots, now, report);
+                    if owned(&id.key) {
+                        self.expire_service(shard, &mut w, cell, &slots, now, report);
                     } else {
-                        replica::defer_leases(shard, &cell, &slots, now);
+                        replica::defer_leases(shard, cell, &slots, now);
                     }
                 }
+                drop(map);
                 drop(w);
                 pass.note_hold(touched);
                 if pass.work.is_empty() {
@@ -998,7 +1020,7 @@ impl Store {
         &self,
         shard: &Shard,
         w: &mut Writer,
-        cell: &Arc<ServiceCell>,
+        cell: &ServiceCell,
         due: &[LeaseSlot],
         now: Millis,
         report: &mut ExpireReport,
@@ -1060,8 +1082,12 @@ impl Store {
         let ttl = self.config.empty_service_ttl_ms;
         let map = shard.services.pin();
         for _ in 0..take.min(w.emptied.len()) {
-            let Some(cell) = w.emptied.pop_front() else {
+            let Some(id) = w.emptied.pop_front() else {
                 break;
+            };
+            // Deleted (or deleted and re-created) since it was queued.
+            let Some(cell) = cell_of(&map, &id) else {
+                continue;
             };
             let snap = cell.snapshot.load();
             let Some(since) = snap.emptied_at() else {
@@ -1072,16 +1098,15 @@ impl Store {
             }
             if now < since.plus(ttl) {
                 drop(snap);
-                w.emptied.push_back(cell);
+                w.emptied.push_back(id);
                 continue;
             }
-            let key = snap.key.as_ref();
-            if map.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-                map.remove(&key);
-                self.index.remove(&snap.key);
-                shard.services_count.fetch_sub(1, Ordering::Relaxed);
-                report.services_removed += 1;
-            }
+            // `cell_of` found this incarnation, and only this shard's
+            // writer (us) changes the map: the entry removed is this one.
+            map.remove(&id.key.as_ref());
+            self.index.remove(&id.key);
+            shard.services_count.fetch_sub(1, Ordering::Relaxed);
+            report.services_removed += 1;
         }
         shard
             .has_emptied
@@ -1090,18 +1115,15 @@ impl Store {
 
     // ----- write-path plumbing ---------------------------------------------
 
-    fn cell(&self, shard: &Shard, service: ServiceRef<'_>) -> Option<Arc<ServiceCell>> {
-        shard.services.pin().get(&service).cloned()
-    }
-
-    fn cell_or_create(
+    fn cell_or_create<'g>(
         &self,
         shard: &Shard,
+        map: &'g Pinned<'_>,
         w: &mut Writer,
         service: ServiceRef<'_>,
         now: Millis,
-    ) -> Result<Arc<ServiceCell>, RegistryError> {
-        if let Some(c) = self.cell(shard, service) {
+    ) -> Result<&'g ServiceCell, RegistryError> {
+        if let Some(c) = map.get(&service) {
             return Ok(c);
         }
         check_name(service)?;
@@ -1115,19 +1137,21 @@ impl Store {
             w.interner.string(service.namespace),
             Arc::from(service.name),
         );
-        let cell = Arc::new(ServiceCell {
+        let id = Arc::new(ServiceId { key: key.clone() });
+        let cell = ServiceCell {
             snapshot: ArcSwap::from_pointee(ServiceSnapshot::empty(
-                key.clone(),
+                id.clone(),
                 w.next_revision,
                 false,
                 now,
             )),
-        });
+            id: id.clone(),
+        };
         self.index.insert(&key);
-        shard.services.pin().insert(key, cell.clone());
+        let cell = map.get_or_insert(key, cell);
         shard.services_count.fetch_add(1, Ordering::Relaxed);
         // Until an instance arrives it is an empty auto-created service.
-        w.emptied.push_back(cell.clone());
+        w.emptied.push_back(id);
         shard.has_emptied.store(true, Ordering::Relaxed);
         Ok(cell)
     }
@@ -1152,7 +1176,7 @@ impl Store {
         &self,
         shard: &Shard,
         w: &mut Writer,
-        cell: &Arc<ServiceCell>,
+        cell: &ServiceCell,
         old: &ServiceSnapshot,
         instances: InstanceList,
         now: Millis,
@@ -1162,7 +1186,7 @@ impl Store {
             next.instances.is_empty() && !old.instances.is_empty() && !old.is_explicit();
         let written = self.commit(w, cell, next, now);
         if became_empty {
-            w.emptied.push_back(cell.clone());
+            w.emptied.push_back(cell.id.clone());
             shard.has_emptied.store(true, Ordering::Relaxed);
         }
         written
@@ -1171,7 +1195,7 @@ impl Store {
     fn commit(
         &self,
         w: &mut Writer,
-        cell: &Arc<ServiceCell>,
+        cell: &ServiceCell,
         mut next: ServiceSnapshot,
         now: Millis,
     ) -> Written {
@@ -1183,7 +1207,7 @@ impl Store {
             (true, None) => Some(now),
         });
         let event = ChangeEvent {
-            service: next.key.clone(),
+            service: next.key().clone(),
             revision: next.revision,
         };
         cell.snapshot.store(Arc::new(next));
@@ -1218,7 +1242,7 @@ impl StoreConfig {
 /// set by `commit`.
 fn derive(old: &ServiceSnapshot, instances: InstanceList) -> ServiceSnapshot {
     ServiceSnapshot {
-        key: old.key.clone(),
+        id: old.id.clone(),
         revision: old.revision,
         instances,
         emptied_at: old.emptied_at,
@@ -1229,9 +1253,9 @@ fn derive(old: &ServiceSnapshot, instances: InstanceList) -> ServiceSnapshot {
 }
 
 fn set_owner(
-    owners: &mut Vec<Option<Arc<ServiceCell>>>,
+    owners: &mut Vec<Option<Arc<ServiceId>>>,
     slot: LeaseSlot,
-    owner: Option<Arc<ServiceCell>>,
+    owner: Option<Arc<ServiceId>>,
 ) {
     let i = slot.0 as usize;
     if owners.len() <= i {

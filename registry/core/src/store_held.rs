@@ -44,7 +44,8 @@ impl Store {
         }
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
-        let cell = self.cell_or_create(shard, &mut w, service, now)?;
+        let map = shard.services.pin();
+        let cell = self.cell_or_create(shard, &map, &mut w, service, now)?;
         let old = cell.snapshot.load_full();
         // Conservative (a duplicate inside the batch counts twice): refuse before
         // touching anything rather than stop half way.
@@ -67,7 +68,7 @@ impl Store {
                 spec.ephemeral,
             ));
             let existing = pos.ok().map(|i| &instances[i]);
-            let (cluster, lease) = w.place(existing, spec, &cell);
+            let (cluster, lease) = w.place(existing, spec, cell);
             if lease.is_some() {
                 match pos {
                     Ok(_) => shard.leases.renew(lease, HELD),
@@ -96,7 +97,7 @@ impl Store {
                 event: None,
             });
         }
-        Ok(self.publish(shard, &mut w, &cell, &old, instances, now))
+        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
     }
 }
 

@@ -733,3 +733,34 @@ fn a_service_larger_than_the_budget_is_expired_whole() {
     while s.expire_step(&mut pass, 64, &mut report) {}
     assert_eq!((report.unhealthy, report.events.len()), (300, 1));
 }
+
+#[test]
+fn a_service_recreated_under_its_name_is_not_its_predecessor() {
+    // The sweeper's tables name a service by its incarnation (`ServiceId`):
+    // the old one's queued "emptied at 1 s" must not remove the new one,
+    // emptied only at 3 s, nor may its due lease touch the new instance.
+    let s = store();
+    let ttl = s.config().empty_service_ttl_ms;
+    s.register(svc(), &spec(80), Millis(0)).unwrap();
+    s.deregister(svc(), addr(80), true, Millis(1_000)).unwrap();
+    s.delete_service(svc()).unwrap();
+    s.register(svc(), &spec(81), Millis(2_000)).unwrap();
+    s.deregister(svc(), addr(81), true, Millis(3_000)).unwrap();
+    let report = s.expire(Millis(1_000 + ttl + 1));
+    assert_eq!(report.services_removed, 0);
+    assert!(s.snapshot(svc()).is_some());
+    // Past the new incarnation's own TTL it goes.
+    let report = s.expire(Millis(3_000 + ttl));
+    assert_eq!(report.services_removed, 1);
+    assert!(s.snapshot(svc()).is_none());
+    // A beat finds nothing once it is gone, and a new registration beats.
+    assert_eq!(
+        s.beat(svc(), addr(81), Millis(3_000 + ttl)),
+        BeatOutcome::NotFound
+    );
+    s.register(svc(), &spec(82), Millis(4_000 + ttl)).unwrap();
+    assert!(matches!(
+        s.beat(svc(), addr(82), Millis(5_000 + ttl)),
+        BeatOutcome::Renewed { .. }
+    ));
+}
