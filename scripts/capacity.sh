@@ -28,11 +28,23 @@ if [ -z "${SKIP_BUILD:-}" ]; then
 fi
 ulimit -n "$(ulimit -Hn)" || true
 
+# Another server on the port (a previous run's registry still shutting down)
+# would take this run's load and leave it measuring the wrong process.
+if (exec 3<>"/dev/tcp/127.0.0.1/${PORT}") 2>/dev/null; then
+    echo "port ${PORT} is already in use (set PORT=...)" >&2
+    exit 1
+fi
 taskset -c "$REGISTRY_CPU" "$REGISTRY_BIN" --listen "127.0.0.1:${PORT}" \
     --workers "$REGISTRY_WORKERS" >target/capacity-registry.log 2>&1 &
 REGISTRY=$!
-trap 'kill $REGISTRY 2>/dev/null || true' EXIT
+# Stopped and waited for, so that the next run finds the port free.
+trap 'kill $REGISTRY 2>/dev/null && wait $REGISTRY 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
+    if ! kill -0 "$REGISTRY" 2>/dev/null; then
+        echo "the registry did not start:" >&2
+        cat target/capacity-registry.log >&2
+        exit 1
+    fi
     (exec 3<>"/dev/tcp/127.0.0.1/${PORT}") 2>/dev/null && break
     sleep 0.1
 done
