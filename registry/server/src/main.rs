@@ -12,6 +12,17 @@ use registry_server::{run_app, shutdown, users, App, Config, Listeners};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read at its start (before `main`): its extents and
+/// metadata on transparent huge pages. A beat walks ~6 dependent cache
+/// misses through a fleet of millions of snapshots, and each one's page walk
+/// missed the TLB too: at twice `nacos-1x-report` (2.2M instances) the
+/// registry's CPU fell from 172 s to 114 s and its beat p99 from 8 s to
+/// 0.3 s, for 4 % more peak memory at 1× (363 → 377 MiB). The kernel's THP
+/// setting still rules (`madvise` or `always` lets it work), and
+/// `_RJEM_MALLOC_CONF` overrides it, e.g. `thp:default`.
+#[export_name = "_rjem_malloc_conf"]
+static MALLOC_CONF: &[u8; 31] = b"thp:always,metadata_thp:always\0";
+
 /// Without a subcommand: serve (the flags below). `registry users ...`
 /// edits a users file.
 #[derive(Parser)]
