@@ -207,28 +207,28 @@ impl<'a> Params<'a> {
                 continue;
             }
             let has_value = key.end < bytes.len() && bytes[key.end] == b'=';
+            let v_start = if has_value { key.end + 1 } else { key.end };
             // In a form body, `beat` as sent (ASCII, nothing to decode) is
             // known from its bytes: a JSON beat's key then needs no UTF-8
             // check, and its long, escape-dense value is not scanned here
             // (the beat reader reads it). Any other key, or spelling of it,
             // is decoded first and compared after.
             if R::UNCHECKED && bytes[start..key.end] == *b"beat" {
-                let v = if has_value { key.end + 1 } else { key.end };
-                let end = memchr::memchr(b'&', &bytes[v..]).map_or(bytes.len(), |i| v + i);
-                self.push_beat(raw, v..end)?;
+                let end =
+                    memchr::memchr(b'&', &bytes[v_start..]).map_or(bytes.len(), |i| v_start + i);
+                self.push_beat(raw, v_start..end)?;
                 start = end + 1;
                 continue;
             }
             let k = decode_part(raw, start..key.end, key.escape)?;
             let value = if has_value {
-                scan_part(bytes, key.end + 1, false)
+                scan_part(bytes, v_start, false)
             } else {
                 Part {
                     end: key.end,
                     escape: None,
                 }
             };
-            let v_start = if has_value { key.end + 1 } else { key.end };
             if k == "beat" {
                 self.push_beat(raw, v_start..value.end)?;
             } else {
