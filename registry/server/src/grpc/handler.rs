@@ -20,7 +20,7 @@ use registry_proto::grpc::{
 };
 
 use super::connection::{connection_id, Connection, OwnedInstance, OwnedSubscription};
-use super::convert::{instance_spec, service_info};
+use super::convert::instance_spec;
 use super::Grpc;
 use crate::clock::Clock;
 use crate::persist::Change;
@@ -136,11 +136,7 @@ async fn answer(
             } else {
                 unsubscribe(app, &conn, &key, &clusters);
             }
-            let snapshot = app.store.snapshot(key.as_ref());
-            Ok(Payload::of(&SubscribeServiceResponse {
-                head: ResponseHead::ok(id),
-                service_info: Some(service_info(&key, snapshot.as_deref(), &clusters, false)),
-            }))
+            Ok(super::query::subscribed(app, &key, &clusters, id))
         }
         ClientMessage::Query {
             service,
@@ -148,16 +144,7 @@ async fn answer(
             healthy_only,
         } => {
             let key = key(&service);
-            let snapshot = app.store.snapshot(key.as_ref());
-            Ok(Payload::of(&QueryServiceResponse {
-                head: ResponseHead::ok(id),
-                service_info: Some(service_info(
-                    &key,
-                    snapshot.as_deref(),
-                    &clusters,
-                    healthy_only,
-                )),
-            }))
+            Ok(super::query::query(app, &key, &clusters, healthy_only, id))
         }
         ClientMessage::ServiceList {
             namespace,
