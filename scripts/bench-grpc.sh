@@ -31,7 +31,8 @@ OUT=${OUT:-target/bench-grpc}
 if [ -z "${SKIP_BUILD:-}" ]; then
     cargo build --release -p registry-server --bin registry -p benches --bin conn-fleet
 fi
-files=$((2 * CONNECTIONS + 1000))
+# Each process holds one end of every connection.
+files=$((CONNECTIONS + 1000))
 ulimit -Hn "$files" 2>/dev/null || true
 ulimit -n "$files" || { echo "cannot raise the file limit to $files" >&2; exit 1; }
 mkdir -p "$OUT"

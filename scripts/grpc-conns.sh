@@ -13,7 +13,7 @@
 # growth over the fleet divided by its connections (read after one round of
 # health checks), push_p99_ms the change-to-receipt p99 over every subscriber
 # and round. Not a CI test: it takes minutes and needs the file limit raised
-# (root, or a hard limit of 2 x CONNECTIONS + 1000).
+# (a hard limit of CONNECTIONS + 1000 for each of the two processes).
 # Env: PORT (18900; gRPC is PORT + 1000), REGISTRY_BIN, FLEET_BIN, SOURCES (8
 # loopback source addresses), SKIP_BUILD.
 set -euo pipefail
@@ -31,7 +31,8 @@ LOG=${LOG:-target/grpc-conns-registry.log}
 if [ -z "${SKIP_BUILD:-}" ]; then
     cargo build --release -p registry-server --bin registry -p benches --bin conn-fleet
 fi
-files=$((2 * CONNECTIONS + 1000))
+# Each process holds one end of every connection.
+files=$((CONNECTIONS + 1000))
 ulimit -Hn "$files" 2>/dev/null || true
 ulimit -n "$files" || { echo "cannot raise the file limit to $files" >&2; exit 1; }
 

@@ -305,7 +305,8 @@ async fn memory_parts(addr: &str) -> Vec<(String, f64)> {
     };
     let get = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     let mut text = String::new();
-    if tcp.write_all(get.as_bytes()).await.is_err() || tcp.read_to_string(&mut text).await.is_err() {
+    if tcp.write_all(get.as_bytes()).await.is_err() || tcp.read_to_string(&mut text).await.is_err()
+    {
         return Vec::new();
     }
     text.lines()
@@ -323,7 +324,12 @@ fn cpu_secs(pid: u32) -> f64 {
     // Fields after the command name (which may hold spaces) start after ')'.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after ')'.
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -340,7 +346,11 @@ fn op_request(kind: &str, i: usize) -> Bytes {
             ..ServiceQueryRequest::default()
         });
     }
-    let op = if kind == "register" { "registerInstance" } else { "deregisterInstance" };
+    let op = if kind == "register" {
+        "registerInstance"
+    } else {
+        "deregisterInstance"
+    };
     let mut metadata = std::collections::BTreeMap::new();
     if kind == "register" {
         metadata.insert("version".to_owned(), "1.0.0".to_owned());
@@ -531,7 +541,10 @@ async fn run(o: Arc<Options>) -> Result<(), String> {
                 .iter()
                 .find(|(p, _)| p == part)
                 .map_or(0.0, |(_, b)| *b);
-            (part.clone(), serde_json::json!(((after - before) / n).round()))
+            (
+                part.clone(),
+                serde_json::json!(((after - before) / n).round()),
+            )
         })
         .collect();
     let h = rounds.latency.lock().expect("not poisoned").clone();

@@ -359,6 +359,14 @@ impl Fixture {
         if beat.is_light() || (&*beat.ip, beat.port) != ("10.0.0.0", 8080) {
             return Err(format!("http-beat-json-parse: not the JSON beat: {beat:?}"));
         }
+        let mut answer = Vec::new();
+        grpc_query_exchange(self, &grpc_query_request(), &mut answer);
+        let hosts = count(&answer, b"\"ip\":");
+        if hosts != LIST_INSTANCES {
+            return Err(format!(
+                "grpc-query: expected {LIST_INSTANCES} hosts, found {hosts}"
+            ));
+        }
         let mut scratch = BeatScratch::default();
         for (name, raw) in [("http-beat", LIGHT_BEAT), ("http-beat-json", JSON_BEAT)] {
             let outcome = beat_exchange(self, raw, &mut scratch);
@@ -1096,43 +1104,48 @@ fn http_list(f: &Fixture, n: u64) -> u64 {
     acc
 }
 
-/// A `ServiceQueryRequest` on a cache miss, as `grpc/query.rs` runs it.
+/// A `ServiceQueryRequest` on a cache miss, as `grpc/query.rs` runs it: the
+/// answer's frame is left in `out`.
+fn grpc_query_exchange(f: &Fixture, frame: &[u8], out: &mut Vec<u8>) {
+    let payload = grpc_read(frame);
+    let decoded = grpc::decode(payload.type_name(), payload.json(), &ParseLimits::default())
+        .expect("a valid query");
+    let ClientMessage::Query {
+        service,
+        clusters,
+        healthy_only,
+    } = decoded.message
+    else {
+        unreachable!("a ServiceQueryRequest");
+    };
+    let key = registry_core::ServiceKey::new(&service.namespace, &service.grouped());
+    let snapshot = f.store.snapshot(key.as_ref());
+    let cluster_list: Vec<&str> = clusters
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let view = InfoView {
+        service: &key,
+        clusters: &clusters,
+        cluster_list: &cluster_list,
+        healthy_only,
+        cache_millis: 10_000,
+        last_ref_time: REF_TIME as i64,
+    };
+    let mut body = Vec::with_capacity(512);
+    encode_service_info(snapshot.as_deref(), &view, &mut body);
+    let json = ResponseHead::ok(decoded.request_id).encode_with("serviceInfo", &body);
+    grpc_write(&Payload::new(QueryServiceResponse::TYPE, json), out);
+}
+
 #[inline(never)]
 fn grpc_query(f: &Fixture, n: u64) -> u64 {
     let frame = grpc_query_request();
     let mut out = Vec::new();
     let mut acc = 0u64;
     for _ in 0..n {
-        let payload = grpc_read(black_box(&frame));
-        let decoded = grpc::decode(payload.type_name(), payload.json(), &ParseLimits::default())
-            .expect("a valid query");
-        let ClientMessage::Query {
-            service,
-            clusters,
-            healthy_only,
-        } = decoded.message
-        else {
-            unreachable!("a ServiceQueryRequest");
-        };
-        let key = registry_core::ServiceKey::new(&service.namespace, &service.grouped());
-        let snapshot = f.store.snapshot(key.as_ref());
-        let cluster_list: Vec<&str> = clusters
-            .split(',')
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .collect();
-        let view = InfoView {
-            service: &key,
-            clusters: &clusters,
-            cluster_list: &cluster_list,
-            healthy_only,
-            cache_millis: 10_000,
-            last_ref_time: REF_TIME as i64,
-        };
-        let mut body = Vec::with_capacity(512);
-        encode_service_info(snapshot.as_deref(), &view, &mut body);
-        let json = ResponseHead::ok(decoded.request_id).encode_with("serviceInfo", &body);
-        grpc_write(&Payload::new(QueryServiceResponse::TYPE, json), &mut out);
+        grpc_query_exchange(f, black_box(&frame), &mut out);
         acc += out.len() as u64;
     }
     acc
