@@ -247,7 +247,9 @@ impl Namespaces {
                 services,
             });
         }
-        let removed = custom.remove(id).ok_or_else(|| NamespaceError::NotFound(id.to_owned()))?;
+        let removed = custom
+            .remove(id)
+            .ok_or_else(|| NamespaceError::NotFound(id.to_owned()))?;
         let bounded = custom.values().any(|n| !n.quota.is_unbounded());
         self.any_quota.store(bounded, Ordering::Relaxed);
         Ok(removed)
@@ -356,14 +358,20 @@ mod tests {
             Err(NamespaceError::DefaultExists("public".into()))
         );
         assert_eq!(t.delete("", 0), Err(NamespaceError::DefaultImmutable));
-        assert_eq!(t.update(ns("public")), Err(NamespaceError::DefaultImmutable));
+        assert_eq!(
+            t.update(ns("public")),
+            Err(NamespaceError::DefaultImmutable)
+        );
     }
 
     #[test]
     fn create_list_update_delete() {
         let t = Namespaces::new();
         t.create(ns("dev")).unwrap();
-        assert_eq!(t.create(ns("dev")), Err(NamespaceError::Exists("dev".into())));
+        assert_eq!(
+            t.create(ns("dev")),
+            Err(NamespaceError::Exists("dev".into()))
+        );
         t.create(ns("a-1")).unwrap();
         let ids: Vec<String> = t.list().into_iter().map(|n| n.id).collect();
         assert_eq!(ids, ["public", "a-1", "dev"]);
@@ -382,14 +390,23 @@ mod tests {
         assert!(t.exists("dev"));
         t.delete("dev", 0).unwrap();
         assert!(!t.exists("dev"));
-        assert_eq!(t.delete("dev", 0), Err(NamespaceError::NotFound("dev".into())));
+        assert_eq!(
+            t.delete("dev", 0),
+            Err(NamespaceError::NotFound("dev".into()))
+        );
     }
 
     #[test]
     fn ids_and_names_are_checked() {
         let t = Namespaces::new();
-        assert!(matches!(t.create(ns("a b")), Err(NamespaceError::IllegalId(_))));
-        assert!(matches!(t.create(ns("")), Err(NamespaceError::IllegalId(_))));
+        assert!(matches!(
+            t.create(ns("a b")),
+            Err(NamespaceError::IllegalId(_))
+        ));
+        assert!(matches!(
+            t.create(ns("")),
+            Err(NamespaceError::IllegalId(_))
+        ));
         assert!(matches!(
             t.create(ns(&"x".repeat(129))),
             Err(NamespaceError::IllegalId(_))

@@ -147,6 +147,9 @@ mod tests {
     fn answer() {
         let mut out = Vec::new();
         encode_updated(&mut out, &[updated_name("1.1.1.1", 80, "DEFAULT", true)]);
-        assert_eq!(out, br#"{"updated":["1.1.1.1:80:unknown:DEFAULT:ephemeral"]}"#);
+        assert_eq!(
+            out,
+            br#"{"updated":["1.1.1.1:80:unknown:DEFAULT:ephemeral"]}"#
+        );
     }
 }

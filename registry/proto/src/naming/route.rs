@@ -80,16 +80,8 @@ pub enum Route {
     OperatorServers,
     /// `GET /nacos/v1/ns/raft/leader`
     RaftLeader,
-    /// `GET /nacos/v1/ns/catalog/services`
-    CatalogServices,
-    /// `GET /nacos/v1/ns/catalog/service`
-    CatalogService,
-    /// `GET /nacos/v1/ns/catalog/instances`
-    CatalogInstances,
     /// `GET /nacos/v1/console/health/liveness`
     Liveness,
-    /// `GET /nacos/v1/console/namespaces`
-    NamespacesList,
     /// `POST /nacos/v1/console/namespaces`
     NamespacesCreate,
     /// `PUT /nacos/v1/console/namespaces`
@@ -204,7 +196,7 @@ pub enum Route {
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 90] = [
+    pub const ALL: [Route; 86] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -235,11 +227,7 @@ impl Route {
         Route::OperatorSwitchesUpdate,
         Route::OperatorServers,
         Route::RaftLeader,
-        Route::CatalogServices,
-        Route::CatalogService,
-        Route::CatalogInstances,
         Route::Liveness,
-        Route::NamespacesList,
         Route::NamespacesCreate,
         Route::NamespacesUpdate,
         Route::NamespacesDelete,
@@ -330,11 +318,7 @@ impl Route {
             Route::OperatorSwitchesUpdate => "operator_switches_update",
             Route::OperatorServers => "operator_servers",
             Route::RaftLeader => "raft_leader",
-            Route::CatalogServices => "catalog_services",
-            Route::CatalogService => "catalog_service",
-            Route::CatalogInstances => "catalog_instances",
             Route::Liveness => "liveness",
-            Route::NamespacesList => "namespaces_list",
             Route::NamespacesCreate => "namespaces_create",
             Route::NamespacesUpdate => "namespaces_update",
             Route::NamespacesDelete => "namespaces_delete",
@@ -426,11 +410,7 @@ impl Route {
             Route::OperatorSwitchesUpdate => (Method::Put, "/nacos/v1/ns/operator/switches"),
             Route::OperatorServers => (Method::Get, "/nacos/v1/ns/operator/servers"),
             Route::RaftLeader => (Method::Get, "/nacos/v1/ns/raft/leader"),
-            Route::CatalogServices => (Method::Get, "/nacos/v1/ns/catalog/services"),
-            Route::CatalogService => (Method::Get, "/nacos/v1/ns/catalog/service"),
-            Route::CatalogInstances => (Method::Get, "/nacos/v1/ns/catalog/instances"),
             Route::Liveness => (Method::Get, "/nacos/v1/console/health/liveness"),
-            Route::NamespacesList => (Method::Get, "/nacos/v1/console/namespaces"),
             Route::NamespacesCreate => (Method::Post, "/nacos/v1/console/namespaces"),
             Route::NamespacesUpdate => (Method::Put, "/nacos/v1/console/namespaces"),
             Route::NamespacesDelete => (Method::Delete, "/nacos/v1/console/namespaces"),
@@ -442,7 +422,9 @@ impl Route {
             Route::V2InstanceList => (Method::Get, "/nacos/v2/ns/instance/list"),
             Route::V2InstanceBeat => (Method::Put, "/nacos/v2/ns/instance/beat"),
             Route::V2MetadataBatchUpdate => (Method::Put, "/nacos/v2/ns/instance/metadata/batch"),
-            Route::V2MetadataBatchDelete => (Method::Delete, "/nacos/v2/ns/instance/metadata/batch"),
+            Route::V2MetadataBatchDelete => {
+                (Method::Delete, "/nacos/v2/ns/instance/metadata/batch")
+            }
             Route::V2ServiceCreate => (Method::Post, "/nacos/v2/ns/service"),
             Route::V2ServiceDelete => (Method::Delete, "/nacos/v2/ns/service"),
             Route::V2ServiceUpdate => (Method::Put, "/nacos/v2/ns/service"),
@@ -467,8 +449,12 @@ impl Route {
             Route::V3InstanceDetail => (Method::Get, "/nacos/v3/admin/ns/instance"),
             Route::V3InstancePartial => (Method::Put, "/nacos/v3/admin/ns/instance/partial"),
             Route::V3InstanceList => (Method::Get, "/nacos/v3/admin/ns/instance/list"),
-            Route::V3MetadataBatchUpdate => (Method::Put, "/nacos/v3/admin/ns/instance/metadata/batch"),
-            Route::V3MetadataBatchDelete => (Method::Delete, "/nacos/v3/admin/ns/instance/metadata/batch"),
+            Route::V3MetadataBatchUpdate => {
+                (Method::Put, "/nacos/v3/admin/ns/instance/metadata/batch")
+            }
+            Route::V3MetadataBatchDelete => {
+                (Method::Delete, "/nacos/v3/admin/ns/instance/metadata/batch")
+            }
             Route::V3ServiceCreate => (Method::Post, "/nacos/v3/admin/ns/service"),
             Route::V3ServiceDelete => (Method::Delete, "/nacos/v3/admin/ns/service"),
             Route::V3ServiceUpdate => (Method::Put, "/nacos/v3/admin/ns/service"),
@@ -650,7 +636,10 @@ mod tests {
     #[test]
     fn every_route_resolves_from_its_endpoint() {
         // The rest are `crate::openapi::route`'s, tested there.
-        for r in Route::ALL.into_iter().take_while(|r| *r != Route::MetadataBatchUpdate) {
+        for r in Route::ALL
+            .into_iter()
+            .take_while(|r| *r != Route::MetadataBatchUpdate)
+        {
             let (m, p) = r.endpoint();
             assert_eq!(route(m, p), Ok(r), "{p}");
             assert_eq!(route(m, &format!("{p}/")), Ok(r), "{p}/");

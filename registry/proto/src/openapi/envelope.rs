@@ -259,6 +259,9 @@ mod tests {
         assert_eq!(c(ProtoError::MetadataFormat("x".into())), 21002);
         assert_eq!(c(ProtoError::NumberFormat("x".into())), 20002);
         assert_eq!(c(ProtoError::ServiceNameFormat), 21000);
-        assert_eq!(ApiError::missing("port").detail, "Required parameter 'port' type Integer is not present");
+        assert_eq!(
+            ApiError::missing("port").detail,
+            "Required parameter 'port' type Integer is not present"
+        );
     }
 }

@@ -183,9 +183,16 @@ mod tests {
 
     #[test]
     fn forms_of_each_door() {
-        let p = Params::parse("customNamespaceId=dev&namespaceName=Dev&maxServices=3", None).unwrap();
+        let p = Params::parse(
+            "customNamespaceId=dev&namespaceName=Dev&maxServices=3",
+            None,
+        )
+        .unwrap();
         let f = NamespaceForm::parse_create(&p, Door::V1).unwrap();
-        assert_eq!((f.id, f.name, f.desc, f.max_services), ("dev", "Dev", "", Some(3)));
+        assert_eq!(
+            (f.id, f.name, f.desc, f.max_services),
+            ("dev", "Dev", "", Some(3))
+        );
         let p = Params::parse("namespace=dev&namespaceShowName=D2&namespaceDesc=x", None).unwrap();
         let f = NamespaceForm::parse_update(&p, Door::V1).unwrap();
         assert_eq!((f.id, f.name, f.desc), ("dev", "D2", "x"));

@@ -1,6 +1,7 @@
 //! The route table of the endpoints past the 1.x naming core: the rest of
-//! v1 (metadata batches, health, operator, Raft leader, catalog, console
-//! namespaces and liveness), the v2 Open API, the v3 client and admin APIs,
+//! v1 (metadata batches, health, operator, Raft leader, console namespace
+//! writes and liveness; the catalog and the namespace list are the web
+//! console's, served by the server's `console` module on a miss here), the v2 Open API, the v3 client and admin APIs,
 //! and the v3 login.
 //!
 //! [`route`] asks the 1.x table ([`crate::naming::route::route`]) first and
@@ -62,28 +63,17 @@ fn open_route(method: Method, path: &str) -> Option<Result<Route, RouteError<'_>
             Method::Get => Ok(Route::RaftLeader),
             _ => Err(not_allowed("GET, HEAD")),
         },
-        "/nacos/v1/ns/catalog/services" => match lookup {
-            Method::Get => Ok(Route::CatalogServices),
-            _ => Err(not_allowed("GET, HEAD")),
-        },
-        "/nacos/v1/ns/catalog/service" => match lookup {
-            Method::Get => Ok(Route::CatalogService),
-            _ => Err(not_allowed("GET, HEAD")),
-        },
-        "/nacos/v1/ns/catalog/instances" => match lookup {
-            Method::Get => Ok(Route::CatalogInstances),
-            _ => Err(not_allowed("GET, HEAD")),
-        },
         "/nacos/v1/console/health/liveness" => match lookup {
             Method::Get => Ok(Route::Liveness),
             _ => Err(not_allowed("GET, HEAD")),
         },
+        // GET is the console's (`crate::console` in the server): it lists
+        // the namespaces with their service counts.
         "/nacos/v1/console/namespaces" => match lookup {
-            Method::Get => Ok(Route::NamespacesList),
             Method::Post => Ok(Route::NamespacesCreate),
             Method::Put => Ok(Route::NamespacesUpdate),
             Method::Delete => Ok(Route::NamespacesDelete),
-            _ => Err(not_allowed("GET, HEAD, POST, PUT, DELETE")),
+            _ => return None,
         },
         "/nacos/v2/ns/instance" => match lookup {
             Method::Post => Ok(Route::V2InstanceRegister),
@@ -283,12 +273,16 @@ mod tests {
             }
         ));
         assert_eq!(
-            route(Method::Get, "/nacos/v3/admin/ns/nope").unwrap_err().status(),
+            route(Method::Get, "/nacos/v3/admin/ns/nope")
+                .unwrap_err()
+                .status(),
             404
         );
         // The 1.x prefix keeps Nacos's 501 for an unknown endpoint.
         assert_eq!(
-            route(Method::Get, "/nacos/v1/ns/nope").unwrap_err().status(),
+            route(Method::Get, "/nacos/v1/ns/nope")
+                .unwrap_err()
+                .status(),
             501
         );
         assert_eq!(

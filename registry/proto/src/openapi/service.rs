@@ -284,11 +284,26 @@ mod tests {
         assert_eq!((f.group, f.page_no, f.page_size), ("DEFAULT_GROUP", 1, 500));
         let p = Params::parse("groupNameParam=G&serviceNameParam=or", None).unwrap();
         let f = ListForm::parse(&p, &l, ListKind::V3).unwrap();
-        assert_eq!((f.group, f.name, f.page_size, f.ignore_empty), ("G", "or", 100, true));
+        assert_eq!(
+            (f.group, f.name, f.page_size, f.ignore_empty),
+            ("G", "or", 100, true)
+        );
         let p = Params::parse("pageSize=0", None).unwrap();
-        assert_eq!(ListForm::parse(&p, &l, ListKind::V3).unwrap_err().code.code(), 20002);
+        assert_eq!(
+            ListForm::parse(&p, &l, ListKind::V3)
+                .unwrap_err()
+                .code
+                .code(),
+            20002
+        );
         let p = Params::parse("pageNo=x", None).unwrap();
-        assert_eq!(ListForm::parse(&p, &l, ListKind::V2).unwrap_err().code.code(), 20002);
+        assert_eq!(
+            ListForm::parse(&p, &l, ListKind::V2)
+                .unwrap_err()
+                .code
+                .code(),
+            20002
+        );
         assert_eq!(pages(0, 10), 0);
         assert_eq!(pages(11, 10), 2);
     }

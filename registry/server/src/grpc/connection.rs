@@ -188,7 +188,12 @@ impl Hub {
     /// The Nacos ids of every set-up connection, sorted (the v2/v3
     /// `/client/list`; an admin read, so a walk of the table is fine).
     pub fn ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self.by_number.pin().values().map(|c| c.id.clone()).collect();
+        let mut ids: Vec<String> = self
+            .by_number
+            .pin()
+            .values()
+            .map(|c| c.id.clone())
+            .collect();
         ids.sort();
         ids
     }

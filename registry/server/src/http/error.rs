@@ -12,9 +12,9 @@ use std::borrow::Cow;
 use registry_core::namespace::NamespaceError;
 use registry_core::RegistryError;
 use registry_proto::http1::{ContentType, HttpError};
+use registry_proto::naming::route::RouteError;
 use registry_proto::openapi::envelope::{ApiError, ErrorCode};
 use registry_proto::openapi::namespace::{self, Refusal};
-use registry_proto::naming::route::RouteError;
 use registry_proto::ProtoError;
 
 use crate::auth::Denied;

@@ -394,11 +394,7 @@ fn dispatch(
         | Route::OperatorSwitchesUpdate
         | Route::OperatorServers
         | Route::RaftLeader
-        | Route::CatalogServices
-        | Route::CatalogService
-        | Route::CatalogInstances
         | Route::Liveness
-        | Route::NamespacesList
         | Route::NamespacesCreate
         | Route::NamespacesUpdate
         | Route::NamespacesDelete) => v1::handle(&ex, r, scratch),

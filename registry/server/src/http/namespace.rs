@@ -13,8 +13,8 @@ use registry_core::namespace::NamespaceError;
 use registry_core::{Namespace, Quota};
 use registry_proto::openapi::envelope::{self, ApiError};
 use registry_proto::openapi::namespace::{
-    encode_list, encode_one, namespace_id_param, rest_result, Door, NamespaceForm, NamespaceView,
-    TYPE_CUSTOM, TYPE_GLOBAL,
+    encode_list, encode_one, namespace_id_param, Door, NamespaceForm, NamespaceView, TYPE_CUSTOM,
+    TYPE_GLOBAL,
 };
 use registry_proto::params::Params;
 use registry_proto::ProtoError;
@@ -30,7 +30,11 @@ fn view(n: &Namespace) -> NamespaceView<'_> {
         namespace_desc: &n.desc,
         quota: registry_core::namespace::NACOS_REPORTED_QUOTA,
         config_count: 0,
-        kind: if n.is_default() { TYPE_GLOBAL } else { TYPE_CUSTOM },
+        kind: if n.is_default() {
+            TYPE_GLOBAL
+        } else {
+            TYPE_CUSTOM
+        },
         max_services: n.quota.max_services,
         max_instances: n.quota.max_instances,
     }
@@ -59,7 +63,14 @@ fn made_up_id() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 fn create(ex: &Exchange<'_>, door: Door) -> Result<(), Result<BookError, ProtoError>> {
@@ -93,13 +104,13 @@ fn v1_bool(done: Result<(), Result<BookError, ProtoError>>) -> Result<Reply, Fai
     }
 }
 
-/// `/nacos/v1/console/namespaces`: GET (list; `show=all` one namespace;
-/// `checkNamespaceIdExist=true` whether `customNamespaceId` exists), POST,
-/// PUT, DELETE.
-pub(crate) fn v1(ex: &Exchange<'_>, method: registry_proto::http1::Method, scratch: &mut Scratch) -> Result<Reply, Failure> {
+/// `/nacos/v1/console/namespaces`: POST, PUT, DELETE (the list is the
+/// console's, [`crate::console`]).
+pub(crate) fn v1(
+    ex: &Exchange<'_>,
+    method: registry_proto::http1::Method,
+) -> Result<Reply, Failure> {
     use registry_proto::http1::Method;
-    let out = &mut scratch.body;
-    let table = ex.app.namespaces.table();
     match method {
         Method::Post => v1_bool(create(ex, Door::V1)),
         Method::Put => v1_bool(update(ex, Door::V1)),
@@ -107,27 +118,7 @@ pub(crate) fn v1(ex: &Exchange<'_>, method: registry_proto::http1::Method, scrat
             let id = ex.params.required("namespaceId")?;
             v1_bool(delete(ex, id).map_err(Ok))
         }
-        _ if ex.params.optional("show") == Some("all") => {
-            let id = ex.params.required("namespaceId")?;
-            let Some(n) = table.get(id) else {
-                return Err(Failure::new(404, format!("namespaceId [ {id} ] not exist")));
-            };
-            encode_one(out, &view(&n));
-            Ok(Reply::Json)
-        }
-        _ if ex.params.optional("checkNamespaceIdExist") == Some("true") => {
-            let exists = ex
-                .params
-                .optional("customNamespaceId")
-                .is_some_and(|id| table.exists(id) && !id.is_empty());
-            Ok(Reply::Text(if exists { "true" } else { "false" }))
-        }
-        _ => {
-            let all = table.list();
-            let views: Vec<_> = all.iter().map(view).collect();
-            rest_result(out, |o| encode_list(o, &views));
-            Ok(Reply::Json)
-        }
+        _ => Err(Failure::new(405, "no such api")),
     }
 }
 
@@ -148,7 +139,10 @@ pub(crate) enum Action {
     Check,
 }
 
-fn envelope_bool(done: Result<(), Result<BookError, ProtoError>>, out: &mut Vec<u8>) -> Result<Reply, Failure> {
+fn envelope_bool(
+    done: Result<(), Result<BookError, ProtoError>>,
+    out: &mut Vec<u8>,
+) -> Result<Reply, Failure> {
     match done {
         Ok(()) => {
             envelope::success(out, |o| o.extend_from_slice(b"true"));
@@ -164,7 +158,11 @@ fn id_param<'a>(params: &'a Params<'_>) -> Result<&'a str, Failure> {
 }
 
 /// The v2 console and v3 admin namespace endpoints.
-pub(crate) fn open(ex: &Exchange<'_>, action: Action, scratch: &mut Scratch) -> Result<Reply, Failure> {
+pub(crate) fn open(
+    ex: &Exchange<'_>,
+    action: Action,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
     let out = &mut scratch.body;
     let table = ex.app.namespaces.table();
     match action {
@@ -177,10 +175,10 @@ pub(crate) fn open(ex: &Exchange<'_>, action: Action, scratch: &mut Scratch) -> 
         Action::Detail => {
             let id = id_param(&ex.params)?;
             let Some(n) = table.get(id) else {
-                return Err(namespace_refusal(&BookError::Refused(NamespaceError::NotFound(
-                    id.to_owned(),
-                )))
-                .into());
+                return Err(
+                    namespace_refusal(&BookError::Refused(NamespaceError::NotFound(id.to_owned())))
+                        .into(),
+                );
             };
             envelope::success(out, |o| encode_one(o, &view(&n)));
             Ok(Reply::Json)

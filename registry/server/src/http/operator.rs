@@ -46,7 +46,11 @@ pub(crate) fn current_switches(app: &crate::state::App) -> Switches {
 /// value equal to the current one is accepted (`ok`, nothing changes) and
 /// any other is refused saying so; an entry Nacos does not have is
 /// `update entry not found: <entry>`.
-pub(crate) fn update_switch(app: &crate::state::App, entry: &str, value: &str) -> Result<(), String> {
+pub(crate) fn update_switch(
+    app: &crate::state::App,
+    entry: &str,
+    value: &str,
+) -> Result<(), String> {
     let current = serde_json::to_value(current_switches(app)).unwrap_or_default();
     let Some(now) = current.get(entry) else {
         return Err(format!("update entry not found: {entry}"));

@@ -36,7 +36,12 @@ pub(crate) struct Rows {
 
 impl Rows {
     /// The rows: each instance with the health it is reported with.
-    pub fn each(&self, clusters: &[&str], healthy_only: bool, selection: Selection) -> Vec<(&Instance, bool)> {
+    pub fn each(
+        &self,
+        clusters: &[&str],
+        healthy_only: bool,
+        selection: Selection,
+    ) -> Vec<(&Instance, bool)> {
         let Some(s) = &self.snapshot else {
             return Vec::new();
         };
@@ -132,8 +137,8 @@ pub(crate) fn counts(app: &App, key: &ServiceKey) -> Counts {
     };
     let instances = s.instances().len();
     let healthy = s.instances().iter().filter(|i| i.healthy).count();
-    let trigger = instances > 0
-        && (healthy as f64 / instances as f64) <= f64::from(s.protect_threshold());
+    let trigger =
+        instances > 0 && (healthy as f64 / instances as f64) <= f64::from(s.protect_threshold());
     Counts {
         clusters: s.cluster_names().len(),
         instances,
@@ -145,7 +150,13 @@ pub(crate) fn counts(app: &App, key: &ServiceKey) -> Counts {
 /// The services of `namespace` whose group contains `group` and name
 /// contains `name` (empty: any), sorted; without empty ones when
 /// `ignore_empty`. A scan of the namespace's index: admin pages only.
-pub(crate) fn search(app: &App, namespace: &str, group: &str, name: &str, ignore_empty: bool) -> Vec<ServiceKey> {
+pub(crate) fn search(
+    app: &App,
+    namespace: &str,
+    group: &str,
+    name: &str,
+    ignore_empty: bool,
+) -> Vec<ServiceKey> {
     let mut found = Vec::new();
     app.store.scan_services(namespace, |k| {
         let (g, n) = split_grouped(k.grouped_name());

@@ -28,7 +28,11 @@ use super::{Exchange, Reply, Scratch};
 use crate::convert::{self, MetadataJson};
 
 /// Answers a v2 or v3 route.
-pub(crate) fn handle(ex: &Exchange<'_>, route: Route, scratch: &mut Scratch) -> Result<Reply, Failure> {
+pub(crate) fn handle(
+    ex: &Exchange<'_>,
+    route: Route,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
     match route {
         Route::V2InstanceList => list_v2(ex, scratch),
         Route::V3ClientList => list_v3(ex, scratch, ListKind::V3Client),
@@ -39,14 +43,28 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: Route, scratch: &mut Scratch) -> 
         Route::V3ServiceDetail => service_detail(ex, scratch, DetailKind::V3),
         Route::V2ServiceList => service_list_v2(ex, scratch),
         Route::V3ServiceList => service_list_v3(ex, scratch),
-        Route::V2Switches | Route::V3Switches => wrap(super::operator::switches(ex, scratch)?, scratch),
-        Route::V2Metrics | Route::V3Metrics => wrap(super::operator::metrics(ex, scratch)?, scratch),
+        Route::V2Switches | Route::V3Switches => {
+            wrap(super::operator::switches(ex, scratch)?, scratch)
+        }
+        Route::V2Metrics | Route::V3Metrics => {
+            wrap(super::operator::metrics(ex, scratch)?, scratch)
+        }
         Route::V2ClientList | Route::V3ClientListAdmin => client_list(ex, scratch),
-        Route::V2NamespaceList | Route::V3NamespaceList => namespace::open(ex, Action::List, scratch),
-        Route::V2NamespaceDetail | Route::V3NamespaceDetail => namespace::open(ex, Action::Detail, scratch),
-        Route::V2NamespaceCreate | Route::V3NamespaceCreate => namespace::open(ex, Action::Create, scratch),
-        Route::V2NamespaceUpdate | Route::V3NamespaceUpdate => namespace::open(ex, Action::Update, scratch),
-        Route::V2NamespaceDelete | Route::V3NamespaceDelete => namespace::open(ex, Action::Delete, scratch),
+        Route::V2NamespaceList | Route::V3NamespaceList => {
+            namespace::open(ex, Action::List, scratch)
+        }
+        Route::V2NamespaceDetail | Route::V3NamespaceDetail => {
+            namespace::open(ex, Action::Detail, scratch)
+        }
+        Route::V2NamespaceCreate | Route::V3NamespaceCreate => {
+            namespace::open(ex, Action::Create, scratch)
+        }
+        Route::V2NamespaceUpdate | Route::V3NamespaceUpdate => {
+            namespace::open(ex, Action::Update, scratch)
+        }
+        Route::V2NamespaceDelete | Route::V3NamespaceDelete => {
+            namespace::open(ex, Action::Delete, scratch)
+        }
         Route::V3NamespaceCheck => namespace::open(ex, Action::Check, scratch),
         other => write::handle(ex, other, scratch),
     }
@@ -115,7 +133,9 @@ fn list_v3(ex: &Exchange<'_>, scratch: &mut Scratch, kind: ListKind) -> Result<R
         Selection::Client
     };
     let selected = rows.each(&clusters, form.healthy_only, selection);
-    envelope::success(&mut scratch.body, |o| query::encode_rows(&selected, form.service, o));
+    envelope::success(&mut scratch.body, |o| {
+        query::encode_rows(&selected, form.service, o)
+    });
     Ok(Reply::Json)
 }
 
@@ -156,10 +176,18 @@ fn detail(ex: &Exchange<'_>, scratch: &mut Scratch, v3: bool) -> Result<Reply, F
 /// v2/v3 `GET /service` (`ServiceControllerV2.detail`,
 /// `ServiceControllerV3.detail`): unknown is 400 `{21008}`
 /// (`ServiceOperatorV2Impl.queryService`).
-fn service_detail(ex: &Exchange<'_>, scratch: &mut Scratch, kind: DetailKind) -> Result<Reply, Failure> {
+fn service_detail(
+    ex: &Exchange<'_>,
+    scratch: &mut Scratch,
+    kind: DetailKind,
+) -> Result<Reply, Failure> {
     let key = ServiceKey::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
     let grouped = key.service.grouped();
-    let Some(s) = ex.app.store.snapshot(ServiceRef::new(key.namespace_id, &grouped)) else {
+    let Some(s) = ex
+        .app
+        .store
+        .snapshot(ServiceRef::new(key.namespace_id, &grouped))
+    else {
         return Err(api(ApiError::new(
             400,
             ErrorCode::ServiceNotExist,
@@ -200,12 +228,18 @@ fn service_detail(ex: &Exchange<'_>, scratch: &mut Scratch, kind: DetailKind) ->
 /// v2 `GET /service/list` (`ServiceControllerV2.list`).
 fn service_list_v2(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let form = svc::ListForm::parse(&ex.params, &ex.app.parse_limits, svc::ListKind::V2)?;
-    let page = ex
-        .app
-        .store
-        .list_services(form.namespace_id, Some(form.group), form.page_no, form.page_size);
+    let page = ex.app.store.list_services(
+        form.namespace_id,
+        Some(form.group),
+        form.page_no,
+        form.page_size,
+    );
     envelope::success(&mut scratch.body, |o| {
-        svc::encode_v2_list(o, page.count, page.services.iter().map(|k| k.grouped_name()));
+        svc::encode_v2_list(
+            o,
+            page.count,
+            page.services.iter().map(|k| k.grouped_name()),
+        );
     });
     Ok(Reply::Json)
 }
@@ -214,7 +248,13 @@ fn service_list_v2(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
 /// `ServiceView`s matching the substrings.
 fn service_list_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let form = svc::ListForm::parse(&ex.params, &ex.app.parse_limits, svc::ListKind::V3)?;
-    let found = query::search(ex.app, form.namespace_id, form.group, form.name, form.ignore_empty);
+    let found = query::search(
+        ex.app,
+        form.namespace_id,
+        form.group,
+        form.name,
+        form.ignore_empty,
+    );
     let items: Vec<_> = found
         .iter()
         .skip(form.offset())
@@ -257,7 +297,11 @@ mod write {
     //! route answers 501 in the envelope.
     use super::*;
 
-    pub(super) fn handle(_ex: &Exchange<'_>, route: Route, _scratch: &mut Scratch) -> Result<Reply, Failure> {
+    pub(super) fn handle(
+        _ex: &Exchange<'_>,
+        route: Route,
+        _scratch: &mut Scratch,
+    ) -> Result<Reply, Failure> {
         Err(api(ApiError::new(
             501,
             ErrorCode::ServerError,
