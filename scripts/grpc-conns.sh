@@ -29,7 +29,8 @@ FLEET_BIN=${FLEET_BIN:-target/release/conn-fleet}
 LOG=${LOG:-target/grpc-conns-registry.log}
 
 if [ -z "${SKIP_BUILD:-}" ]; then
-    cargo build --release -p registry-server --bin registry -p benches --bin conn-fleet
+    cargo build --release -p registry-server --bin registry
+    cargo build --release -p benches --bin conn-fleet --no-default-features --features fleet
 fi
 # Each process holds one end of every connection.
 files=$((CONNECTIONS + 1000))

@@ -50,6 +50,7 @@ struct Options {
     concurrency: usize,
     metrics: String,
     ops: usize,
+    kinds: String,
 }
 
 impl Options {
@@ -67,6 +68,7 @@ impl Options {
             concurrency: value(&args, "--concurrency", 64)?,
             metrics: value(&args, "--metrics", String::new())?,
             ops: value(&args, "--ops", 0)?,
+            kinds: value(&args, "--kinds", "register,query,deregister".to_string())?,
         })
     }
 }
@@ -379,17 +381,21 @@ fn op_request(kind: &str, i: usize) -> Bytes {
 async fn server_cost(o: &Options, clients: &[Arc<Client>]) -> serde_json::Value {
     let lanes = clients.len().min(16);
     let mut out = serde_json::Map::new();
-    for kind in ["register", "query", "deregister"] {
+    for kind in o
+        .kinds
+        .split(',')
+        .filter(|k| ["register", "query", "deregister"].contains(k))
+    {
         let before = cpu_secs(o.server_pid);
         let began = Instant::now();
         let mut lanes_done = Vec::new();
         for lane in 0..lanes {
             let client = clients[lane].clone();
-            let (ops, kind) = (o.ops, kind);
+            let (ops, kind) = (o.ops, kind.to_owned());
             lanes_done.push(tokio::spawn(async move {
                 let mut errors = 0usize;
                 for i in (lane..ops).step_by(lanes) {
-                    errors += usize::from(client.unary(op_request(kind, i)).await.is_err());
+                    errors += usize::from(client.unary(op_request(&kind, i)).await.is_err());
                 }
                 errors
             }));
@@ -512,13 +518,15 @@ async fn run(o: Arc<Options>) -> Result<(), String> {
     let began = Instant::now();
     let clients = connect_all(&o, &rounds).await;
     let connect_secs = began.elapsed().as_secs_f64();
-    for (i, c) in clients.iter().enumerate() {
-        let every = Duration::from_secs(o.health_secs.max(1));
+    // `--health-secs 0`: no health checks (scripts/grpc-cost.sh counts only
+    // the operations it sends).
+    for (i, c) in clients.iter().enumerate().filter(|_| o.health_secs > 0) {
+        let every = Duration::from_secs(o.health_secs);
         let offset = every.mul_f64((i % 1000) as f64 / 1000.0);
         tokio::spawn(health_loop(c.clone(), every, offset));
     }
     // Let health checks and detections run once over the fleet, then measure.
-    tokio::time::sleep(Duration::from_secs(o.health_secs.max(1) + 1)).await;
+    tokio::time::sleep(Duration::from_secs(o.health_secs + 1)).await;
     let (server_idle, server_hwm) = memory_kib(o.server_pid);
     let parts_idle = memory_parts(&o.metrics).await;
     let self_idle = self_rss_kib();
