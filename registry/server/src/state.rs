@@ -84,6 +84,8 @@ pub struct App {
     pub changes: Arc<ChangeFeed>,
     /// The one write path every door and writing task goes through.
     pub writer: Writer,
+    /// The namespaces, with their quotas (see [`crate::namespaces`]).
+    pub namespaces: Arc<crate::namespaces::NamespaceBook>,
 }
 
 impl App {
@@ -143,6 +145,9 @@ impl App {
             None => None,
         };
         let mut app = App::build(config, clock, persist, auth, raft);
+        app.namespaces = Arc::new(crate::namespaces::NamespaceBook::open(
+            app.config.data_dir.as_deref(),
+        )?);
         if let Some(c) = cluster {
             // Replication consumes the same change events as the notifier.
             let tap = c.clone();
@@ -220,6 +225,7 @@ impl App {
             grpc: crate::grpc::Grpc::new(config.grpc_limits()),
             changes,
             writer,
+            namespaces: Arc::default(),
             config,
         }
     }
