@@ -351,10 +351,11 @@ fn differences(path: &str, ours: &Value, theirs: &[&Value], out: &mut Vec<String
                                 differences(&format!("{here}[0]"), &a, &[&b], out);
                             }
                         }
-                        (Value::Object(o), Value::Object(t)) if !o.is_empty() || !t.is_empty() => {
-                            if !OPAQUE.contains(&key.as_str()) {
-                                differences(&here, mine, &[value], out);
-                            }
+                        (Value::Object(o), Value::Object(t))
+                            if (!o.is_empty() || !t.is_empty())
+                                && !OPAQUE.contains(&key.as_str()) =>
+                        {
+                            differences(&here, mine, &[value], out);
                         }
                         _ if kind(mine) != kind(value) => out.push(format!(
                             "{here}: loadgen sends {mine}, a client sends {value}"

@@ -134,14 +134,9 @@ mod tests {
         let on_time = op(&[1000, 1000, 5000], &[5, 8, 20]);
         assert!(!share(&on_time).unwrap().limited());
         // p50 fine, p99 mostly lag: still limited.
-        let tail = op(
-            &[1000; 99]
-                .iter()
-                .chain(&[9000])
-                .copied()
-                .collect::<Vec<_>>(),
-            &[5; 99].iter().chain(&[8000]).copied().collect::<Vec<_>>(),
-        );
+        let corrected: Vec<u64> = [1000; 98].into_iter().chain([9000; 2]).collect();
+        let lag: Vec<u64> = [5; 98].into_iter().chain([8000; 2]).collect();
+        let tail = op(&corrected, &lag);
         let t = share(&tail).unwrap();
         assert!(t.limited() && t.p50_pct < LIMIT_PCT, "{t:?}");
         // Without a send-lag block (an older report) nothing is claimed.

@@ -551,7 +551,7 @@ async fn load(fleet: &Arc<Fleet>) {
     let services = p.fleet.services.max(1);
     let clients = fleet.clients.len() as u32;
     let start = fleet.clock.now();
-    let mut w = waiter(&fleet);
+    let mut w = waiter(fleet);
     let mut handles = Vec::new();
     if p.grpc.batch {
         // One batch per (client, service) pair holding instances.
@@ -643,7 +643,7 @@ async fn churn(fleet: &Arc<Fleet>, start: Nanos, end: Nanos) -> VecDeque<(u64, u
     }
     let watched = u64::from(p.fleet.watched_services.max(1));
     let registers = Pacer::new(start, p.steady.register_rate, None);
-    let mut w = waiter(&fleet);
+    let mut w = waiter(fleet);
     let deregisters = (p.steady.deregister_rate > 0.0)
         .then(|| Pacer::new(start + SECOND / 2, p.steady.deregister_rate, None));
     let (mut r, mut d) = (0u64, 0u64);
@@ -731,7 +731,7 @@ async fn drain(fleet: &Arc<Fleet>, churned: &VecDeque<(u64, usize)>) {
     let watched = u64::from(p.fleet.watched_services.max(1));
     let clients = fleet.clients.len() as u32;
     let pacer = Pacer::new(fleet.clock.now(), p.drain.rate.max(1.0), None);
-    let mut w = waiter(&fleet);
+    let mut w = waiter(fleet);
     let mut handles = Vec::new();
     let mut k = 0u64;
     for i in 0..p.fleet.instances {

@@ -71,11 +71,21 @@ fn compare_refuses_a_generator_limited_regression_unless_allowed() {
         allow_generator_limited: true,
         ..Policy::default()
     };
-    let c = compare(&[base.clone()], &[head.clone()], &allowed).unwrap();
+    let c = compare(
+        std::slice::from_ref(&base),
+        std::slice::from_ref(&head),
+        &allowed,
+    )
+    .unwrap();
     assert!(c.has_regression(), "allowed: judged as any other figure");
     // The same doubling with the generator on time is a regression as before.
     let on_time_head = beat_with_lag(&base, 2.0, 0.01);
-    let c = compare(&[base.clone()], &[on_time_head], &Policy::default()).unwrap();
+    let c = compare(
+        std::slice::from_ref(&base),
+        &[on_time_head],
+        &Policy::default(),
+    )
+    .unwrap();
     assert!(c.has_regression());
 
     // Through the CLI: exit 0 and the refusal, exit 1 with the flag.
