@@ -19,7 +19,8 @@
 #                      and `report` binaries for a side: that side is not built
 #                      (CI reuses the binaries it just tested)
 #   OUT                where the reports go (default target/ci-compare)
-#   PORT               the registry's HTTP port (default 18950; gRPC is +1000)
+#   PORT               the registry's HTTP port (default: a random one in
+#                      20000-39999; gRPC is +1000)
 #
 # For a project that ships its own Nacos-compatible server or client, replace
 # `start_registry` with how your server starts; loadgen and report only need a
@@ -37,20 +38,20 @@ PROFILE=${PROFILE:-smoke}
 REGISTRY_CPU=${REGISTRY_CPU:-0}
 LOADGEN_CPU=${LOADGEN_CPU:-1}
 OUT=${OUT:-target/ci-compare}
-PORT=${PORT:-18950}
+PORT=${PORT:-$((20000 + RANDOM % 20000))}
 read -r -a loadgen_args <<<"${LOADGEN_ARGS:-}"
 read -r -a report_args <<<"${REPORT_ARGS:-}"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
-# One core each when the machine has two; no pinning on a single core.
-pin() {
-    if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
-        taskset -c "$1" "${@:2}"
-    else
-        "${@:2}"
-    fi
-}
+# One core each when the machine has two; no pinning on a single core. Arrays,
+# not a function, so that `&` and $! are the registry process itself.
+PIN_REGISTRY=()
+PIN_LOADGEN=()
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+    PIN_REGISTRY=(taskset -c "$REGISTRY_CPU")
+    PIN_LOADGEN=(taskset -c "$LOADGEN_CPU")
+fi
 
 # Builds REF's binaries into $OUT/REF-NAME/bin unless DIR is given; prints the bin dir.
 binaries() {
@@ -74,7 +75,7 @@ start_registry() {
         echo "port ${PORT} is already in use (set PORT=...)" >&2
         return 2
     fi
-    pin "$REGISTRY_CPU" "$bin/registry" --listen "127.0.0.1:${PORT}" --workers 1 >"$log" 2>&1 &
+    "${PIN_REGISTRY[@]}" "$bin/registry" --listen "127.0.0.1:${PORT}" --workers 1 >"$log" 2>&1 &
     REGISTRY=$!
     for _ in $(seq 200); do
         if ! kill -0 "$REGISTRY" 2>/dev/null; then
@@ -102,9 +103,9 @@ trap stop_registry EXIT
 run_side() {
     local side=$1 bin=$2 ref=$3
     rm -rf "${OUT:?}/$side"
-    start_registry "$bin" "$OUT/$side-registry.log"
+    start_registry "$bin" "$OUT/$side-registry.log" || return 2
     local code=0
-    pin "$LOADGEN_CPU" "$bin/loadgen" run --profile "$PROFILE" --quiet \
+    "${PIN_LOADGEN[@]}" "$bin/loadgen" run --profile "$PROFILE" --quiet \
         --target "http://127.0.0.1:${PORT}" --registry-pid "$REGISTRY" \
         --pinning "registry=cpu${REGISTRY_CPU} loadgen=cpu${LOADGEN_CPU}" \
         --commit "$(git rev-parse --short "$ref")" --out "$OUT/$side" \
