@@ -389,8 +389,8 @@ async fn server_cost(o: &Options, clients: &[Arc<Client>]) -> serde_json::Value 
         let before = cpu_secs(o.server_pid);
         let began = Instant::now();
         let mut lanes_done = Vec::new();
-        for lane in 0..lanes {
-            let client = clients[lane].clone();
+        for (lane, client) in clients.iter().enumerate().take(lanes) {
+            let client = client.clone();
             let (ops, kind) = (o.ops, kind.to_owned());
             lanes_done.push(tokio::spawn(async move {
                 let mut errors = 0usize;
