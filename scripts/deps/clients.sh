@@ -34,19 +34,7 @@ fi
 if ! "$compat/venv-admin/bin/python" -c 'import use_nacos' 2>/dev/null; then
     echo "installing use-nacos==0.1.6 into $compat/venv-admin" >&2
     python3 -m venv "$compat/venv-admin"
-    "$compat/venv-admin/bin/pip" install --quiet --disable-pip-version-check use-nacos==0.1.6
-fi
-
-if ! "$compat/venv-maintainer/bin/python" -c 'import maintainer.transport.client_http_proxy' 2>/dev/null; then
-    echo "installing nacos-maintainer-sdk-python==0.5.3 into $compat/venv-maintainer" >&2
-    python3 -m venv "$compat/venv-maintainer"
-    "$compat/venv-maintainer/bin/pip" install --quiet --disable-pip-version-check nacos-maintainer-sdk-python==0.5.3
-fi
-
-if ! "$compat/venv-admin/bin/python" -c 'import use_nacos' 2>/dev/null; then
-    echo "installing use-nacos==0.1.6 into $compat/venv-admin" >&2
-    python3 -m venv "$compat/venv-admin"
-    "$compat/venv-admin/bin/pip" install --quiet --disable-pip-version-check use-nacos==0.1.6
+    "$compat/venv-admin/bin/pip" install --quiet --disable-pip-version-check use-nacos==0.1.6 pyyaml  # use_nacos imports yaml without declaring it
 fi
 
 if [ ! -f "$compat/node/node_modules/nacos/package.json" ]; then

@@ -25,7 +25,7 @@ def main(addr):
     check(c.namespace.create("lab", "Lab", "for tests") is True, "create namespace")
     check(c.namespace.update("lab", "Lab 2", "renamed") is True, "update namespace")
     names = [s["namespaceShowName"] for s in c.namespace.list()["data"]]
-    check(names == ["public", "Ops", "Lab 2"], f"names {names}")
+    check(names == ["public", "Lab 2", "Ops"], f"names {names}")  # by id
 
     services = c.service.list(namespace_id="ops")
     check(services["count"] == 1 and services["doms"] == ["billing"], f"services {services}")
