@@ -305,6 +305,7 @@ async fn write_instance(
             conn.owned.lock().instances.remove(&owned);
         }
     }
+    crate::cluster::clients::native_changed(app, conn);
     Ok(())
 }
 
@@ -427,6 +428,7 @@ fn batch(
             }
         }
     }
+    crate::cluster::clients::native_changed(app, conn);
     Ok(())
 }
 

@@ -326,6 +326,8 @@ fn dispatch(
                 | Route::DistroFetch
                 | Route::DistroChecksum
                 | Route::DistroSnapshot
+                | Route::DistroClients
+                | Route::DistroClientVerify
                 | Route::RaftRpc
         ) {
             auth.check(params.get("accessToken"))
@@ -368,6 +370,8 @@ fn dispatch(
         | Route::DistroFetch
         | Route::DistroChecksum
         | Route::DistroSnapshot
+        | Route::DistroClients
+        | Route::DistroClientVerify
         | Route::RaftRpc
         | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
         Route::PrometheusMetrics => {
