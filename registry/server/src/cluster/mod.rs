@@ -1,6 +1,7 @@
-//! The registry as a member of a cluster: Distro, as Nacos 1.x runs it for
-//! ephemeral instances. Absent without `--members`: then nothing here runs
-//! and the request path pays one `None` check.
+//! The registry as a member of a cluster: Distro, as Nacos runs it for
+//! ephemeral instances (1.x service-owned, 2.x connection-owned). Absent
+//! without `--members`: then nothing here runs and the request path pays
+//! one `None` check.
 //!
 //! - Every node knows every member from a static list and probes the others
 //!   ([`members`]); the UP members, sorted, decide each service's
@@ -21,6 +22,14 @@
 //!   ([`members::Cluster::update_view`]).
 //! - The peer endpoints ([`api`]) accept only members (and the cluster
 //!   secret when one is configured) and bounded, versioned messages.
+//!
+//! - Nacos 2.x clients are replicated per connection, not per service
+//!   ([`clients`]): the node holding a gRPC connection sends its whole
+//!   instance set with a revision to every member; peers hold synced
+//!   copies, renew them by the owner's verify and drop them after a grace
+//!   once it stops. Service states carry only 1.x (heartbeat) instances.
+//! - A state or client set larger than one peer message travels in parts
+//!   and is applied whole once every part arrived (`parts`).
 //!
 //! Replication consumes the same change events the notifier does
 //! ([`Cluster::changed`], called from [`crate::App::publish`]), so every
