@@ -138,8 +138,7 @@ pub(crate) fn handle(
             };
             let consensus = consensus.clone();
             Ok(Reply::Later(Box::pin(async move {
-                let answer =
-                    super::raft::net::serve(&consensus.raft, &consensus.shared, m.body).await;
+                let answer = super::raft::net::serve(&consensus, m.body).await;
                 Ok(Done::Json(distro::encode_answer(&answer)))
             })))
         }

@@ -47,6 +47,7 @@ use super::Cluster;
 use crate::clock::Clock;
 use crate::grpc::connection::Connection;
 use crate::state::App;
+use crate::write::Command;
 
 /// Client revisions named in one verify message.
 const VERIFY_BATCH: usize = 8192;
@@ -181,8 +182,9 @@ pub fn native_closed(app: &App, conn: &Connection) {
     sync.mark(Arc::from(conn.id.as_str()), Some(revision));
 }
 
-/// Applies the table's effects to the store, publishing each change (so
-/// this node's subscribers are pushed). Called under the table's lock.
+/// Applies the table's effects through the write path, which publishes
+/// each change (so this node's subscribers are pushed). Called under the
+/// table's lock.
 fn apply_effects(app: &App, effects: Vec<Effect>) {
     let now = app.clock.now();
     let mut puts: HashMap<ServiceKey, Vec<ClientInstance>> = HashMap::new();
@@ -190,23 +192,30 @@ fn apply_effects(app: &App, effects: Vec<Effect>) {
         match e {
             Effect::Put(i) => puts.entry(i.service.clone()).or_default().push(i),
             Effect::Remove(p) => {
-                let addr = InstanceAddr {
-                    cluster: &p.cluster,
-                    ip: p.ip,
-                    port: p.port,
+                let command = Command::Deregister {
+                    service: p.service.as_ref(),
+                    addr: InstanceAddr {
+                        cluster: &p.cluster,
+                        ip: p.ip,
+                        port: p.port,
+                    },
+                    ephemeral: true,
                 };
-                if let Ok(w) = app.store.deregister(p.service.as_ref(), addr, true, now) {
-                    app.publish(w.event);
-                }
+                // Removing what is not there is no error and no event.
+                let _ = app.writer.apply(command, now);
             }
         }
     }
     for (service, instances) in puts {
         let specs: Vec<_> = instances.iter().map(ClientInstance::spec).collect();
-        match app.store.register_held(service.as_ref(), &specs, now) {
-            Ok(w) => app.publish(w.event),
-            Err(e) => tracing::warn!(service = service.grouped_name(), error = %e,
-                "a replicated client set could not be stored"),
+        let command = Command::Replace {
+            service: service.as_ref(),
+            instances: &specs,
+            stale: &[],
+        };
+        if let Err(e) = app.writer.apply(command, now) {
+            tracing::warn!(service = service.grouped_name(), error = ?e,
+                "a replicated client set could not be stored");
         }
     }
 }

@@ -370,6 +370,8 @@ async fn run_raft(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToke
             std::process::exit(1);
         }
     };
+    // Persistent writes from every door are proposed from now on.
+    app.writer.set_log(consensus.clone());
     let _ = cluster.consensus.set(consensus.clone());
     cancel.cancelled().await;
     if let Err(e) = consensus.raft.shutdown().await {

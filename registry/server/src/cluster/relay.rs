@@ -103,7 +103,7 @@ pub(crate) fn intercept(
         if let Some(answer) =
             super::raft::client::intercept(app, cluster, consensus, route, request, params, relayed)
         {
-            return answer.map(Verdict::Answer);
+            return answer;
         }
     }
     if relayed {

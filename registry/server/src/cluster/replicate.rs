@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use registry_core::{
-    Applied, InstanceAddr, InstanceSpec, Metadata, Origin, Replica, ServiceKey, ServiceRef,
+    InstanceAddr, InstanceSpec, Metadata, Millis, Origin, Replica, ServiceKey, ServiceRef,
     ServiceSnapshot, Store,
 };
 use registry_proto::distro::{self, Datum, Datums, InstanceState, ServiceState};
@@ -23,6 +23,7 @@ use super::parts::Offered;
 use super::Cluster;
 use crate::clock::Clock;
 use crate::state::App;
+use crate::write::{Applied, Command, Outcome};
 
 /// Waits for changes, lets the window pass, sends what is due.
 pub(crate) async fn run(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToken) {
@@ -276,48 +277,33 @@ pub(crate) fn apply_datums(
             let _serialised = cluster.consensus().map(|c| c.shared.apply_lock.lock());
             let local = app.store.snapshot(service);
             match (&d.state, local.as_deref()) {
-                (Some(state), local) => match replica_of(state, origin) {
-                    Ok(replica) => app
-                        .store
-                        .apply_replica(service, &keep_persistent(replica, local, origin), now)
-                        .map_err(|_| ()),
-                    Err(()) => Err(()),
-                },
-                (None, Some(l)) if holds_persistent(l) => app
-                    .store
-                    .apply_replica(
-                        service,
-                        &keep_persistent(empty_replica(origin), Some(l), origin),
-                        now,
-                    )
-                    .map_err(|_| ()),
-                (None, _) => Ok(remove(app, service, origin)),
+                (Some(state), local) => replica_of(state, origin).and_then(|replica| {
+                    apply_replica(app, service, &keep_persistent(replica, local, origin), now)
+                }),
+                (None, Some(l)) if holds_persistent(l) => {
+                    let kept = keep_persistent(empty_replica(origin), Some(l), origin);
+                    apply_replica(app, service, &kept, now)
+                }
+                (None, _) => Ok(remove(app, service, origin, now)),
             }
         } else {
             match &d.state {
-                Some(state) => match replica_of(state, origin) {
-                    Ok(replica) => app
-                        .store
-                        .apply_replica(service, &replica, now)
-                        .map_err(|_| ()),
-                    Err(()) => Err(()),
-                },
-                None => Ok(remove(app, service, origin)),
+                Some(state) => replica_of(state, origin)
+                    .and_then(|replica| apply_replica(app, service, &replica, now)),
+                None => Ok(remove(app, service, origin, now)),
             }
         };
         match outcome {
-            Ok(Applied::Written(w)) => {
-                app.publish(w.event);
+            Ok(a) if a.stale => report.stale += 1,
+            Ok(a) => {
                 report.applied += 1;
-                if record_lag && d.changed_ms > 0 {
+                if a.changed && record_lag && d.changed_ms > 0 {
                     cluster
                         .stats
                         .lag_ms
                         .record(wall.saturating_sub(d.changed_ms));
                 }
             }
-            Ok(Applied::Unchanged) => report.applied += 1,
-            Ok(Applied::Stale) => report.stale += 1,
             Err(()) => report.invalid += 1,
         }
     }
@@ -421,14 +407,35 @@ fn keep_persistent<'a>(
     replica
 }
 
+/// A peer's state of a service through the write path (memory only).
+fn apply_replica(
+    app: &App,
+    service: ServiceRef<'_>,
+    replica: &Replica<'_>,
+    now: Millis,
+) -> Result<Applied, ()> {
+    match app.writer.apply(Command::Replica { service, replica }, now) {
+        Ok(Outcome::Done(a)) => Ok(a),
+        // A replica is never durable: nothing to wait for.
+        Ok(Outcome::Later(_)) => Ok(Applied::default()),
+        Err(_) => Err(()),
+    }
+}
+
+const STALE: Applied = Applied {
+    revision: 0,
+    changed: false,
+    stale: true,
+};
+
 /// Deletes a service its writer removed, unless this node holds a later
 /// state from that writer.
-fn remove(app: &App, service: ServiceRef<'_>, origin: Origin) -> Applied {
+fn remove(app: &App, service: ServiceRef<'_>, origin: Origin, now: Millis) -> Applied {
     let Some(snap) = app.store.snapshot(service) else {
-        return Applied::Stale;
+        return STALE;
     };
     if snap.origin().covers(&origin) {
-        return Applied::Stale;
+        return STALE;
     }
     // Connection-held instances are their clients', not the service
     // owner's: only the owner's part goes.
@@ -437,14 +444,11 @@ fn remove(app: &App, service: ServiceRef<'_>, origin: Origin) -> Applied {
         .iter()
         .any(|i| app.store.is_held(service, i))
     {
-        return app
-            .store
-            .apply_replica(service, &empty_replica(origin), app.clock.now())
-            .unwrap_or(Applied::Stale);
+        return apply_replica(app, service, &empty_replica(origin), now).unwrap_or(STALE);
     }
-    match app.store.delete_service(service) {
-        Ok(w) => Applied::Written(w),
-        Err(_) => Applied::Stale,
+    match app.writer.apply(Command::Drop { service }, now) {
+        Ok(Outcome::Done(a)) => a,
+        Ok(Outcome::Later(_)) | Err(_) => STALE,
     }
 }
 

@@ -205,8 +205,11 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
     let mut still = HashSet::new();
     for key in missing {
         if suspects.remove(&key) {
-            if let Ok(w) = app.store.delete_service(key.as_ref()) {
-                app.publish(w.event);
+            let command = crate::write::Command::Drop {
+                service: key.as_ref(),
+            };
+            // In memory only: applied at once.
+            if let Ok(crate::write::Outcome::Done(_)) = app.writer.apply(command, app.clock.now()) {
                 dropped += 1;
             }
         } else {
