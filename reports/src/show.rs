@@ -132,6 +132,7 @@ pub fn sections(report: &Report) -> Vec<Section> {
         "p99.99",
         "max",
         "errors",
+        "send lag p50/p99",
     ]);
     for op in &report.operations {
         let target = match op.target_rate {
@@ -157,11 +158,18 @@ pub fn sections(report: &Report) -> Vec<Section> {
             ];
             cells.extend(latency_cells(&block.summary));
             cells.push(errors.clone());
+            cells.push(if kind == "corrected" {
+                lag_cell(op)
+            } else {
+                String::new()
+            });
             t.push(cells);
         }
     }
     ops.table = Some(t);
+    ops.lines.extend(crate::lag::note(report));
     out.push(ops);
+    out.extend(phases_section(report));
 
     let classes: Vec<(String, String, u64)> = report
         .operations
@@ -275,6 +283,58 @@ pub fn sections(report: &Report) -> Vec<Section> {
         out.push(s);
     }
     out
+}
+
+/// How much of an operation's corrected p50 and p99 is send lag: `12µs 3% / 80µs 8%`.
+fn lag_cell(op: &crate::report::Operation) -> String {
+    match crate::lag::share(op) {
+        Some(s) => format!(
+            "{} {:.0}% / {} {:.0}%{}",
+            table::micros(s.lag_p50_us as f64),
+            s.p50_pct,
+            table::micros(s.lag_p99_us as f64),
+            s.p99_pct,
+            if s.limited() { " LIMITED" } else { "" }
+        ),
+        None => "-".to_owned(),
+    }
+}
+
+/// Per phase: planned and actual length, and each scheduled operation's intended
+/// against achieved rate.
+fn phases_section(report: &Report) -> Option<Section> {
+    if report.phases.is_empty() {
+        return None;
+    }
+    let mut s = Section::new("Phases");
+    s.lines
+        .push("rates the profile intended against those achieved, per phase".to_owned());
+    let mut t = Table::new([
+        "phase",
+        "planned",
+        "took",
+        "operation",
+        "intended",
+        "achieved",
+    ]);
+    for phase in &report.phases {
+        for op in &phase.ops {
+            t.push([
+                phase.phase.clone(),
+                format!("{:.1}s", phase.planned_s),
+                format!("{:.1}s", phase.actual_s),
+                op.name.clone(),
+                table::per_second(op.intended_rate),
+                format!(
+                    "{} ({:.1}%)",
+                    table::per_second(op.achieved_rate),
+                    op.ratio() * 100.0
+                ),
+            ]);
+        }
+    }
+    s.table = Some(t);
+    Some(s)
 }
 
 /// Renders a report in the given format.
