@@ -344,6 +344,8 @@ fn dispatch(
                 | Route::DistroFetch
                 | Route::DistroChecksum
                 | Route::DistroSnapshot
+                | Route::DistroClients
+                | Route::DistroClientVerify
                 | Route::RaftRpc
         ) {
             auth.check(params.get("accessToken"))
@@ -386,6 +388,8 @@ fn dispatch(
         | Route::DistroFetch
         | Route::DistroChecksum
         | Route::DistroSnapshot
+        | Route::DistroClients
+        | Route::DistroClientVerify
         | Route::RaftRpc
         | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
         r @ (Route::MetadataBatchUpdate
