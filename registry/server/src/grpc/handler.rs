@@ -368,6 +368,7 @@ async fn write_instance(
             InstanceOp::Deregister => held.instances.remove(&owned),
         };
     }
+    crate::cluster::clients::native_changed(app, conn);
     Ok(())
 }
 
@@ -439,6 +440,7 @@ async fn batch(
             }
         }
     }
+    crate::cluster::clients::native_changed(app, conn);
     Ok(())
 }
 

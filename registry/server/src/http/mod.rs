@@ -346,6 +346,8 @@ fn dispatch(
                 | Route::DistroFetch
                 | Route::DistroChecksum
                 | Route::DistroSnapshot
+                | Route::DistroClients
+                | Route::DistroClientVerify
                 | Route::RaftRpc
         ) {
             auth.check(params.get("accessToken"))
@@ -388,6 +390,8 @@ fn dispatch(
         | Route::DistroFetch
         | Route::DistroChecksum
         | Route::DistroSnapshot
+        | Route::DistroClients
+        | Route::DistroClientVerify
         | Route::RaftRpc
         | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
         r @ (Route::MetadataBatchUpdate
