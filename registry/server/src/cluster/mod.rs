@@ -1,6 +1,7 @@
-//! The registry as a member of a cluster: Distro, as Nacos 1.x runs it for
-//! ephemeral instances. Absent without `--members`: then nothing here runs
-//! and the request path pays one `None` check.
+//! The registry as a member of a cluster: Distro, as Nacos runs it for
+//! ephemeral instances (1.x service-owned, 2.x connection-owned). Absent
+//! without `--members`: then nothing here runs and the request path pays
+//! one `None` check.
 //!
 //! - Every node knows every member from a static list and probes the others
 //!   ([`members`]); the UP members, sorted, decide each service's
@@ -22,13 +23,23 @@
 //! - The peer endpoints ([`api`]) accept only members (and the cluster
 //!   secret when one is configured) and bounded, versioned messages.
 //!
+//! - Nacos 2.x clients are replicated per connection, not per service
+//!   ([`clients`]): the node holding a gRPC connection sends its whole
+//!   instance set with a revision to every member; peers hold synced
+//!   copies, renew them by the owner's verify and drop them after a grace
+//!   once it stops. Service states carry only 1.x (heartbeat) instances.
+//! - A state or client set larger than one peer message travels in parts
+//!   and is applied whole once every part arrived (`parts`).
+//!
 //! Replication consumes the same change events the notifier does
 //! ([`Cluster::changed`], called from [`crate::App::publish`]), so every
 //! node also pushes replicated changes to its own subscribers.
 
 pub mod api;
+pub mod clients;
 mod link;
 pub mod members;
+mod parts;
 pub mod raft;
 pub mod relay;
 mod replicate;
@@ -78,6 +89,10 @@ pub struct ClusterConfig {
     pub secret: Option<String>,
     /// Largest peer message sent or accepted, in bytes.
     pub max_message: usize,
+    /// How long a synced 2.x client lives without its owner renewing it.
+    pub client_grace: Duration,
+    /// How often a node sends its 2.x clients' revisions to its peers.
+    pub client_verify_interval: Duration,
     /// The Raft group of persistent data, with `--data-dir`.
     pub raft: Option<raft::RaftSettings>,
 }
@@ -152,6 +167,8 @@ impl ClusterConfig {
             relay_timeout: Duration::from_millis(config.cluster_relay_timeout_ms.max(1)),
             secret,
             max_message: config.max_body_bytes,
+            client_grace: Duration::from_millis(config.client_expire_grace_ms.max(1)),
+            client_verify_interval: Duration::from_millis(config.client_verify_interval_ms.max(1)),
             raft,
         }))
     }
@@ -202,6 +219,16 @@ pub struct ClusterStats {
     pub takeover_leases: Counter,
     /// Snapshots loaded from a peer.
     pub snapshots_loaded: Counter,
+    /// 2.x client set parts sent to peers (one per part per peer).
+    pub client_parts_sent: Counter,
+    /// 2.x client revisions and removals applied from peers.
+    pub client_sets_applied: Counter,
+    /// 2.x clients a peer asked for again (verify found them missing or old).
+    pub client_repairs: Counter,
+    /// Synced 2.x clients removed because their owner stopped renewing them.
+    pub clients_expired: Counter,
+    /// Time from a 2.x client's change on its node to its application here, in ms.
+    pub client_lag_ms: Histogram,
 }
 
 impl Default for ClusterStats {
@@ -222,6 +249,11 @@ impl Default for ClusterStats {
             view_changes: Counter::default(),
             takeover_leases: Counter::default(),
             snapshots_loaded: Counter::default(),
+            client_parts_sent: Counter::default(),
+            client_sets_applied: Counter::default(),
+            client_repairs: Counter::default(),
+            clients_expired: Counter::default(),
+            client_lag_ms: Histogram::new(&LAG_BOUNDS_MS),
         }
     }
 }
@@ -293,6 +325,21 @@ pub fn start(app: &Arc<App>, cancel: &CancellationToken) -> Vec<tokio::task::Joi
             cancel.clone(),
         )),
         tokio::spawn(replicate::run(app.clone(), cluster.clone(), cancel.clone())),
+        tokio::spawn(clients::sync_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
+        tokio::spawn(clients::verify_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
+        tokio::spawn(clients::expiry_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
         tokio::spawn(verify::checksum_loop(
             app.clone(),
             cluster.clone(),
@@ -363,7 +410,27 @@ impl Cluster {
         use std::fmt::Write as _;
         let s = &self.stats;
         let mut text = String::with_capacity(4096);
-        let counters: [(&str, &str, u64); 13] = [
+        let counters: [(&str, &str, u64); 17] = [
+            (
+                "registry_cluster_client_parts_sent_total",
+                "2.x client set parts sent to peers, one per part per peer.",
+                s.client_parts_sent.get(),
+            ),
+            (
+                "registry_cluster_client_sets_applied_total",
+                "2.x client revisions and removals applied from peers.",
+                s.client_sets_applied.get(),
+            ),
+            (
+                "registry_cluster_client_repairs_total",
+                "2.x clients a peer asked for again after a verify.",
+                s.client_repairs.get(),
+            ),
+            (
+                "registry_cluster_clients_expired_total",
+                "Synced 2.x clients removed because their owner stopped renewing them.",
+                s.clients_expired.get(),
+            ),
             (
                 "registry_cluster_relayed_total",
                 "Client requests relayed to the responsible node.",
@@ -465,6 +532,21 @@ impl Cluster {
             "registry_cluster_replication_lag_seconds",
             "",
             1e3,
+        );
+        let _ = writeln!(
+            text,
+            "# HELP registry_cluster_client_lag_seconds A 2.x client's change on its node to its application here.\n\
+             # TYPE registry_cluster_client_lag_seconds histogram"
+        );
+        s.client_lag_ms
+            .render(&mut text, "registry_cluster_client_lag_seconds", "", 1e3);
+        let (native, synced) = self.clients.counts();
+        let _ = writeln!(
+            text,
+            "# HELP registry_cluster_clients 2.x clients held here (native: connected here; synced: copies).\n\
+             # TYPE registry_cluster_clients gauge\n\
+             registry_cluster_clients{{kind=\"native\"}} {native}\n\
+             registry_cluster_clients{{kind=\"synced\"}} {synced}"
         );
         let _ = writeln!(
             text,

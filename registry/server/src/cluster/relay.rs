@@ -61,6 +61,8 @@ fn served_while_loading(route: Route) -> bool {
             | Route::DistroFetch
             | Route::DistroChecksum
             | Route::DistroSnapshot
+            | Route::DistroClients
+            | Route::DistroClientVerify
             | Route::Readiness
             | Route::PrometheusMetrics
             | Route::RaftRpc

@@ -359,6 +359,7 @@ async fn write_instance(
             InstanceOp::Deregister => held.instances.remove(&owned),
         };
     }
+    crate::cluster::clients::native_changed(app, conn);
     Ok(())
 }
 
@@ -430,6 +431,7 @@ async fn batch(
             }
         }
     }
+    crate::cluster::clients::native_changed(app, conn);
     Ok(())
 }
 
