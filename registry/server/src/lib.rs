@@ -21,7 +21,8 @@
 //! - [`cluster`]: membership, relaying and Distro replication with
 //!   `--members`; absent otherwise.
 //! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
-//! - [`metrics`]: Prometheus counters and histograms;
+//! - [`metrics`]: the counters and histograms (`Relaxed` atomics);
+//!   [`prometheus`]: the one writer of their text on `/metrics`;
 //!   [`footprint`]: the resident set broken into parts.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -47,6 +48,7 @@ pub mod list_cache;
 pub mod metrics;
 pub mod notifier;
 pub mod persist;
+pub mod prometheus;
 pub mod pusher;
 pub mod shutdown;
 pub mod state;
