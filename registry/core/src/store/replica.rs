@@ -84,21 +84,7 @@ impl Store {
         now: Millis,
     ) -> Result<Applied, RegistryError> {
         check_name(service)?;
-        check_threshold(replica.protect_threshold)?;
-        if replica.instances.len() > self.config.max_instances_per_service {
-            return Err(RegistryError::TooManyInstances {
-                limit: self.config.max_instances_per_service,
-            });
-        }
-        let mut specs: Vec<Checked<'_, '_>> = Vec::with_capacity(replica.instances.len());
-        for spec in &replica.instances {
-            check_weight(spec.weight)?;
-            let timeouts = LeaseTimeouts::from_metadata(&spec.metadata, self.config.timeouts)?;
-            specs.push((spec, timeouts));
-        }
-        specs.sort_by(|a, b| order(a, b).then_with(|| a.0.ephemeral.cmp(&b.0.ephemeral)));
-        specs.dedup_by(|a, b| same_place(a, b));
-
+        let specs = self.checked_specs(replica)?;
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
         let map = shard.services.pin();
@@ -165,6 +151,29 @@ impl Store {
             shard.has_emptied.store(true, Ordering::Relaxed);
         }
         Ok(Applied::Written(written))
+    }
+
+    /// `replica`'s instances validated, with their lease timings, sorted
+    /// by place and without duplicates; an error applies nothing.
+    fn checked_specs<'r, 's>(
+        &self,
+        replica: &'r Replica<'s>,
+    ) -> Result<Vec<Checked<'r, 's>>, RegistryError> {
+        check_threshold(replica.protect_threshold)?;
+        if replica.instances.len() > self.config.max_instances_per_service {
+            return Err(RegistryError::TooManyInstances {
+                limit: self.config.max_instances_per_service,
+            });
+        }
+        let mut specs: Vec<Checked<'_, '_>> = Vec::with_capacity(replica.instances.len());
+        for spec in &replica.instances {
+            check_weight(spec.weight)?;
+            let timeouts = LeaseTimeouts::from_metadata(&spec.metadata, self.config.timeouts)?;
+            specs.push((spec, timeouts));
+        }
+        specs.sort_by(|a, b| order(a, b).then_with(|| a.0.ephemeral.cmp(&b.0.ephemeral)));
+        specs.dedup_by(|a, b| same_place(a, b));
+        Ok(specs)
     }
 
     /// Gives every ephemeral instance of `service` a fresh lease, as if each

@@ -203,6 +203,9 @@ impl RouteError<'_> {
 }
 
 /// Resolves a request to its route.
+///
+/// One match is the whole route table, read top to bottom; split into
+/// functions it would be harder to see which path and method go where.
 pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
     let trimmed = match path.strip_suffix('/') {
         Some(p) if !p.is_empty() => p,
