@@ -9,7 +9,32 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-step() { printf '\n==> %s (at %ds)\n' "$*" "$SECONDS"; }
+# Each step prints its duration when it ends, and the run ends (pass or
+# fail) with every step's time: CI's budget is 25 minutes cold on 2 cores,
+# and this table says where it goes.
+step_name=""
+step_start=0
+step_times=()
+end_step() {
+    [[ -n "$step_name" ]] || return 0
+    local took=$((SECONDS - step_start))
+    printf '==> %s: %ds\n' "$step_name" "$took"
+    step_times+=("$(printf '%6ds  %s' "$took" "$step_name")")
+    step_name=""
+}
+step() {
+    end_step
+    step_name="$*"
+    step_start=$SECONDS
+    printf '\n==> %s (at %ds)\n' "$*" "$SECONDS"
+}
+step_summary() {
+    end_step
+    printf '\n==> step times\n'
+    printf '%s\n' "${step_times[@]}"
+    printf '%6ds  total\n' "$SECONDS"
+}
+trap step_summary EXIT
 
 step "test dependencies"
 scripts/deps/clients.sh
