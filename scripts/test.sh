@@ -62,6 +62,14 @@ step "clippy -D warnings, building every target"
 step "tests"
 "${linted[@]}" cargo test --workspace
 
+# The users' CI recipe (scripts/ci-compare.sh, examples/ci/github-actions.yml)
+# on a small profile, base and head both this build's binaries (an A/A run, so it
+# cannot rot; a loose policy, as one short run's tail on a shared machine is noise).
+step "load comparison recipe (scripts/ci-compare.sh, A/A)"
+BASE_BIN=target/debug HEAD_BIN=target/debug PROFILE=smoke \
+    LOADGEN_ARGS="--instances 300 --services 30 --subscribers 20 --watched-services 5 --rate 1000 --duration 3s --query-rate 100 --churn-rate 10 --workers 1" \
+    REPORT_ARGS="--policy scripts/ci-compare-aa.toml" scripts/ci-compare.sh HEAD HEAD
+
 step "benches (each run once as a smoke test)"
 "${linted[@]}" cargo test --workspace --benches
 

@@ -5,6 +5,8 @@
 //! - [`config`]: the flags (clap, each also an environment variable).
 //! - [`http`]: connections, framing, routing, the handlers and the one place
 //!   errors become Nacos statuses and texts.
+//! - [`write`]: the one write path: every door's and task's writes are
+//!   typed commands applied there (store, publish, durability).
 //! - [`convert`]: mapping between wire types (`registry-proto`) and the core.
 //! - [`list_cache`]: encoded instance lists, once per revision and view.
 //! - [`events`]: the change feed from every writer to the notifier.
@@ -56,6 +58,7 @@ pub mod shutdown;
 pub mod state;
 pub mod sweeper;
 pub mod users;
+pub mod write;
 
 pub use registry_convert as convert;
 

@@ -63,6 +63,10 @@ pub enum Route {
     DistroChecksum,
     /// `POST /nacos/v1/ns/distro/datums`: a part of the full snapshot
     DistroSnapshot,
+    /// `PUT /nacos/v1/ns/distro/clients`: replicated 2.x client sets
+    DistroClients,
+    /// `PUT /nacos/v1/ns/distro/clients/verify`: a peer's client revisions
+    DistroClientVerify,
     /// `GET /nacos/v1/console/health/readiness`
     Readiness,
     /// `POST /nacos/v1/core/raft`: a Raft peer message
@@ -196,7 +200,7 @@ pub enum Route {
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 86] = [
+    pub const ALL: [Route; 88] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -219,6 +223,8 @@ impl Route {
         Route::DistroFetch,
         Route::DistroChecksum,
         Route::DistroSnapshot,
+        Route::DistroClients,
+        Route::DistroClientVerify,
         Route::Readiness,
         Route::RaftRpc,
         Route::MetadataBatchUpdate,
@@ -310,6 +316,8 @@ impl Route {
             Route::DistroFetch => "distro_fetch",
             Route::DistroChecksum => "distro_checksum",
             Route::DistroSnapshot => "distro_snapshot",
+            Route::DistroClients => "distro_clients",
+            Route::DistroClientVerify => "distro_client_verify",
             Route::Readiness => "readiness",
             Route::RaftRpc => "raft_rpc",
             Route::MetadataBatchUpdate => "metadata_batch_update",
@@ -402,6 +410,8 @@ impl Route {
             Route::DistroFetch => (Method::Post, crate::distro::DATUM_PATH),
             Route::DistroChecksum => (Method::Put, crate::distro::CHECKSUM_PATH),
             Route::DistroSnapshot => (Method::Post, crate::distro::SNAPSHOT_PATH),
+            Route::DistroClients => (Method::Put, crate::distro::CLIENTS_PATH),
+            Route::DistroClientVerify => (Method::Put, crate::distro::CLIENT_VERIFY_PATH),
             Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
             Route::RaftRpc => (Method::Post, crate::distro::RAFT_PATH),
             Route::MetadataBatchUpdate => (Method::Put, "/nacos/v1/ns/instance/metadata/batch"),
@@ -598,6 +608,14 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
             "distro/datums" => match lookup {
                 Method::Post => Ok(Route::DistroSnapshot),
                 _ => Err(not_allowed("POST")),
+            },
+            "distro/clients" => match lookup {
+                Method::Put => Ok(Route::DistroClients),
+                _ => Err(not_allowed("PUT")),
+            },
+            "distro/clients/verify" => match lookup {
+                Method::Put => Ok(Route::DistroClientVerify),
+                _ => Err(not_allowed("PUT")),
             },
             _ => Err(RouteError::NoSuchApi { method, path }),
         };

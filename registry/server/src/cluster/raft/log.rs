@@ -10,17 +10,21 @@
 //! [`super::propose`]), so one fsync covers them all.
 //!
 //! Tables: `log` (index → JSON entry) and `meta` (`vote`, `committed`,
-//! `purged` → JSON; the state machine keeps its snapshot there too, see
-//! [`super::machine`]).
+//! `purged` → JSON; `format`, the command format of the log's entries; the
+//! state machine keeps its snapshot there too, see [`super::machine`]).
+//! A log of an older command format is migrated when opened ([`migrate`]).
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{Entry, LogId, OptionalSend, StorageError, StorageIOError, Vote};
+use openraft::{Entry, EntryPayload, LogId, OptionalSend, StorageError, StorageIOError, Vote};
 use redb::{Database, Durability, ReadableTable, TableDefinition};
-use registry_proto::raft::{NodeId, TypeConfig};
+use registry_proto::naming::ParseLimits;
+use registry_proto::raft::{Batch, Command, NodeId, TypeConfig};
+
+use crate::write::legacy;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -49,7 +53,112 @@ pub fn open(dir: &std::path::Path, cache_bytes: usize) -> anyhow::Result<Databas
     txn.open_table(LOG)?;
     txn.open_table(META)?;
     txn.commit()?;
+    migrate(&db, &path)?;
     Ok(db)
+}
+
+/// The `meta` key holding the file's format ([`FILE_FORMAT`]); a database
+/// without it was written before formats were recorded (format 1).
+const FORMAT: &str = "format";
+
+/// The format of `raft.redb` this build writes. A change to what stored
+/// data means (the commands in the entries, node ids, the snapshot)
+/// bumps it, and [`migrate`] either brings an older file to it or
+/// refuses it with what to do.
+/// - 1: entries carry 1.x query strings (no `format` key);
+/// - 2: entries carry typed commands (`registry_proto::raft::COMMAND_FORMAT`).
+pub const FILE_FORMAT: u16 = 2;
+
+/// Brings a `raft.redb` of an older format to this build's
+/// ([`FILE_FORMAT`]), in one durable transaction: every format-1
+/// command (a 1.x query string) becomes the typed write it meant; one
+/// whose parameters do not parse was refused when first applied, changed
+/// nothing, and is dropped. A newer format, or an entry that does not
+/// decode, is refused with what to do: this node's copy can always be
+/// rebuilt from the leader.
+///
+/// # Errors
+/// When the log cannot be read or written, or is of an unknown format.
+pub fn migrate(db: &Database, path: &std::path::Path) -> anyhow::Result<()> {
+    let stored = read_raw(db, FORMAT).map_err(anyhow::Error::msg)?;
+    let format = match stored.as_deref() {
+        None => 1,
+        Some(v) => std::str::from_utf8(v)
+            .ok()
+            .and_then(|v| v.parse::<u16>().ok())
+            .unwrap_or(u16::MAX),
+    };
+    if format == FILE_FORMAT {
+        return Ok(());
+    }
+    let rebuild = format!(
+        "stop this node, move {} away and start it again: it rejoins the cluster and \
+         loads the persistent data from the leader's snapshot",
+        path.display()
+    );
+    if format > FILE_FORMAT {
+        anyhow::bail!(
+            "{} is of format {format}, newer than this build's {FILE_FORMAT}: run the \
+             newer build, or {rebuild}",
+            path.display()
+        );
+    }
+    // The leader accepted these writes under its own limits: read them
+    // back under none of ours.
+    let limits = ParseLimits {
+        max_name_len: usize::MAX,
+        max_metadata_bytes: usize::MAX,
+        max_metadata_entries: usize::MAX,
+        max_beat_bytes: usize::MAX,
+    };
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate);
+    let (mut rewritten, mut dropped) = (0usize, 0usize);
+    {
+        let mut table = txn.open_table(LOG)?;
+        let mut rows: Vec<(u64, Vec<u8>)> = Vec::new();
+        for item in table.iter()? {
+            let (k, v) = item?;
+            let index = k.value();
+            let mut entry: Entry<TypeConfig> = serde_json::from_slice(v.value()).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: Raft log entry {index} does not decode ({e}); {rebuild}",
+                    path.display()
+                )
+            })?;
+            let EntryPayload::Normal(Batch(commands)) = &mut entry.payload else {
+                continue;
+            };
+            if !commands.iter().any(Command::is_legacy) {
+                continue;
+            }
+            let before = commands.len();
+            *commands = commands
+                .iter()
+                .filter_map(|c| legacy::typed(c, &limits).ok().map(Command::typed))
+                .collect();
+            dropped += before - commands.len();
+            rewritten += 1;
+            rows.push((index, json(&entry)));
+        }
+        for (index, bytes) in &rows {
+            table.insert(*index, bytes.as_slice())?;
+        }
+        let mut meta = txn.open_table(META)?;
+        meta.insert(FORMAT, FILE_FORMAT.to_string().as_bytes())?;
+    }
+    txn.commit()?;
+    if rewritten > 0 {
+        tracing::info!(
+            path = %path.display(),
+            from = format,
+            to = FILE_FORMAT,
+            entries = rewritten,
+            dropped,
+            "migrated the Raft log to typed commands"
+        );
+    }
+    Ok(())
 }
 
 /// Reads one JSON value of `meta`.
@@ -287,5 +396,136 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         })
         .await
         .map_err(|e| StorageIOError::write_logs(&io_err(e)).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::CommittedLeaderId;
+    use registry_proto::raft::{Write, WriteOp};
+
+    fn entry(index: u64, payload: EntryPayload<TypeConfig>) -> Vec<u8> {
+        json(&Entry::<TypeConfig> {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload,
+        })
+    }
+
+    fn legacy_write(op: WriteOp, params: &str) -> Command {
+        Command::LegacyWrite {
+            op,
+            params: params.into(),
+            agent: None,
+        }
+    }
+
+    /// A `raft.redb` as a build before typed commands wrote it: no format
+    /// key, entries of 1.x query strings (`LegacyWrite` encodes exactly as
+    /// that build's `Command::Write` did; `registry_proto::raft`'s tests
+    /// pin the text).
+    fn write_format_one(dir: &std::path::Path, meta: &[(&str, &[u8])]) {
+        let db = Database::create(dir.join(RAFT_DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut log = txn.open_table(LOG).unwrap();
+            log.insert(1, entry(1, EntryPayload::Blank).as_slice())
+                .unwrap();
+            let batch = Batch(vec![
+                legacy_write(
+                    WriteOp::Register,
+                    "serviceName=db&ip=10.0.0.1&port=5432&ephemeral=false&weight=2",
+                ),
+                legacy_write(WriteOp::Register, "serviceName=db&ip=not-an-ip&port=1"),
+                Command::LegacyHealth {
+                    namespace: "public".into(),
+                    service: "DEFAULT_GROUP@@db".into(),
+                    cluster: "DEFAULT".into(),
+                    ip: "10.0.0.1".into(),
+                    port: 5432,
+                    healthy: false,
+                },
+            ]);
+            log.insert(2, entry(2, EntryPayload::Normal(batch)).as_slice())
+                .unwrap();
+            let mut m = txn.open_table(META).unwrap();
+            for (k, v) in meta {
+                m.insert(*k, *v).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+
+    fn commands(db: &Arc<Database>, index: u64) -> Vec<Command> {
+        let store = LogStore::new(db.clone());
+        let entries = store
+            .read_range(Bound::Included(index), Bound::Included(index))
+            .unwrap();
+        match &entries[0].payload {
+            EntryPayload::Normal(Batch(c)) => c.clone(),
+            other => panic!("not a normal entry: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_format_one_log_is_migrated_to_typed_commands_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        write_format_one(dir.path(), &[("vote", b"null")]);
+        let db = Arc::new(open(dir.path(), 1 << 20).unwrap());
+        let migrated = commands(&db, 2);
+        assert!(migrated.iter().all(|c| !c.is_legacy()), "{migrated:?}");
+        // The write whose ip does not parse was refused when applied; gone.
+        assert_eq!(migrated.len(), 2, "{migrated:?}");
+        let Command::Typed {
+            v,
+            write: Write::Register {
+                service, instance, ..
+            },
+        } = &migrated[0]
+        else {
+            panic!("a typed register: {:?}", migrated[0]);
+        };
+        assert_eq!(*v, registry_proto::raft::COMMAND_FORMAT);
+        assert_eq!(
+            (service.ns.as_str(), service.name.as_str()),
+            ("public", "DEFAULT_GROUP@@db")
+        );
+        assert_eq!(instance.addr.ip.to_string(), "10.0.0.1");
+        assert_eq!(
+            (instance.addr.port, instance.weight, instance.ephemeral),
+            (5432, 2.0, false)
+        );
+        assert!(matches!(
+            &migrated[1],
+            Command::Typed {
+                write: Write::Health {
+                    healthy: false,
+                    ephemeral: false,
+                    ..
+                },
+                ..
+            }
+        ));
+        assert_eq!(
+            read_raw(&db, FORMAT).unwrap().as_deref(),
+            Some(FILE_FORMAT.to_string().as_bytes())
+        );
+        // Other keys are left alone; opening again changes nothing.
+        assert_eq!(
+            read_raw(&db, "vote").unwrap().as_deref(),
+            Some(&b"null"[..])
+        );
+        drop(db);
+        let db = Arc::new(open(dir.path(), 1 << 20).unwrap());
+        assert_eq!(commands(&db, 2), migrated);
+    }
+
+    #[test]
+    fn a_log_of_a_newer_format_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        write_format_one(dir.path(), &[(FORMAT, b"9")]);
+        let e = open(dir.path(), 1 << 20).unwrap_err().to_string();
+        assert!(e.contains("format 9") && e.contains("newer"), "{e}");
+        assert!(e.contains("move") && e.contains(RAFT_DB_FILE), "{e}");
     }
 }

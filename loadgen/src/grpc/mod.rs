@@ -9,7 +9,8 @@
 //! at the end; a push is timed from the send of the change it reveals (each churn
 //! instance carries its sequence number in its metadata) to its receipt; after the
 //! steady phase every subscription must hold the server's list (convergence), and
-//! the server's instance count must match what was registered.
+//! the services listed over gRPC must hold what was registered ([`check`]).
+//! The requests are [`request`]'s: what the real clients send, field for field.
 //!
 //! Phases: connect → subscribe → load → steady (queries + churn on watched services)
 //! → settle (convergence) → drain. Requests are spawned at their intended time and
@@ -25,10 +26,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use registry_proto::grpc::message::{
-    BatchInstanceRequest, ConnectionSetupRequest, HealthCheckRequest, Host, InstanceRequest,
-    NamingHead, NotifySubscriberRequest, QueryServiceResponse, RequestHead, ResponseHead,
-    ServerCheckRequest, ServiceQueryRequest, SubscribeServiceRequest, SubscribeServiceResponse,
-    WireInstance,
+    Host, NotifySubscriberRequest, RequestHead, SubscribeServiceResponse,
 };
 use registry_proto::grpc::{Message, Payload, REQUEST_PATH, STREAM_PATH};
 use reports::{LatencyBlock, PushStats, Verification};
@@ -36,10 +34,15 @@ use tokio::sync::{mpsc, Semaphore};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::plan::{Phase, Span};
 use crate::profile::Profile;
 use crate::recorder::{ErrorClass, Op, Recorder, Stats};
-use crate::schedule::{Clock, Nanos, Pacer, SECOND};
+use crate::schedule::{wait_until, Clock, Nanos, Pacer, Waiter, SECOND};
 use crate::target::Server;
+use request::{Instance, Naming};
+
+mod check;
+pub mod request;
 
 /// Requests in flight over the whole fleet.
 const MAX_IN_FLIGHT: usize = 8192;
@@ -62,6 +65,8 @@ pub struct Outcome {
     /// Loadgen's resident memory per connected client, bytes (RSS growth while
     /// connecting, divided by the clients).
     pub bytes_per_client: Option<u64>,
+    /// When each phase ran.
+    pub spans: Vec<Span>,
 }
 
 /// One subscription a client holds: the service and the hosts it was last told.
@@ -108,6 +113,29 @@ struct Fleet {
     clock: Clock,
     clients: Vec<Arc<Client>>,
     in_flight: Arc<Semaphore>,
+    /// The phases entered so far, the last one open.
+    spans: Mutex<Vec<Span>>,
+}
+
+impl Fleet {
+    /// Starts `phase` now: closes the last span, and writes count in the new phase.
+    fn enter(&self, phase: Phase) {
+        let now = self.clock.now();
+        let mut spans = lock(&self.spans);
+        if let Some(open) = spans.last_mut() {
+            open.end = now;
+        }
+        if phase != Phase::Stop {
+            spans.push(Span {
+                phase,
+                start: now,
+                end: now,
+            });
+        }
+        for r in &self.common.recorders {
+            lock(r).set_phase(phase);
+        }
+    }
 }
 
 /// Runs the 2.x fleet against `server` on its own runtime.
@@ -122,19 +150,25 @@ pub fn run(profile: &Profile, server: &Server, grpc: SocketAddr) -> anyhow::Resu
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("loadgen-grpc")
+        // Precise wake-ups (see `schedule::Waiter`): the default 50 µs slack would be
+        // the floor of every send's lag.
+        .on_thread_start(|| {
+            let _ = nix::sys::prctl::set_timerslack(1);
+        })
         .enable_all()
         .build()
         .context("building the gRPC fleet's runtime")?;
     let profile = profile.clone();
     let mut control = crate::target::ControlClient::for_members(server.addrs.clone());
-    let baseline = crate::verify::server_count(&mut control)?;
+    // A hint only (see `check`): a server without the counter is still verified.
+    let baseline = crate::verify::server_count(&mut control).ok();
     runtime.block_on(drive(profile, grpc, baseline, control))
 }
 
 async fn drive(
     profile: Profile,
     grpc: SocketAddr,
-    baseline: u64,
+    baseline: Option<u64>,
     mut control: crate::target::ControlClient,
 ) -> anyhow::Result<Outcome> {
     let clock = Clock::start();
@@ -163,29 +197,36 @@ async fn drive(
         clients,
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
         profile,
+        spans: Mutex::new(Vec::new()),
     });
     subscribe_all(&fleet).await;
+    fleet.enter(Phase::Load);
     load(&fleet).await;
+    fleet.enter(Phase::Steady);
     let churned = steady(&fleet).await;
+    fleet.enter(Phase::Settle);
     let unconverged = settle(&fleet).await;
+    let counter = |control: &mut crate::target::ControlClient| {
+        tokio::task::block_in_place(|| crate::verify::server_count(control).ok())
+    };
     let registered = u64::from(fleet.profile.fleet.instances) + churned.len() as u64;
-    let after_steady = tokio::task::block_in_place(|| crate::verify::server_count(&mut control))?;
-    let mut detail = format!(
-        "after steady: server {after_steady}, expected {}",
-        baseline + registered
-    );
-    let mut ok = after_steady == baseline + registered && unconverged == 0;
-    let mut final_count = after_steady;
-    let mut expected = baseline + registered;
+    let after_steady = check::lists(&fleet, &churned, false).await;
+    let mut detail = format!("after steady: {}", after_steady.describe());
+    detail.push_str(&hint(baseline, counter(&mut control), registered));
+    let mut ok = after_steady.ok() && unconverged == 0;
+    let mut last = after_steady;
     if fleet.profile.drain.enabled {
+        fleet.enter(Phase::Drain);
         drain(&fleet, &churned).await;
-        final_count = tokio::task::block_in_place(|| crate::verify::server_count(&mut control))?;
-        expected = baseline;
-        ok &= final_count == baseline;
-        detail.push_str(&format!(
-            "; after drain: server {final_count}, expected {baseline}"
-        ));
+        fleet.enter(Phase::Final);
+        let after_drain = check::lists(&fleet, &churned, true).await;
+        ok &= after_drain.ok();
+        detail.push_str(&format!("; after drain: {}", after_drain.describe()));
+        detail.push_str(&hint(baseline, counter(&mut control), 0));
+        last = after_drain;
     }
+    fleet.enter(Phase::Stop);
+    let spans = std::mem::take(&mut *lock(&fleet.spans));
     let duration_s = fleet.clock.now() as f64 / SECOND as f64;
     let mut stats = Stats::default();
     let (mut pushes, mut acks) = (0, 0);
@@ -215,13 +256,25 @@ async fn drive(
         duration_s,
         push,
         verification: Verification {
-            expected_instances: expected,
-            server_instances: final_count,
+            expected_instances: last.expected,
+            server_instances: last.found,
             ok,
             detail,
         },
         bytes_per_client,
+        spans,
     })
+}
+
+/// The server counter's reading, as a hint for the detail line.
+fn hint(baseline: Option<u64>, now: Option<u64>, registered: u64) -> String {
+    match (baseline, now) {
+        (Some(b), Some(n)) => format!(
+            " (hint: the server's instanceCount is {n}, {} expected from it)",
+            b + registered
+        ),
+        _ => " (the server has no instanceCount to compare)".to_owned(),
+    }
 }
 
 fn churn_count(p: &Profile) -> usize {
@@ -258,7 +311,7 @@ async fn connect(
         .connect()
         .await
         .with_context(|| format!("connecting to gRPC {grpc}"))?;
-    let check = unary(&channel, Payload::of(&ServerCheckRequest::default())).await?;
+    let check = unary(&channel, request::server_check()).await?;
     anyhow::ensure!(
         check.type_name() == "ServerCheckResponse",
         "server check refused: {}",
@@ -275,11 +328,8 @@ async fn connect(
         )
         .await?
         .into_inner();
-    tx.send(Payload::of(&ConnectionSetupRequest {
-        client_version: Some(format!("loadgen:{}", env!("CARGO_PKG_VERSION"))),
-        ..ConnectionSetupRequest::default()
-    }))
-    .await?;
+    tx.send(request::connection_setup(&common.profile.fleet.namespace))
+        .await?;
     let client = Arc::new(Client {
         common,
         channel,
@@ -291,7 +341,7 @@ async fn connect(
     spawn_reader(client.clone(), inbound, tx);
     // Ready once the server answers a health check (it has seen the setup).
     for _ in 0..500 {
-        let p = unary(&client.channel, Payload::of(&HealthCheckRequest::default())).await?;
+        let p = unary(&client.channel, request::health_check()).await?;
         if p.type_name() == "HealthCheckResponse" {
             return Ok(client);
         }
@@ -331,9 +381,9 @@ fn spawn_reader(
             };
             let id = serde_json::from_slice::<RequestHead>(p.json())
                 .ok()
-                .and_then(|h| h.request_id);
-            let body = serde_json::to_vec(&ResponseHead::ok(id)).unwrap_or_default();
-            if tx.send(Payload::new(answer, body)).await.is_err() {
+                .and_then(|h| h.request_id)
+                .unwrap_or_default();
+            if tx.send(request::ack(answer, &id)).await.is_err() {
                 return;
             }
             if answer == "NotifySubscriberResponse" {
@@ -388,59 +438,47 @@ fn service_index(p: &Profile, name: &str) -> Option<u32> {
         .ok()
 }
 
-fn naming(p: &Profile, s: u32) -> NamingHead {
-    NamingHead {
-        namespace: Some(p.fleet.namespace.clone()),
-        service_name: Some(service_name(p, s)),
-        group_name: Some(p.fleet.group.clone()),
+fn naming(p: &Profile, s: u32) -> Naming {
+    Naming {
+        namespace: p.fleet.namespace.clone(),
+        service_name: service_name(p, s),
+        group_name: p.fleet.group.clone(),
     }
 }
 
 /// Instance `i` of the fleet: a distinct address per instance.
-fn fleet_instance(p: &Profile, i: u32) -> WireInstance {
-    WireInstance {
-        ip: Some(format!(
-            "10.{}.{}.{}",
-            (i >> 16) & 0xff,
-            (i >> 8) & 0xff,
-            i & 0xff
-        )),
-        port: Some(i64::from(p.fleet.port)),
-        cluster_name: Some(p.fleet.cluster.clone()),
-        ..WireInstance::default()
-    }
+fn fleet_instance(p: &Profile, i: u32) -> Instance {
+    let ip = format!("10.{}.{}.{}", (i >> 16) & 0xff, (i >> 8) & 0xff, i & 0xff);
+    Instance::new(ip, i64::from(p.fleet.port), &p.fleet.cluster)
 }
 
 /// Churn instance `seq`: its own address range, its sequence in the metadata.
-fn churn_instance(p: &Profile, seq: u64) -> WireInstance {
-    let metadata: BTreeMap<String, String> = [("loadgen.seq".to_owned(), seq.to_string())].into();
-    WireInstance {
-        ip: Some(format!(
-            "11.{}.{}.{}",
-            (seq >> 16) & 0xff,
-            (seq >> 8) & 0xff,
-            seq & 0xff
-        )),
-        port: Some(i64::from(p.fleet.port)),
-        cluster_name: Some(p.fleet.cluster.clone()),
-        metadata: Some(metadata),
-        ..WireInstance::default()
-    }
+fn churn_instance(p: &Profile, seq: u64) -> Instance {
+    let ip = format!(
+        "11.{}.{}.{}",
+        (seq >> 16) & 0xff,
+        (seq >> 8) & 0xff,
+        seq & 0xff
+    );
+    let mut instance = Instance::new(ip, i64::from(p.fleet.port), &p.fleet.cluster);
+    instance
+        .metadata
+        .insert("loadgen.seq".to_owned(), seq.to_string());
+    instance
 }
 
 // ----- requests -------------------------------------------------------------
 
 /// Sends `body` on `client`'s connection as `op` intended at `intended`, without
 /// waiting for the answer; the answer is recorded when it comes.
-async fn fire<T: Message + serde::Serialize>(
+async fn fire(
     fleet: &Arc<Fleet>,
     client: &Arc<Client>,
     op: Op,
     intended: Nanos,
-    body: &T,
+    payload: Payload,
 ) -> tokio::task::JoinHandle<()> {
     let permit = fleet.in_flight.clone().acquire_owned().await;
-    let payload = Payload::of(body);
     let (fleet, client) = (fleet.clone(), client.clone());
     tokio::spawn(async move {
         let _permit = permit;
@@ -448,7 +486,7 @@ async fn fire<T: Message + serde::Serialize>(
         {
             let mut r = lock(&client.recorder);
             r.dispatched(op, intended, sent);
-            r.sent(intended, sent);
+            r.sent(op, intended, sent);
         }
         let answer = tokio::time::timeout(REQUEST_TIMEOUT, unary(&client.channel, payload)).await;
         let done = fleet.clock.now();
@@ -471,16 +509,11 @@ async fn subscribe_all(fleet: &Arc<Fleet>) {
     for j in 0..p.fleet.subscribers {
         let client = fleet.clients[j as usize % fleet.clients.len()].clone();
         let service = j % watched;
-        let req = SubscribeServiceRequest {
-            naming: naming(p, service),
-            subscribe: Some(true),
-            clusters: Some(String::new()),
-            ..SubscribeServiceRequest::default()
-        };
+        let req = request::subscribe(&naming(p, service));
         let clock = fleet.clock;
         set.spawn(async move {
             let start = clock.now();
-            let answer = unary(&client.channel, Payload::of(&req)).await;
+            let answer = unary(&client.channel, req).await;
             let done = clock.now();
             let hosts = answer
                 .ok()
@@ -490,7 +523,7 @@ async fn subscribe_all(fleet: &Arc<Fleet>) {
                 .map(|i| i.hosts.iter().map(|h| (h.ip.clone(), h.port)).collect());
             let mut r = lock(&client.recorder);
             r.dispatched(Op::Subscribe, start, start);
-            r.sent(start, start);
+            r.sent(Op::Subscribe, start, start);
             let outcome = if hosts.is_some() {
                 Ok(())
             } else {
@@ -518,6 +551,7 @@ async fn load(fleet: &Arc<Fleet>) {
     let services = p.fleet.services.max(1);
     let clients = fleet.clients.len() as u32;
     let start = fleet.clock.now();
+    let mut w = waiter(fleet);
     let mut handles = Vec::new();
     if p.grpc.batch {
         // One batch per (client, service) pair holding instances.
@@ -532,37 +566,20 @@ async fn load(fleet: &Arc<Fleet>) {
         let pacer = Pacer::new(start, p.load.rate / per_batch, None);
         for (k, ((c, s), members)) in groups.into_iter().enumerate() {
             let intended = pacer.intended(k as u64);
-            sleep_until(fleet, intended).await;
-            let req = BatchInstanceRequest {
-                naming: naming(p, s),
-                r#type: Some("batchRegisterInstance".into()),
-                instances: Some(members.iter().map(|i| fleet_instance(p, *i)).collect()),
-                ..BatchInstanceRequest::default()
-            };
-            handles.push(
-                fire(
-                    fleet,
-                    &fleet.clients[c as usize],
-                    Op::Register,
-                    intended,
-                    &req,
-                )
-                .await,
-            );
+            wait_until(&mut w, intended).await;
+            let instances: Vec<Instance> = members.iter().map(|i| fleet_instance(p, *i)).collect();
+            let req = request::batch_register(&naming(p, s), &instances);
+            let client = &fleet.clients[c as usize];
+            handles.push(fire(fleet, client, Op::Register, intended, req).await);
         }
     } else {
         let pacer = Pacer::new(start, p.load.rate, None);
         for i in 0..n {
             let intended = pacer.intended(u64::from(i));
-            sleep_until(fleet, intended).await;
-            let req = InstanceRequest {
-                naming: naming(p, i % services),
-                r#type: Some("registerInstance".into()),
-                instance: Some(fleet_instance(p, i)),
-                ..InstanceRequest::default()
-            };
+            wait_until(&mut w, intended).await;
+            let req = request::register(&naming(p, i % services), &fleet_instance(p, i));
             let client = &fleet.clients[(i % clients) as usize];
-            handles.push(fire(fleet, client, Op::Register, intended, &req).await);
+            handles.push(fire(fleet, client, Op::Register, intended, req).await);
         }
     }
     for h in handles {
@@ -570,8 +587,9 @@ async fn load(fleet: &Arc<Fleet>) {
     }
 }
 
-async fn sleep_until(fleet: &Fleet, at: Nanos) {
-    tokio::time::sleep_until(fleet.clock.instant(at)).await;
+/// A precise waiter for one of the fleet's schedules.
+fn waiter(fleet: &Fleet) -> Waiter {
+    Waiter::new(fleet.clock)
 }
 
 /// The steady phase: queries over all services and churn on the watched ones.
@@ -587,6 +605,7 @@ async fn steady(fleet: &Arc<Fleet>) -> VecDeque<(u64, usize)> {
                 return;
             }
             let pacer = Pacer::new(start, fleet.profile.steady.query_rate, None);
+            let mut w = waiter(&fleet);
             let services = fleet.profile.fleet.services.max(1);
             let mut handles = Vec::new();
             for k in 0u64.. {
@@ -594,14 +613,10 @@ async fn steady(fleet: &Arc<Fleet>) -> VecDeque<(u64, usize)> {
                 if intended >= end {
                     break;
                 }
-                sleep_until(&fleet, intended).await;
-                let req = ServiceQueryRequest {
-                    naming: naming(&fleet.profile, (k % u64::from(services)) as u32),
-                    cluster: Some(String::new()),
-                    ..ServiceQueryRequest::default()
-                };
+                wait_until(&mut w, intended).await;
+                let req = request::query(&naming(&fleet.profile, (k % u64::from(services)) as u32));
                 let client = &fleet.clients[k as usize % fleet.clients.len()];
-                handles.push(fire(&fleet, client, Op::Query, intended, &req).await);
+                handles.push(fire(&fleet, client, Op::Query, intended, req).await);
                 if handles.len() >= 4096 {
                     for h in handles.drain(..) {
                         let _ = h.await;
@@ -628,6 +643,7 @@ async fn churn(fleet: &Arc<Fleet>, start: Nanos, end: Nanos) -> VecDeque<(u64, u
     }
     let watched = u64::from(p.fleet.watched_services.max(1));
     let registers = Pacer::new(start, p.steady.register_rate, None);
+    let mut w = waiter(fleet);
     let deregisters = (p.steady.deregister_rate > 0.0)
         .then(|| Pacer::new(start + SECOND / 2, p.steady.deregister_rate, None));
     let (mut r, mut d) = (0u64, 0u64);
@@ -640,17 +656,12 @@ async fn churn(fleet: &Arc<Fleet>, start: Nanos, end: Nanos) -> VecDeque<(u64, u
         if next >= end || r as usize >= fleet.common.changes.len() {
             break;
         }
-        sleep_until(fleet, next).await;
+        wait_until(&mut w, next).await;
         if next_r <= next_d {
             let client = r as usize % fleet.clients.len();
-            let req = InstanceRequest {
-                naming: naming(p, (r % watched) as u32),
-                r#type: Some("registerInstance".into()),
-                instance: Some(churn_instance(p, r)),
-                ..InstanceRequest::default()
-            };
+            let req = request::register(&naming(p, (r % watched) as u32), &churn_instance(p, r));
             fleet.common.changes[r as usize].store(fleet.clock.now().max(1), Ordering::Relaxed);
-            let registered = fire(fleet, &fleet.clients[client], Op::Register, next_r, &req).await;
+            let registered = fire(fleet, &fleet.clients[client], Op::Register, next_r, req).await;
             pending.insert(r, registered);
             live.push_back((r, client));
             r += 1;
@@ -662,14 +673,12 @@ async fn churn(fleet: &Arc<Fleet>, start: Nanos, end: Nanos) -> VecDeque<(u64, u
                 if let Some(h) = pending.remove(&seq) {
                     let _ = h.await;
                 }
-                let req = InstanceRequest {
-                    naming: naming(p, (seq % watched) as u32),
-                    r#type: Some("deregisterInstance".into()),
-                    instance: Some(churn_instance(p, seq)),
-                    ..InstanceRequest::default()
-                };
+                let req = request::deregister(
+                    &naming(p, (seq % watched) as u32),
+                    &churn_instance(p, seq),
+                );
                 handles
-                    .push(fire(fleet, &fleet.clients[client], Op::Deregister, next_d, &req).await);
+                    .push(fire(fleet, &fleet.clients[client], Op::Deregister, next_d, req).await);
             } else {
                 lock(&fleet.clients[0].recorder).skip(Op::Deregister);
             }
@@ -697,7 +706,11 @@ async fn settle(fleet: &Arc<Fleet>) -> u64 {
                 .collect();
             for (service, hosts) in subs {
                 if let std::collections::hash_map::Entry::Vacant(e) = truth.entry(service) {
-                    e.insert(server_hosts(fleet, &control, service).await);
+                    e.insert(
+                        check::server_hosts(fleet, &control, service)
+                            .await
+                            .unwrap_or_default(),
+                    );
                 }
                 if truth.get(&service) != Some(&hosts) {
                     mismatched += 1;
@@ -711,22 +724,6 @@ async fn settle(fleet: &Arc<Fleet>) -> u64 {
     }
 }
 
-async fn server_hosts(fleet: &Fleet, client: &Client, service: u32) -> HashSet<(String, i64)> {
-    let req = ServiceQueryRequest {
-        naming: naming(&fleet.profile, service),
-        cluster: Some(String::new()),
-        ..ServiceQueryRequest::default()
-    };
-    let Ok(answer) = unary(&client.channel, Payload::of(&req)).await else {
-        return HashSet::new();
-    };
-    serde_json::from_slice::<QueryServiceResponse>(answer.json())
-        .ok()
-        .and_then(|r| r.service_info)
-        .map(|i| i.hosts.iter().map(|h| (h.ip.clone(), h.port)).collect())
-        .unwrap_or_default()
-}
-
 /// The drain: every instance deregistered by the client that registered it.
 async fn drain(fleet: &Arc<Fleet>, churned: &VecDeque<(u64, usize)>) {
     let p = &fleet.profile;
@@ -734,38 +731,29 @@ async fn drain(fleet: &Arc<Fleet>, churned: &VecDeque<(u64, usize)>) {
     let watched = u64::from(p.fleet.watched_services.max(1));
     let clients = fleet.clients.len() as u32;
     let pacer = Pacer::new(fleet.clock.now(), p.drain.rate.max(1.0), None);
+    let mut w = waiter(fleet);
     let mut handles = Vec::new();
     let mut k = 0u64;
     for i in 0..p.fleet.instances {
         let intended = pacer.intended(k);
         k += 1;
-        sleep_until(fleet, intended).await;
-        let req = InstanceRequest {
-            naming: naming(p, i % services),
-            r#type: Some("deregisterInstance".into()),
-            instance: Some(fleet_instance(p, i)),
-            ..InstanceRequest::default()
-        };
+        wait_until(&mut w, intended).await;
+        let req = request::deregister(&naming(p, i % services), &fleet_instance(p, i));
         let client = &fleet.clients[(i % clients) as usize];
-        handles.push(fire(fleet, client, Op::Deregister, intended, &req).await);
+        handles.push(fire(fleet, client, Op::Deregister, intended, req).await);
     }
     for (seq, client) in churned {
         let intended = pacer.intended(k);
         k += 1;
-        sleep_until(fleet, intended).await;
-        let req = InstanceRequest {
-            naming: naming(p, (seq % watched) as u32),
-            r#type: Some("deregisterInstance".into()),
-            instance: Some(churn_instance(p, *seq)),
-            ..InstanceRequest::default()
-        };
+        wait_until(&mut w, intended).await;
+        let req = request::deregister(&naming(p, (seq % watched) as u32), &churn_instance(p, *seq));
         handles.push(
             fire(
                 fleet,
                 &fleet.clients[*client],
                 Op::Deregister,
                 intended,
-                &req,
+                req,
             )
             .await,
         );
