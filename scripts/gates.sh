@@ -8,7 +8,7 @@
 #   BASE_REF      commit to compare against (default HEAD~1)
 #   --record      also copy head's counts to reports/history/gates-<date>-<sha>.json
 #   --head-dir    tree measured as head (default: this working tree)
-#   --base-dir    an existing checkout of BASE_REF (default: a scratch worktree under $TMPDIR)
+#   --base-dir    an existing checkout of BASE_REF (default: a worktree under /tmp)
 #   --out         where the JSON files and callgrind outputs go (default target/gates/out)
 #
 # Exit codes: 0 no regression, or no baseline at BASE_REF; 1 a hot path grew
@@ -29,15 +29,8 @@
 # Cost: both sides build into target/gates, which keeps dependencies between
 # runs. hotpaths needs only registry-core, -proto and -convert (see
 # adopt_convert_crate): ~55 dependencies when cold, not the server's ~210; then
-# each side rebuilds those crates (the workspace's own crates are always
-# rebuilt, see clean_workspace_crates). Both sides link with thin LTO, not the
-# release profile's fat LTO: the same build on both sides is what makes the
-# comparison fair, and thin LTO's link is the cheaper one. The counts are
-# therefore not comparable with gate results recorded under fat LTO.
-# When base's measured code (the crates hotpaths is built from, the manifests
-# and the lock file) is identical to head's, base is not built or measured:
-# the same sources give the same program and the same counts, and head's are
-# used for both (most commits touch neither the core nor the wire formats).
+# each side rebuilds those crates and links with fat LTO (the workspace's own
+# crates are always rebuilt, see clean_workspace_crates).
 # The measurement runs the two sides in parallel, ~30 s.
 set -Eeuo pipefail
 # Any unexpected failure exits 2, so that 1 always means "a hot path regressed".
@@ -111,7 +104,7 @@ remove_worktrees() {
 }
 trap remove_worktrees EXIT
 if [[ -z "$base_dir" ]]; then
-    base_dir="$(mktemp -d -t gates-base.XXXXXX)"
+    base_dir="$(mktemp -d /tmp/gates-base.XXXXXX)"
     cleanup+=("$base_dir")
     git -C "$ROOT" worktree add --detach --quiet "$base_dir" "$base_sha"
 fi
@@ -202,8 +195,7 @@ build() {
     adopt_convert_crate "$dir" || true
     {
         clean_workspace_crates "$dir" &&
-            (cd "$dir" && CARGO_TARGET_DIR="$target" CARGO_PROFILE_RELEASE_LTO=thin \
-                env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
+            (cd "$dir" && CARGO_TARGET_DIR="$target" env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
                 cargo build --release -p benches --bin hotpaths --no-default-features)
     } >"$out/build-$side.log" 2>&1 && built=1
     restore_adopted "$dir"
@@ -229,34 +221,13 @@ if [[ ! -f "$base_dir/benches/Cargo.toml" ]]; then
     echo "no baseline for gates at $base_ref (${base_sha:0:10}): it has no benches crate"
     exit 0
 fi
-
-# What the hotpaths program is built from; the harness itself is the same
-# file on both sides.
-measured_paths=(Cargo.toml Cargo.lock registry/core registry/proto registry/convert
-    benches/Cargo.toml benches/src/lib.rs benches/src/profile.rs benches/src/flags.rs
-    benches/src/measure.rs)
-# same_measured_code: head's measured files equal base's commit. Compared in
-# head's own repository, working tree included; a head in another repository,
-# or an untracked file under a measured folder, counts as different.
-same_measured_code() {
-    git -C "$head_dir" cat-file -e "$base_sha^{commit}" 2>/dev/null || return 1
-    (cd "$head_dir" && git diff --quiet "$base_sha" -- "${measured_paths[@]}") || return 1
-    [[ -z "$(cd "$head_dir" && git ls-files --others --exclude-standard -- "${measured_paths[@]}")" ]]
-}
-reuse_head=0
-if same_measured_code; then
-    reuse_head=1
-    say "base ${base_sha:0:10} builds hotpaths from the same code as head: head's counts stand for both"
-fi
 base_harness="$out/hotpaths.rs"
 base_own="$out/hotpaths-base-own.rs"
 git -C "$base_dir" show "HEAD:$harness_rel" >"$base_own" 2>/dev/null || rm -f "$base_own"
 mkdir -p "$(dirname "$base_dir/$harness_rel")"
 cp "$out/hotpaths.rs" "$base_dir/$harness_rel"
-((reuse_head)) || say "building hotpaths for base $base_ref (${base_sha:0:10})"
-if ((reuse_head)); then
-    :
-elif ! build "$base_dir" base; then
+say "building hotpaths for base $base_ref (${base_sha:0:10})"
+if ! build "$base_dir" base; then
     if [[ -f "$base_own" ]] && ! cmp -s "$base_own" "$out/hotpaths.rs"; then
         say "head's hotpaths does not build at base; using base's own"
         cp "$base_own" "$base_dir/$harness_rel"
@@ -324,20 +295,14 @@ measure() {
 EOF
 }
 
+say "measuring under callgrind (both sides in parallel)"
+measure head "$head_commit" "$head_dir" "$out/hotpaths.rs" &
+head_job=$!
+measure base "$base_sha" "$base_dir" "$base_harness" &
+base_job=$!
 status=0
-if ((reuse_head)); then
-    say "measuring head under callgrind"
-    measure head "$head_commit" "$head_dir" "$out/hotpaths.rs" || exit 2
-    sed "s/\"commit\": \"$head_commit\"/\"commit\": \"$base_sha\"/" "$out/head.json" >"$out/base.json"
-else
-    say "measuring under callgrind (both sides in parallel)"
-    measure head "$head_commit" "$head_dir" "$out/hotpaths.rs" &
-    head_job=$!
-    measure base "$base_sha" "$base_dir" "$base_harness" &
-    base_job=$!
-    wait "$head_job" || status=2
-    wait "$base_job" || status=2
-fi
+wait "$head_job" || status=2
+wait "$base_job" || status=2
 ((status == 0)) || exit 2
 
 if ((record)); then
