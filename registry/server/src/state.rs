@@ -148,6 +148,7 @@ impl App {
         app.namespaces = Arc::new(crate::namespaces::NamespaceBook::open(
             app.config.data_dir.as_deref(),
         )?);
+        app.writer = app.writer.clone().with_namespaces(app.namespaces.clone());
         if let Some(c) = cluster {
             // Replication consumes the same change events as the notifier.
             let tap = c.clone();

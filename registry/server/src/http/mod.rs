@@ -29,6 +29,7 @@
 //! - `openapi`: the door of the v2 and v3 APIs (the `Result` envelope).
 //! - `namespace`: the namespace endpoints of every door.
 //! - `query`: the typed read queries the later doors share.
+//! - `writes`: applying a write in a door's format; the batch and health writes.
 //! - [`error`]: errors to statuses and texts.
 
 mod conn;
@@ -40,6 +41,7 @@ mod operator;
 mod query;
 mod service;
 mod v1;
+mod writes;
 
 use registry_core::Millis;
 use std::future::Future;

@@ -369,6 +369,10 @@ pub struct Writer {
     persist: Option<Arc<Persist>>,
     /// `None` without Raft; set once the engine has started.
     log: Option<Arc<OnceLock<Arc<dyn Log>>>>,
+    /// The namespaces whose quotas a register must stay within; checked
+    /// by [`Writer::apply`] (a door's write), never on a committed log
+    /// entry, which every node must apply alike.
+    namespaces: Option<Arc<crate::namespaces::NamespaceBook>>,
 }
 
 impl Writer {
@@ -387,6 +391,35 @@ impl Writer {
             targets,
             persist,
             log: raft.then(Arc::default),
+            namespaces: None,
+        }
+    }
+
+    /// This writer, refusing registers past a namespace's quota.
+    pub fn with_namespaces(mut self, book: Arc<crate::namespaces::NamespaceBook>) -> Writer {
+        self.namespaces = Some(book);
+        self
+    }
+
+    /// A register's namespace quota (one relaxed load when no namespace
+    /// has a quota). The refusal is [`WriteError::Invalid`], a 400 with
+    /// the quota's text on every door.
+    fn admit(&self, command: &Command<'_>) -> Result<(), WriteError> {
+        let Some(book) = &self.namespaces else {
+            return Ok(());
+        };
+        let check = |service: ServiceRef<'_>, spec: &InstanceSpec<'_>| {
+            book.admit(&self.store, service, spec.addr, spec.ephemeral)
+                .map_err(|e| WriteError::Invalid(e.to_string()))
+        };
+        match *command {
+            Command::Register {
+                service, instance, ..
+            } => check(service, instance),
+            Command::Replace {
+                service, instances, ..
+            } => instances.iter().try_for_each(|i| check(service, i)),
+            _ => Ok(()),
         }
     }
 
@@ -408,6 +441,7 @@ impl Writer {
     /// The store's refusal, a full commit queue (before anything is
     /// written), or no log to propose to while the Raft engine starts.
     pub fn apply(&self, command: Command<'_>, now: Millis) -> Result<Outcome, WriteError> {
+        self.admit(&command)?;
         let durability = command.durability(&self.store);
         if durability == Durability::Memory {
             return self.write(command, now).map(Outcome::Done);
