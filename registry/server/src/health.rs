@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::metrics::Counter;
+use crate::prometheus::{Exposition, Kind};
 pub use crate::write::Targets;
 use crate::write::{Command, Outcome, Writer};
 
@@ -102,24 +103,24 @@ pub struct HealthStats {
 }
 
 impl HealthStats {
-    /// Appends the Prometheus text.
-    pub fn render(&self, out: &mut Vec<u8>) {
-        use std::io::Write as _;
-        let _ = write!(
-            out,
-            "# HELP registry_health_checks_total Health probes of persistent instances, by result.\n\
-             # TYPE registry_health_checks_total counter\n\
-             registry_health_checks_total{{result=\"up\"}} {}\n\
-             registry_health_checks_total{{result=\"down\"}} {}\n\
-             # HELP registry_health_transitions_total Persistent instances whose health flipped.\n\
-             # TYPE registry_health_transitions_total counter\n\
-             registry_health_transitions_total{{to=\"healthy\"}} {}\n\
-             registry_health_transitions_total{{to=\"unhealthy\"}} {}\n",
-            self.up.get(),
-            self.down.get(),
-            self.revived.get(),
-            self.failed.get(),
+    /// Appends the health checker's families.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        const CHECKS: &str = "registry_health_checks_total";
+        e.family(
+            CHECKS,
+            Kind::Counter,
+            "Health probes of persistent instances, by result.",
         );
+        e.sample(CHECKS, &[("result", "up")], self.up.get());
+        e.sample(CHECKS, &[("result", "down")], self.down.get());
+        const FLIPS: &str = "registry_health_transitions_total";
+        e.family(
+            FLIPS,
+            Kind::Counter,
+            "Persistent instances whose health flipped.",
+        );
+        e.sample(FLIPS, &[("to", "healthy")], self.revived.get());
+        e.sample(FLIPS, &[("to", "unhealthy")], self.failed.get());
     }
 }
 

@@ -24,7 +24,8 @@
 //!   `--members`; absent otherwise.
 //! - [`namespaces`]: the namespace table with its store checks, quotas and file.
 //! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
-//! - [`metrics`]: Prometheus counters and histograms;
+//! - [`metrics`]: the counters and histograms (`Relaxed` atomics);
+//!   [`prometheus`]: the one writer of their text on `/metrics`;
 //!   [`footprint`]: the resident set broken into parts.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -51,6 +52,7 @@ pub mod metrics;
 pub mod namespaces;
 pub mod notifier;
 pub mod persist;
+pub mod prometheus;
 pub mod pusher;
 pub mod shutdown;
 pub mod state;

@@ -61,6 +61,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Counter, Histogram};
+use crate::prometheus::{Exposition, Kind};
 use crate::state::App;
 
 pub use members::{Cluster, MemberState};
@@ -406,11 +407,66 @@ impl Stamp {
 
 impl Cluster {
     /// Appends the cluster's metrics in the Prometheus text format.
-    pub fn render(&self, out: &mut Vec<u8>) {
-        use std::fmt::Write as _;
+    pub fn render(&self, e: &mut Exposition<'_>) {
         let s = &self.stats;
-        let mut text = String::with_capacity(4096);
-        let counters: [(&str, &str, u64); 17] = [
+        for (name, help, v) in self.counters() {
+            e.counter(name, help, v);
+        }
+        e.gauge(
+            "registry_cluster_ready",
+            "Whether this node has loaded its snapshot and serves.",
+            u8::from(self.is_ready()),
+        );
+        const MEMBER_UP: &str = "registry_cluster_member_up";
+        e.family(
+            MEMBER_UP,
+            Kind::Gauge,
+            "Member states seen from this node (1 UP, 0 otherwise).",
+        );
+        for (addr, state, _, _) in self.member_states() {
+            let member = addr.to_string();
+            let up = u8::from(state == MemberState::Up);
+            e.sample(
+                MEMBER_UP,
+                &[("member", &member), ("state", state.name())],
+                up,
+            );
+        }
+        const LAG: &str = "registry_cluster_replication_lag_seconds";
+        e.family(
+            LAG,
+            Kind::Histogram,
+            "Owner's change to its application here.",
+        );
+        s.lag_ms.render(e, LAG, &[], 1e3);
+        const CLIENT_LAG: &str = "registry_cluster_client_lag_seconds";
+        e.family(
+            CLIENT_LAG,
+            Kind::Histogram,
+            "A 2.x client's change on its node to its application here.",
+        );
+        s.client_lag_ms.render(e, CLIENT_LAG, &[], 1e3);
+        let (native, synced) = self.clients.counts();
+        const CLIENTS: &str = "registry_cluster_clients";
+        e.family(
+            CLIENTS,
+            Kind::Gauge,
+            "2.x clients held here (native: connected here; synced: copies).",
+        );
+        e.sample(CLIENTS, &[("kind", "native")], native);
+        e.sample(CLIENTS, &[("kind", "synced")], synced);
+        const RELAY: &str = "registry_cluster_relay_seconds";
+        e.family(RELAY, Kind::Histogram, "Round trip of a relayed request.");
+        s.relay_latency.render(e, RELAY, &[], 1e6);
+        if let Some(c) = self.consensus() {
+            c.render(e);
+        }
+    }
+
+    /// The cluster's counters: (name, help, value).
+    fn counters(&self) -> [(&'static str, &'static str, u64); 17] {
+        let s = &self.stats;
+        [
             (
                 "registry_cluster_client_parts_sent_total",
                 "2.x client set parts sent to peers, one per part per peer.",
@@ -496,68 +552,6 @@ impl Cluster {
                 "Full snapshots loaded from a peer.",
                 s.snapshots_loaded.get(),
             ),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(
-                text,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        }
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_ready Whether this node has loaded its snapshot and serves.\n\
-             # TYPE registry_cluster_ready gauge\nregistry_cluster_ready {}",
-            u8::from(self.is_ready())
-        );
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_member_up Member states seen from this node (1 UP, 0 otherwise).\n\
-             # TYPE registry_cluster_member_up gauge"
-        );
-        for (addr, state, _, _) in self.member_states() {
-            let _ = writeln!(
-                text,
-                "registry_cluster_member_up{{member=\"{addr}\",state=\"{}\"}} {}",
-                state.name(),
-                u8::from(state == MemberState::Up)
-            );
-        }
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_replication_lag_seconds Owner's change to its application here.\n\
-             # TYPE registry_cluster_replication_lag_seconds histogram"
-        );
-        s.lag_ms.render(
-            &mut text,
-            "registry_cluster_replication_lag_seconds",
-            "",
-            1e3,
-        );
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_client_lag_seconds A 2.x client's change on its node to its application here.\n\
-             # TYPE registry_cluster_client_lag_seconds histogram"
-        );
-        s.client_lag_ms
-            .render(&mut text, "registry_cluster_client_lag_seconds", "", 1e3);
-        let (native, synced) = self.clients.counts();
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_clients 2.x clients held here (native: connected here; synced: copies).\n\
-             # TYPE registry_cluster_clients gauge\n\
-             registry_cluster_clients{{kind=\"native\"}} {native}\n\
-             registry_cluster_clients{{kind=\"synced\"}} {synced}"
-        );
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_relay_seconds Round trip of a relayed request.\n\
-             # TYPE registry_cluster_relay_seconds histogram"
-        );
-        s.relay_latency
-            .render(&mut text, "registry_cluster_relay_seconds", "", 1e6);
-        if let Some(c) = self.consensus() {
-            c.render(&mut text);
-        }
-        out.extend_from_slice(text.as_bytes());
+        ]
     }
 }

@@ -404,28 +404,7 @@ fn dispatch(
         | Route::NamespacesCreate
         | Route::NamespacesUpdate
         | Route::NamespacesDelete) => v1::handle(&ex, r, scratch),
-        Route::PrometheusMetrics => {
-            let reply = operator::prometheus(&ex, scratch)?;
-            if let Some(p) = &app.persist {
-                p.stats.render(&mut scratch.body);
-            }
-            app.health_stats.render(&mut scratch.body);
-            app.grpc.metrics.render(&mut scratch.body);
-            app.buffers.render(&mut scratch.body);
-            let parts = crate::footprint::Parts {
-                store: app.store.stats(),
-                list_cache: app.lists.bytes(),
-                read_buffers: app.buffers.used(),
-            };
-            crate::footprint::render(&parts, &mut scratch.body);
-            if let Some(a) = &app.auth {
-                a.stats.render(&mut scratch.body);
-            }
-            if let Some(c) = &app.cluster {
-                c.render(&mut scratch.body);
-            }
-            Ok(reply)
-        }
+        Route::PrometheusMetrics => operator::prometheus(&ex, scratch),
         // Every route left is a v2 or v3 one.
         r => openapi::handle(&ex, r, scratch),
     }

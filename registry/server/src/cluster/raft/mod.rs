@@ -46,6 +46,7 @@ use registry_proto::raft::{Command, NodeId, Outcome, TypeConfig};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::{Counter, Histogram};
+use crate::prometheus::{Exposition, Kind};
 use crate::state::App;
 use crate::write::WriteError;
 
@@ -405,10 +406,50 @@ impl Consensus {
     }
 
     /// Appends the Raft metrics in the Prometheus text format.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
+    pub fn render(&self, e: &mut Exposition<'_>) {
         let s = &self.shared.stats;
-        let counters: [(&str, &str, u64); 14] = [
+        for (name, help, v) in self.counters() {
+            e.counter(name, help, v);
+        }
+        let p = self.position();
+        let gauges = [
+            (
+                "registry_raft_snapshot_bytes",
+                "Size of the last snapshot built or installed.",
+                s.snapshot_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "registry_raft_last_log_index",
+                "Index of this node's last log entry.",
+                p.last_log,
+            ),
+            (
+                "registry_raft_applied_index",
+                "Index of the last entry applied here.",
+                p.applied,
+            ),
+            (
+                "registry_raft_leader",
+                "Whether this node is the leader.",
+                u64::from(p.role == "LEADER"),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            e.gauge(name, help, v);
+        }
+        const COMMIT: &str = "registry_raft_commit_seconds";
+        e.family(
+            COMMIT,
+            Kind::Histogram,
+            "Persistent write proposed to committed and applied on the leader.",
+        );
+        s.commit_latency.render(e, COMMIT, &[], 1e6);
+    }
+
+    /// Raft's counters: (name, help, value).
+    fn counters(&self) -> [(&'static str, &'static str, u64); 14] {
+        let s = &self.shared.stats;
+        [
             (
                 "registry_raft_committed_total",
                 "Client writes committed through this node as leader.",
@@ -479,36 +520,7 @@ impl Consensus {
                 "Current term (a counter: it only grows).",
                 self.position().term,
             ),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        }
-        let p = self.position();
-        let _ = writeln!(
-            out,
-            "# HELP registry_raft_snapshot_bytes Size of the last snapshot built or installed.\n\
-             # TYPE registry_raft_snapshot_bytes gauge\nregistry_raft_snapshot_bytes {}\n\
-             # HELP registry_raft_last_log_index Index of this node's last log entry.\n\
-             # TYPE registry_raft_last_log_index gauge\nregistry_raft_last_log_index {}\n\
-             # HELP registry_raft_applied_index Index of the last entry applied here.\n\
-             # TYPE registry_raft_applied_index gauge\nregistry_raft_applied_index {}\n\
-             # HELP registry_raft_leader Whether this node is the leader.\n\
-             # TYPE registry_raft_leader gauge\nregistry_raft_leader {}",
-            s.snapshot_bytes.load(Ordering::Relaxed),
-            p.last_log,
-            p.applied,
-            u8::from(p.role == "LEADER"),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP registry_raft_commit_seconds Persistent write proposed to committed and applied on the leader.\n\
-             # TYPE registry_raft_commit_seconds histogram"
-        );
-        s.commit_latency
-            .render(out, "registry_raft_commit_seconds", "", 1e6);
+        ]
     }
 }
 
