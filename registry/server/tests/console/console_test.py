@@ -294,6 +294,41 @@ def check_open(console, api):
         assert public is not None and public.text.endswith(str(services)), public and public.text
         console.shot("namespaces")
 
+        step("namespace-create-delete")
+        console.find("#ns-id").send_keys("ci-space")
+        console.find("#ns-name").send_keys("CI space")
+        console.find("#ns-create").click()
+        console.notice("Namespace CI space created")
+        ids = [n["namespace"] for n in api.json("/nacos/v3/admin/core/namespace/list", {})["data"]]
+        assert "ci-space" in ids, ids
+        # A namespace holding a service is not deleted; the reason is shown.
+        api.call("POST", "/nacos/v1/ns/instance", {
+            "namespaceId": "ci-space", "serviceName": "held", "ip": "10.0.0.9", "port": 1,
+            "metadata": json.dumps({"preserved.heart.beat.timeout": "600000",
+                                    "preserved.ip.delete.timeout": "600000"}),
+        })
+        console.go("#/namespaces", "namespaces")
+        delete = 'tr[data-namespace="ci-space"] .ns-delete'
+        console.find(delete).click()
+        console.find(delete).click()
+        console.notice("still holds 1 service")
+        ids = [n["namespace"] for n in api.json("/nacos/v3/admin/core/namespace/list", {})["data"]]
+        assert "ci-space" in ids, ids
+        api.call("DELETE", "/nacos/v1/ns/instance", {
+            "namespaceId": "ci-space", "serviceName": "held", "ip": "10.0.0.9", "port": 1,
+        })
+        try:
+            api.call("DELETE", "/nacos/v1/ns/service", {"namespaceId": "ci-space", "serviceName": "held"})
+        except AssertionError as e:  # already gone with its last instance
+            assert "not found" in str(e), e
+        console.go("#/namespaces", "namespaces")
+        console.find(delete).click()
+        console.find(delete).click()
+        console.notice("Namespace ci-space deleted")
+        ids = [n["namespace"] for n in api.json("/nacos/v3/admin/core/namespace/list", {})["data"]]
+        assert "ci-space" not in ids, ids
+        assert not console.find_all('tr[data-namespace="public"] .ns-delete')
+
         if members is not None:
             step("cluster")
             console.go("#/cluster", "cluster")
