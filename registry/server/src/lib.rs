@@ -27,6 +27,9 @@
 //! - [`metrics`]: the counters and histograms (`Relaxed` atomics);
 //!   [`prometheus`]: the one writer of their text on `/metrics`;
 //!   [`footprint`]: the resident set broken into parts.
+//! - [`reply`]: what handling a request comes to (reply, deferred answer,
+//!   failure), below the HTTP door and the cluster alike.
+//! - [`buffers`]: the one budget of connection read buffers.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
 //!
@@ -37,6 +40,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod buffers;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -54,6 +58,7 @@ pub mod notifier;
 pub mod persist;
 pub mod prometheus;
 pub mod pusher;
+pub mod reply;
 pub mod shutdown;
 pub mod state;
 pub mod sweeper;

@@ -35,12 +35,12 @@ use registry_proto::naming::ParseLimits;
 use tokio::sync::mpsc;
 
 use crate::auth::Auth;
+use crate::buffers::BufferBudget;
 use crate::clock::Clock;
 use crate::cluster::{Cluster, ClusterConfig};
 use crate::config::Config;
 use crate::events::ChangeFeed;
 use crate::health::{HealthChecks, HealthStats, Targets};
-use crate::http::BufferBudget;
 use crate::list_cache::ListCache;
 use crate::metrics::Metrics;
 use crate::persist::Persist;
@@ -223,7 +223,7 @@ impl App {
             health_stats: Arc::default(),
             auth,
             cluster: None,
-            grpc: crate::grpc::Grpc::new(config.grpc_limits()),
+            grpc: crate::grpc::Grpc::new(crate::grpc::Limits::from_config(&config)),
             changes,
             writer,
             namespaces: Arc::default(),

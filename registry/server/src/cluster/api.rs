@@ -22,7 +22,8 @@ use super::clients::{on_client_sets, on_verify};
 use super::replicate::apply_datums;
 use super::verify::{answer_fetch, answer_snapshot, on_checksums};
 use super::Cluster;
-use crate::http::{error::Failure, Done, Exchange, Reply, Scratch};
+use crate::http::{Exchange, Scratch};
+use crate::reply::{Done, Failure, Reply};
 
 /// Answers a cluster route.
 ///

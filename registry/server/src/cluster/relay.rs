@@ -25,7 +25,7 @@ use registry_proto::params::Params;
 use super::link::Answer;
 use super::members::Owner;
 use super::Cluster;
-use crate::http::{error::Failure, Done, Reply};
+use crate::reply::{Done, Failure, Reply};
 use crate::state::App;
 
 /// What to do with a request before its handler.

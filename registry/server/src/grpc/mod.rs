@@ -71,6 +71,20 @@ pub struct Limits {
     pub detect_timeout_ms: u64,
 }
 
+impl Limits {
+    /// The bounds `config` sets.
+    pub fn from_config(config: &crate::config::Config) -> Limits {
+        Limits {
+            max_body_bytes: config.grpc_max_body_bytes,
+            max_connections: config.grpc_max_connections,
+            max_sockets: config.grpc_max_sockets,
+            max_subscriptions_per_connection: config.grpc_max_subscriptions_per_connection,
+            idle_ms: config.grpc_idle_ms,
+            detect_timeout_ms: config.grpc_detect_timeout_ms,
+        }
+    }
+}
+
 /// gRPC counters.
 #[derive(Default)]
 pub struct Metrics {

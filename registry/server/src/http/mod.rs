@@ -59,11 +59,10 @@ use registry_proto::naming::route::{Route, RouteError};
 use registry_proto::openapi::route::route;
 use registry_proto::params::Params;
 
-pub use conn::{serve, BufferBudget, READ_CHUNK};
-use error::Failure;
+pub use conn::serve;
 pub(crate) use instance::PUSH_CACHE_MILLIS;
 
-use crate::list_cache::CachedList;
+pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};
 use crate::state::App;
 use crate::write::{Pending, WriteError};
 
@@ -77,33 +76,6 @@ pub(crate) struct Scratch {
     key: String,
     /// A response body being assembled.
     pub(crate) body: Vec<u8>,
-}
-
-/// A successful answer.
-pub(crate) enum Reply {
-    /// A fixed text body.
-    Text(&'static str),
-    /// A JSON body written into the scratch body.
-    Json,
-    /// A cached JSON body.
-    Cached(Arc<CachedList>),
-    /// A Prometheus text body written into the scratch body.
-    Prometheus,
-    /// Finished later: a persistent write waiting for its commit, a login.
-    Later(Deferred),
-}
-
-/// The rest of a request that finishes later. Owns everything it needs.
-pub(crate) type Deferred = Pin<Box<dyn Future<Output = Result<Done, Failure>> + Send>>;
-
-/// A deferred request's successful answer.
-pub(crate) enum Done {
-    /// A fixed text body.
-    Text(&'static str),
-    /// A JSON body.
-    Json(Vec<u8>),
-    /// The answer of the peer a request was relayed to, as it came.
-    Relayed(u16, ContentType, Vec<u8>),
 }
 
 /// What [`answer`] did with a request.

@@ -16,7 +16,7 @@ use registry_proto::params::{parse_bool, Params};
 use super::Consensus;
 use crate::cluster::relay::Verdict;
 use crate::cluster::{relay, Cluster};
-use crate::http::{error::Failure, Reply};
+use crate::reply::{Failure, Reply};
 use crate::state::App;
 
 /// Whether a request writes persistent data (a Raft command).
