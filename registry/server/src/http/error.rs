@@ -7,11 +7,9 @@
 //! (`registry-proto`). Core errors need the operation and names to say what
 //! Nacos says, so each operation has its own mapping ([`registry`]).
 
-use std::borrow::Cow;
-
 use registry_core::namespace::NamespaceError;
 use registry_core::RegistryError;
-use registry_proto::http1::{ContentType, HttpError};
+use registry_proto::http1::HttpError;
 use registry_proto::naming::route::RouteError;
 use registry_proto::openapi::envelope::{ApiError, ErrorCode};
 use registry_proto::openapi::namespace::{self, Refusal};

@@ -44,11 +44,8 @@ mod v1;
 mod writes;
 
 use registry_core::Millis;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use tokio::time::Instant;
 
 use registry_proto::auth::{LoginRequest, LoginResponse};
