@@ -13,7 +13,8 @@
 //! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
 //!   batched UDP sends, acks and the one resend.
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
-//! - [`grpc`]: the Nacos 2.x gRPC server: connections, requests, streams.
+//! - [`grpc`]: the Nacos 2.x gRPC server: requests, streams, admission;
+//!   [`hub`]: its connections and ack queue, as every part shares them.
 //! - [`sweeper`]: the lease sweeper task.
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
@@ -32,6 +33,8 @@
 //! - [`buffers`]: the one budget of connection read buffers.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
+//! - [`state`]: what the doors share ([`App`]); [`startup`]: making it from
+//!   the configuration, cluster included.
 //!
 //! [`run`] takes bound sockets and a shutdown future, so tests start the
 //! real server in-process on port 0 and stop it with a oneshot.
@@ -51,6 +54,7 @@ pub mod footprint;
 pub mod grpc;
 pub mod health;
 pub mod http;
+pub mod hub;
 pub mod list_cache;
 pub mod metrics;
 pub mod namespaces;
@@ -60,6 +64,7 @@ pub mod prometheus;
 pub mod pusher;
 pub mod reply;
 pub mod shutdown;
+pub mod startup;
 pub mod state;
 pub mod sweeper;
 pub mod users;
@@ -174,7 +179,10 @@ pub async fn run_app(
     let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
     // Nothing without --members; stopped with the sweeper.
-    let cluster_tasks = cluster::start(&app, &stages.sweeper);
+    let cluster_tasks = match &app.cluster {
+        Some(c) => c.start(&app, &stages.sweeper),
+        None => Vec::new(),
+    };
     let health_stop = tokio_util::sync::CancellationToken::new();
     let health = tokio::spawn(health::run(app.health_checks(), health_stop.clone()));
     let connections = tokio_util::task::TaskTracker::new();

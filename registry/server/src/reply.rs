@@ -45,6 +45,15 @@ pub(crate) enum Done {
     Relayed(u16, ContentType, Vec<u8>),
 }
 
+/// What the cluster says of a request before the door's handler runs (see
+/// `state::ClusterHook::intercept`).
+pub(crate) enum Verdict {
+    /// Serve it here.
+    Local,
+    /// Answered (a relay in flight, a cluster endpoint, or a refusal).
+    Answer(Reply),
+}
+
 /// A request that failed: the status and the reason, plain text for v1
 /// and the cluster, a `Result` envelope for the v2 and v3 APIs.
 #[derive(Debug, Clone, PartialEq, Eq)]

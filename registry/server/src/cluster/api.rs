@@ -22,8 +22,8 @@ use super::clients::{on_client_sets, on_verify};
 use super::replicate::apply_datums;
 use super::verify::{answer_fetch, answer_snapshot, on_checksums};
 use super::Cluster;
-use crate::http::{Exchange, Scratch};
 use crate::reply::{Done, Failure, Reply};
+use crate::state::Exchange;
 
 /// Answers a cluster route.
 ///
@@ -31,13 +31,11 @@ use crate::reply::{Done, Failure, Reply};
 /// 403 for a non-member or a wrong secret, 400 for a bad message.
 pub(crate) fn handle(
     ex: &Exchange<'_>,
+    cluster: &Cluster,
     route: Route,
-    scratch: &mut Scratch,
+    body: &mut Vec<u8>,
 ) -> Result<Reply, Failure> {
     let app = ex.app;
-    let Some(cluster) = app.cluster.as_deref() else {
-        return single_node(ex, route, scratch);
-    };
     match route {
         Route::ClusterNodes => {
             let states = cluster.member_states();
@@ -68,7 +66,7 @@ pub(crate) fn handle(
                     },
                 })
                 .collect();
-            distro::encode_members(&mut scratch.body, &views);
+            distro::encode_members(body, &views);
             Ok(Reply::Json)
         }
         Route::Readiness => readiness(cluster.is_ready()),
@@ -76,7 +74,7 @@ pub(crate) fn handle(
             let m: Envelope<Report> = admit(ex, cluster)?;
             cluster.heard_from(&m.from, &m.body);
             let answer = cluster.report(app.grpc.hub.len() as u64);
-            scratch.body = distro::encode_answer(&answer);
+            *body = distro::encode_answer(&answer);
             Ok(Reply::Json)
         }
         Route::DistroReplicate => {
@@ -97,7 +95,7 @@ pub(crate) fn handle(
         }
         Route::DistroClientVerify => {
             let m: Envelope<ClientVerify> = admit(ex, cluster)?;
-            scratch.body = distro::encode_answer(&on_verify(app, cluster, &m.body));
+            *body = distro::encode_answer(&on_verify(app, cluster, &m.body));
             Ok(Reply::Json)
         }
         Route::DistroChecksum => {
@@ -114,7 +112,7 @@ pub(crate) fn handle(
         }
         Route::DistroFetch => {
             let m: Envelope<Fetch> = admit(ex, cluster)?;
-            scratch.body = distro::encode_answer(&answer_fetch(app, cluster, &m.body));
+            *body = distro::encode_answer(&answer_fetch(app, cluster, &m.body));
             Ok(Reply::Json)
         }
         Route::DistroSnapshot => {
@@ -126,7 +124,7 @@ pub(crate) fn handle(
                     "malformed peer message: part out of range",
                 ));
             }
-            scratch.body = distro::encode_answer(&answer_snapshot(app, cluster, m.body));
+            *body = distro::encode_answer(&answer_snapshot(app, cluster, m.body));
             Ok(Reply::Json)
         }
         Route::RaftRpc => {
@@ -155,37 +153,6 @@ fn readiness(ready: bool) -> Result<Reply, Failure> {
             503,
             "not ready: loading the cluster snapshot from a peer",
         ))
-    }
-}
-
-/// A registry without `--members`: it is its own only member and always
-/// ready; peer endpoints do not exist for it.
-fn single_node(ex: &Exchange<'_>, route: Route, scratch: &mut Scratch) -> Result<Reply, Failure> {
-    match route {
-        Route::ClusterNodes => {
-            let me = ex.app.config.listen.to_string();
-            distro::encode_members(
-                &mut scratch.body,
-                &[MemberView {
-                    address: &me,
-                    state: "UP",
-                    last_refresh_ms: crate::clock::Clock::wall_ms(),
-                    fail_count: 0,
-                    raft: None,
-                    clients: Some(registry_proto::distro::ClientCounts {
-                        connections: ex.app.grpc.hub.len() as u64,
-                        native_clients: 0,
-                        synced_clients: 0,
-                    }),
-                }],
-            );
-            Ok(Reply::Json)
-        }
-        Route::Readiness => readiness(true),
-        _ => Err(Failure::new(
-            403,
-            "this registry runs as a single node (no --members): peer requests are refused",
-        )),
     }
 }
 

@@ -21,7 +21,7 @@ use registry_proto::grpc::{
     ServiceId,
 };
 
-use super::connection::{connection_id, Connection, OwnedInstance, OwnedSubscription};
+use crate::hub::{connection_id, Connection, OwnedInstance, OwnedSubscription};
 use super::convert::{instance_spec, service_info};
 use super::Grpc;
 use crate::clock::Clock;
@@ -368,7 +368,9 @@ async fn write_instance(
             InstanceOp::Deregister => held.instances.remove(&owned),
         };
     }
-    crate::cluster::clients::native_changed(app, conn);
+    if let Some(cluster) = &app.cluster {
+        cluster.connection_changed(app, conn);
+    }
     Ok(())
 }
 
@@ -440,7 +442,9 @@ async fn batch(
             }
         }
     }
-    crate::cluster::clients::native_changed(app, conn);
+    if let Some(cluster) = &app.cluster {
+        cluster.connection_changed(app, conn);
+    }
     Ok(())
 }
 

@@ -59,7 +59,8 @@ use registry_proto::params::Params;
 pub use conn::serve;
 pub(crate) use instance::PUSH_CACHE_MILLIS;
 
-pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};
+pub(crate) use crate::reply::{Deferred, Done, Failure, Reply, Verdict};
+pub(crate) use crate::state::Exchange;
 use crate::state::App;
 use crate::write::{Pending, WriteError};
 
@@ -168,17 +169,6 @@ fn add_allow_header(out: &mut Vec<u8>, start: usize, allow: &str) {
         let header = format!("Allow: {allow}\r\n");
         out.splice(at..at, header.into_bytes());
     }
-}
-
-/// What a handler sees.
-pub(crate) struct Exchange<'a> {
-    pub app: &'a App,
-    pub peer: SocketAddr,
-    pub request: &'a Request<'a>,
-    pub params: Params<'a>,
-    /// The core's time for this request, from the same clock read that
-    /// starts its latency measurement: one read per request, not two.
-    pub now: Millis,
 }
 
 /// Answers one request into `out`, or hands back a [`Later`] for the
@@ -302,7 +292,7 @@ fn dispatch(
         // Nothing but a valid token opens the API: never a header, never a
         // source address (see `crate::auth`).
         // Peers prove membership with the cluster secret instead (see
-        // `crate::cluster::api`); readiness is for orchestrators.
+        // the cluster's endpoints); readiness is for orchestrators.
         if !matches!(
             route,
             Route::AuthLogin
@@ -331,10 +321,11 @@ fn dispatch(
         now: app.clock.at(started),
     };
     scratch.body.clear();
+    // A cluster answers its own routes, relays what another node owns and
+    // refuses while it loads (see `state::ClusterHook`).
     if let Some(cluster) = &app.cluster {
-        match crate::cluster::relay::intercept(app, cluster, route, request, peer, &ex.params)? {
-            crate::cluster::relay::Verdict::Local => {}
-            crate::cluster::relay::Verdict::Answer(reply) => return Ok(reply),
+        if let Verdict::Answer(reply) = cluster.intercept(&ex, route, &mut scratch.body)? {
+            return Ok(reply);
         }
     }
     match route {
@@ -362,7 +353,7 @@ fn dispatch(
         | Route::DistroClients
         | Route::DistroClientVerify
         | Route::RaftRpc
-        | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
+        | Route::Readiness => v1::single_node(&ex, route, scratch),
         r @ (Route::MetadataBatchUpdate
         | Route::MetadataBatchDelete
         | Route::HealthUpdate
