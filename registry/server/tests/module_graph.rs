@@ -21,17 +21,6 @@ use std::path::{Path, PathBuf};
 /// Which files (with line) make each edge.
 type Graph = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
-/// The edges that still close a cycle today, each to be removed from this
-/// list in the change that removes it (the test fails while a listed edge
-/// no longer exists, so the list only shrinks). Any other edge that closes
-/// a cycle fails the test. Issue 23 item 1 empties it.
-const KNOWN_BACK_EDGES: &[(&str, &str)] = &[
-    ("grpc", "cluster"),
-    ("http", "cluster"),
-    ("state", "cluster"),
-    ("state", "grpc"),
-];
-
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("source folder") {
         let path = entry.expect("entry").path();
@@ -480,17 +469,9 @@ fn server_graph() -> Graph {
 }
 
 #[test]
-fn the_server_modules_form_no_cycle_beyond_the_known_back_edges() {
+fn the_server_modules_form_no_cycle() {
     let graph = server_graph();
-    let mut pruned = edges(&graph);
-    for (from, to) in KNOWN_BACK_EDGES {
-        let present = pruned.get_mut(*from).is_some_and(|t| t.remove(*to));
-        assert!(
-            present,
-            "{from} -> {to} is gone: remove it from KNOWN_BACK_EDGES"
-        );
-    }
-    let found = cycles(&pruned);
+    let found = cycles(&edges(&graph));
     let text: Vec<String> = found.iter().map(|c| describe(&graph, c)).collect();
     assert!(found.is_empty(), "module cycles:\n{}", text.join("\n"));
 }

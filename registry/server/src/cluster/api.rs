@@ -38,35 +38,7 @@ pub(crate) fn handle(
     let app = ex.app;
     match route {
         Route::ClusterNodes => {
-            let states = cluster.member_states();
-            let consensus = cluster.consensus();
-            let raft_of = |addr: &str| -> Option<RaftMemberView> {
-                let c = consensus?;
-                if addr == cluster.config.me {
-                    return Some(c.position().view());
-                }
-                let reported = cluster.peer(addr).and_then(|p| p.raft());
-                Some(reported.unwrap_or_else(|| RaftMemberView {
-                    role: "UNKNOWN".into(),
-                    ..RaftMemberView::default()
-                }))
-            };
-            let views: Vec<MemberView<'_>> = states
-                .iter()
-                .map(|(addr, state, last, fails)| MemberView {
-                    address: addr,
-                    state: state.name(),
-                    last_refresh_ms: *last,
-                    fail_count: *fails,
-                    raft: raft_of(addr),
-                    clients: if *addr == cluster.config.me {
-                        Some(cluster.client_counts(app.grpc.hub.len() as u64))
-                    } else {
-                        cluster.peer(addr).and_then(|p| p.clients())
-                    },
-                })
-                .collect();
-            distro::encode_members(body, &views);
+            members(app, cluster, body);
             Ok(Reply::Json)
         }
         Route::Readiness => readiness(cluster.is_ready()),
@@ -127,22 +99,59 @@ pub(crate) fn handle(
             *body = distro::encode_answer(&answer_snapshot(app, cluster, m.body));
             Ok(Reply::Json)
         }
-        Route::RaftRpc => {
-            let m: Envelope<RaftRequest> = admit(ex, cluster)?;
-            let Some(consensus) = cluster.consensus() else {
-                return Err(Failure::new(
-                    503,
-                    "the Raft engine is not running on this node",
-                ));
-            };
-            let consensus = consensus.clone();
-            Ok(Reply::Later(Box::pin(async move {
-                let answer = super::raft::net::serve(&consensus, m.body).await;
-                Ok(Done::Json(distro::encode_answer(&answer)))
-            })))
-        }
+        Route::RaftRpc => raft_rpc(ex, cluster),
         _ => Err(Failure::new(404, "not a cluster route")),
     }
+}
+
+/// The member list (`Route::ClusterNodes`): every member's
+/// state as this node sees it, with Raft roles and 2.x client counts.
+fn members(app: &crate::state::App, cluster: &Cluster, body: &mut Vec<u8>) {
+    let states = cluster.member_states();
+    let consensus = cluster.consensus();
+    let raft_of = |addr: &str| -> Option<RaftMemberView> {
+        let c = consensus?;
+        if addr == cluster.config.me {
+            return Some(c.position().view());
+        }
+        let reported = cluster.peer(addr).and_then(|p| p.raft());
+        Some(reported.unwrap_or_else(|| RaftMemberView {
+            role: "UNKNOWN".into(),
+            ..RaftMemberView::default()
+        }))
+    };
+    let views: Vec<MemberView<'_>> = states
+        .iter()
+        .map(|(addr, state, last, fails)| MemberView {
+            address: addr,
+            state: state.name(),
+            last_refresh_ms: *last,
+            fail_count: *fails,
+            raft: raft_of(addr),
+            clients: if *addr == cluster.config.me {
+                Some(cluster.client_counts(app.grpc.hub.len() as u64))
+            } else {
+                cluster.peer(addr).and_then(|p| p.clients())
+            },
+        })
+        .collect();
+    distro::encode_members(body, &views);
+}
+
+/// A Raft RPC from a peer, answered once the engine has handled it.
+fn raft_rpc(ex: &Exchange<'_>, cluster: &Cluster) -> Result<Reply, Failure> {
+    let m: Envelope<RaftRequest> = admit(ex, cluster)?;
+    let Some(consensus) = cluster.consensus() else {
+        return Err(Failure::new(
+            503,
+            "the Raft engine is not running on this node",
+        ));
+    };
+    let consensus = consensus.clone();
+    Ok(Reply::Later(Box::pin(async move {
+        let answer = super::raft::net::serve(&consensus, m.body).await;
+        Ok(Done::Json(distro::encode_answer(&answer)))
+    })))
 }
 
 fn readiness(ready: bool) -> Result<Reply, Failure> {

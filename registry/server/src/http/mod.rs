@@ -43,7 +43,6 @@ mod service;
 mod v1;
 mod writes;
 
-use registry_core::Millis;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use tokio::time::Instant;
@@ -59,7 +58,8 @@ use registry_proto::params::Params;
 pub use conn::serve;
 pub(crate) use instance::PUSH_CACHE_MILLIS;
 
-pub(crate) use crate::reply::{Deferred, Done, Failure, Reply, Verdict};
+pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};
+use crate::reply::Verdict;
 pub(crate) use crate::state::Exchange;
 use crate::state::App;
 use crate::write::{Pending, WriteError};
@@ -242,7 +242,28 @@ pub(crate) fn answer<'a>(
             }
         }
     };
-    let status = match result {
+    let status = write_now(out, result, scratch, &routed, head_only, connection);
+    *clock = Instant::now();
+    app.metrics.request(
+        routed.ok(),
+        status,
+        clock.saturating_duration_since(started),
+    );
+    Answered::Now(keep_alive)
+}
+
+/// Writes an answer made now into `out`; its status. (Inlined: it is the
+/// tail of every beat's answer, split out only to keep `answer` readable.)
+#[inline]
+fn write_now(
+    out: &mut Vec<u8>,
+    result: Result<Reply, Failure>,
+    scratch: &Scratch,
+    routed: &Result<Route, RouteError<'_>>,
+    head_only: bool,
+    connection: Connection,
+) -> u16 {
+    match result {
         Ok(reply) => {
             let (ct, body): (ContentType, &[u8]) = match &reply {
                 Reply::Text(t) => (ContentType::Text, t.as_bytes()),
@@ -269,14 +290,31 @@ pub(crate) fn answer<'a>(
             }
             status
         }
-    };
-    *clock = Instant::now();
-    app.metrics.request(
-        routed.ok(),
-        status,
-        clock.saturating_duration_since(started),
-    );
-    Answered::Now(keep_alive)
+    }
+}
+
+/// Whether `route` needs a valid access token under `--auth-users`.
+/// Nothing but a valid token opens the API: never a header, never a
+/// source address (see `crate::auth`). Peers prove membership with the
+/// cluster secret instead (see the cluster's endpoints); readiness is for
+/// orchestrators.
+fn needs_token(route: Route) -> bool {
+    !matches!(
+        route,
+        Route::AuthLogin
+            | Route::V3Login
+            | Route::Liveness
+            | Route::PrometheusMetrics
+            | Route::Readiness
+            | Route::ClusterReport
+            | Route::DistroReplicate
+            | Route::DistroFetch
+            | Route::DistroChecksum
+            | Route::DistroSnapshot
+            | Route::DistroClients
+            | Route::DistroClientVerify
+            | Route::RaftRpc
+    )
 }
 
 fn dispatch(
@@ -289,26 +327,7 @@ fn dispatch(
 ) -> Result<Reply, Failure> {
     let params = Params::from_request(request)?;
     if let Some(auth) = &app.auth {
-        // Nothing but a valid token opens the API: never a header, never a
-        // source address (see `crate::auth`).
-        // Peers prove membership with the cluster secret instead (see
-        // the cluster's endpoints); readiness is for orchestrators.
-        if !matches!(
-            route,
-            Route::AuthLogin
-                | Route::V3Login
-                | Route::Liveness
-                | Route::PrometheusMetrics
-                | Route::Readiness
-                | Route::ClusterReport
-                | Route::DistroReplicate
-                | Route::DistroFetch
-                | Route::DistroChecksum
-                | Route::DistroSnapshot
-                | Route::DistroClients
-                | Route::DistroClientVerify
-                | Route::RaftRpc
-        ) {
+        if needs_token(route) {
             auth.check(params.get("accessToken"))
                 .map_err(Failure::denied)?;
         }
