@@ -5,7 +5,7 @@
 //! and last the restore of persistent state.
 //!
 //! It sits above both the state and the cluster, so that `state` need not
-//! know the cluster (it holds it as a [`ClusterHook`](crate::state::ClusterHook)).
+//! know the cluster (it holds it as a `state::ClusterHook`).
 
 use std::sync::Arc;
 

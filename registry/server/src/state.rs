@@ -92,7 +92,7 @@ pub struct App {
     pub auth: Option<Arc<Auth>>,
     /// Cluster membership, relaying, Distro and Raft; `None` without
     /// `--members`.
-    pub cluster: Option<Arc<dyn ClusterHook>>,
+    pub(crate) cluster: Option<Arc<dyn ClusterHook>>,
     /// The gRPC (Nacos 2.x) connections and ack queue.
     pub grpc: crate::hub::Grpc,
     /// Change events on their way to the notifier.
@@ -209,7 +209,7 @@ pub(crate) struct Exchange<'a> {
 /// cluster's modules: HTTP asks [`ClusterHook::intercept`] before every
 /// handler, gRPC reports each connection's owned set, the sweeper asks who
 /// owns a service, the operator endpoints and `/metrics` ask what it knows.
-pub trait ClusterHook: Send + Sync {
+pub(crate) trait ClusterHook: Send + Sync {
     /// Before an HTTP request's handler: [`Verdict::Local`] to serve it
     /// here, else the cluster's answer (a relay in flight, one of the
     /// cluster's routes, see [`is_cluster_route`], or a refusal). `body`
@@ -265,7 +265,7 @@ pub trait ClusterHook: Send + Sync {
 /// The routes a cluster answers itself: the member list, readiness and the
 /// peer endpoints (a single node answers the first two and refuses the
 /// rest, see `http::v1`).
-pub fn is_cluster_route(route: Route) -> bool {
+pub(crate) fn is_cluster_route(route: Route) -> bool {
     matches!(
         route,
         Route::ClusterNodes

@@ -1,10 +1,9 @@
 //! The cluster as the doors see it: [`Hook`] implements
-//! [`ClusterHook`](crate::state::ClusterHook), and the server installs it in
-//! [`App::cluster`](crate::state::App::cluster) at start. The HTTP door asks
-//! it before every handler (readiness, relaying, Raft's leader, the
-//! cluster's own endpoints), the gRPC door reports connection changes to it,
-//! the sweeper and the operator endpoints ask what it knows. No door names
-//! this module; it is the one way in.
+//! `state::ClusterHook`, and the server installs it in `App::cluster` at
+//! start. The HTTP door asks it before every handler (readiness, relaying,
+//! Raft's leader, the cluster's own endpoints), the gRPC door reports
+//! connection changes to it, the sweeper and the operator endpoints ask
+//! what it knows. No door names this module; it is the one way in.
 
 use std::sync::Arc;
 
@@ -88,7 +87,11 @@ impl ClusterHook for Hook {
             .then(|| Arc::new(super::raft::LeaderChecks(self.0.clone())) as Arc<dyn Verdicts>)
     }
 
-    fn start(&self, app: &Arc<App>, cancel: &CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+    fn start(
+        &self,
+        app: &Arc<App>,
+        cancel: &CancellationToken,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
         super::start(app, self.0.clone(), cancel)
     }
 }

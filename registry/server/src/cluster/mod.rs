@@ -36,8 +36,8 @@
 //! replicated changes to its own subscribers.
 //!
 //! The doors never name this module: the server installs [`hook::Hook`] in
-//! [`App::cluster`](crate::state::App::cluster) at start, and HTTP, gRPC and
-//! the sweeper call it ([`crate::state::ClusterHook`]).
+//! `App::cluster` at start, and HTTP, gRPC and the sweeper call it
+//! (`state::ClusterHook`).
 
 pub mod api;
 pub mod clients;

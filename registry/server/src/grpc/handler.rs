@@ -21,10 +21,10 @@ use registry_proto::grpc::{
     ServiceId,
 };
 
-use crate::hub::{connection_id, Connection, OwnedInstance, OwnedSubscription};
 use super::convert::{instance_spec, service_info};
-use super::Grpc;
 use crate::clock::Clock;
+use crate::hub::Grpc;
+use crate::hub::{connection_id, Connection, OwnedInstance, OwnedSubscription};
 use crate::state::App;
 use crate::write::{Command, Outcome, WriteError};
 

@@ -22,9 +22,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
-use crate::hub::{connection_id, Connection, Refused};
 use super::handler::{deregister_owned, unsubscribe_owned};
 use crate::clock::Clock;
+use crate::hub::{connection_id, Connection, Refused};
 use crate::state::App;
 
 /// How long a new stream may take to send its setup.

@@ -58,10 +58,10 @@ use registry_proto::params::Params;
 pub use conn::serve;
 pub(crate) use instance::PUSH_CACHE_MILLIS;
 
-pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};
 use crate::reply::Verdict;
-pub(crate) use crate::state::Exchange;
+pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};
 use crate::state::App;
+pub(crate) use crate::state::Exchange;
 use crate::write::{Pending, WriteError};
 
 /// Per-connection buffers reused across requests, so the hot paths do not

@@ -113,7 +113,7 @@ pub(super) fn single_node(
     scratch: &mut Scratch,
 ) -> Result<Reply, Failure> {
     use registry_proto::distro::{self, MemberView};
-     match route {
+    match route {
         Route::ClusterNodes => {
             let me = ex.app.config.listen.to_string();
             distro::encode_members(
