@@ -107,9 +107,6 @@ fn server_check(grpc: &Grpc, peer: SocketAddr, id: Option<String>) -> Result<Pay
 }
 
 /// A set-up connection's admitted request, by type.
-///
-/// One arm per request type, each a call and its response: the table of
-/// what the door serves, longer than 80 lines because the table is.
 async fn serve(
     app: &Arc<App>,
     grpc: &Grpc,
