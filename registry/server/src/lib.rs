@@ -16,6 +16,7 @@
 //! - [`grpc`]: the Nacos 2.x gRPC server: requests, streams, admission;
 //!   [`hub`]: its connections and ack queue, as every part shares them.
 //! - [`sweeper`]: the lease sweeper task.
+//! - [`subscriber_list`]: a service's push subscribers, the cluster's included.
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
@@ -66,6 +67,7 @@ pub mod reply;
 pub mod shutdown;
 pub mod startup;
 pub mod state;
+pub mod subscriber_list;
 pub mod sweeper;
 pub mod users;
 pub mod write;

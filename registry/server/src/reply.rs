@@ -43,6 +43,8 @@ pub(crate) enum Done {
     Json(Vec<u8>),
     /// The answer of the peer a request was relayed to, as it came.
     Relayed(u16, ContentType, Vec<u8>),
+    /// A JSON body and one more response header line (`Name: value`).
+    JsonWithHeader(Vec<u8>, String),
 }
 
 /// What the cluster says of a request before the door's handler runs (see

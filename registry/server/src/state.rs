@@ -34,11 +34,14 @@
 //!   relaying behind a [`ClusterHook`] (`crate::cluster::hook`), which also
 //!   sees every change event.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use registry_core::{ChangeEvent, Millis, ServiceKey, Store, SubscriberConfig, Subscribers};
+use registry_proto::distro::{LocalSubscribers, SubscribersQuery};
 use registry_proto::http1::{Limits, Request};
 use registry_proto::naming::route::Route;
 use registry_proto::naming::ParseLimits;
@@ -204,6 +207,11 @@ pub(crate) struct Exchange<'a> {
     pub now: Millis,
 }
 
+/// Each other member's own subscribers of a service, with its address: its
+/// rows, or why it did not answer; in member order.
+pub(crate) type PeerSubscribers =
+    Pin<Box<dyn Future<Output = Vec<(String, Result<LocalSubscribers, String>)>> + Send>>;
+
 /// How a cluster (`--members`) takes part in the server, installed in
 /// [`App::cluster`] at start. The doors call it and never name the
 /// cluster's modules: HTTP asks [`ClusterHook::intercept`] before every
@@ -257,6 +265,14 @@ pub(crate) trait ClusterHook: Send + Sync {
     /// only), or `None` when every node checks its own.
     fn health_verdicts(&self) -> Option<Arc<dyn Verdicts>>;
 
+    /// The member Distro's hash of `tag` (a client's `ip:port`) picks.
+    fn responsible_for(&self, tag: &str) -> String;
+
+    /// Every other member's own subscribers of `query`'s service, asked at
+    /// once, each with its address: its rows, or why it did not answer
+    /// (see `cluster::subscribers`).
+    fn peer_subscribers(&self, query: SubscribersQuery) -> PeerSubscribers;
+
     /// Starts the cluster's tasks; each ends when `cancel` fires.
     fn start(&self, app: &Arc<App>, cancel: &CancellationToken)
         -> Vec<tokio::task::JoinHandle<()>>;
@@ -276,6 +292,7 @@ pub(crate) fn is_cluster_route(route: Route) -> bool {
             | Route::DistroSnapshot
             | Route::DistroClients
             | Route::DistroClientVerify
+            | Route::DistroSubscribers
             | Route::RaftRpc
             | Route::Readiness
     )

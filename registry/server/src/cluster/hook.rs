@@ -8,16 +8,17 @@
 use std::sync::Arc;
 
 use registry_core::{Millis, ServiceKey};
+use registry_proto::distro::SubscribersQuery;
 use registry_proto::naming::route::Route;
 use tokio_util::sync::CancellationToken;
 
-use super::members::MemberState;
+use super::members::{MemberState, Owner};
 use super::Cluster;
 use crate::health::Verdicts;
 use crate::hub::Connection;
 use crate::prometheus::Exposition;
 use crate::reply::{Failure, Verdict};
-use crate::state::{is_cluster_route, App, ClusterHook, Exchange};
+use crate::state::{is_cluster_route, App, ClusterHook, Exchange, PeerSubscribers};
 
 /// The cluster, plugged into the doors.
 pub struct Hook(pub Arc<Cluster>);
@@ -85,6 +86,17 @@ impl ClusterHook for Hook {
         self.0
             .raft_enabled()
             .then(|| Arc::new(super::raft::LeaderChecks(self.0.clone())) as Arc<dyn Verdicts>)
+    }
+
+    fn responsible_for(&self, tag: &str) -> String {
+        match self.0.owner(tag) {
+            Owner::Peer(addr) => addr.to_string(),
+            _ => self.0.config.me.clone(),
+        }
+    }
+
+    fn peer_subscribers(&self, query: SubscribersQuery) -> PeerSubscribers {
+        Box::pin(super::subscribers::ask_peers(self.0.clone(), query))
     }
 
     fn start(
