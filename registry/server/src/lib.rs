@@ -57,6 +57,7 @@ pub mod health;
 pub mod http;
 pub mod hub;
 pub mod list_cache;
+pub mod log_levels;
 pub mod metrics;
 pub mod namespaces;
 pub mod notifier;
