@@ -8,7 +8,10 @@
 //! `crate::App` counts as naming `state`. Paths inside one top-level
 //! module (a folder's files naming each other) are not edges: a folder is
 //! one module with one owner, and `mod.rs` and its children naming each
-//! other is how Rust folders are built.
+//! other is how Rust folders are built. Unit tests (`#[cfg(test)] mod
+//! …`) are left out: the graph is that of the code that ships, and a unit
+//! test may drive its module through the parts above it (the namespace
+//! quota's race test goes through `write::Writer`).
 //!
 //! A source check rather than `cargo metadata`: metadata only knows
 //! crates, and the cycle this guards against is between modules of one
@@ -155,6 +158,15 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 /// The inline modules (`mod tests { … }`) enclosing each byte offset:
 /// `(start, end, name)` of every inline module's braces.
 fn inline_modules(code: &str) -> Vec<(usize, usize, String)> {
+    inline_modules_marked(code)
+        .into_iter()
+        .map(|(s, e, n, _)| (s, e, n))
+        .collect()
+}
+
+/// [`inline_modules`], each with whether it is a unit test module
+/// (`#[cfg(test)]` right before it).
+fn inline_modules_marked(code: &str) -> Vec<(usize, usize, String, bool)> {
     let b = code.as_bytes();
     let mut found = Vec::new();
     let mut at = 0;
@@ -188,7 +200,8 @@ fn inline_modules(code: &str) -> Vec<(usize, usize, String)> {
                 _ => {}
             }
         }
-        found.push((open, end, name));
+        let test = code[..start].trim_end().ends_with("#[cfg(test)]");
+        found.push((open, end, name, test));
     }
     found
 }
@@ -284,7 +297,15 @@ fn module_graph(src: &Path) -> Graph {
         let text = std::fs::read_to_string(&file).expect("readable source");
         let code = code_only(&text);
         let inline = inline_modules(&code);
+        let tests: Vec<(usize, usize)> = inline_modules_marked(&code)
+            .into_iter()
+            .filter(|m| m.3)
+            .map(|(s, e, _, _)| (s, e))
+            .collect();
         for (at, base) in path_starts(&code, &module, &inline, module.is_empty(), &modules) {
+            if tests.iter().any(|(s, e)| *s < at && at < *e) {
+                continue;
+            }
             for head in heads(&code, at) {
                 let mut path = base.clone();
                 path.push(head);
@@ -497,8 +518,8 @@ fn the_scan_sees_the_edges_it_should() {
 #[test]
 fn a_cycle_is_found_and_named() {
     // A synthetic crate: a -> b -> c -> a through three kinds of paths,
-    // d -> a outside the cycle, and mentions in comments and strings that
-    // are no edges.
+    // d -> a outside the cycle, and mentions in comments, strings and a
+    // unit test module that are no edges.
     let dir = std::env::temp_dir().join(format!("module-graph-{}", std::process::id()));
     let src = dir.join("src");
     std::fs::create_dir_all(src.join("b")).expect("temp dir");
@@ -508,7 +529,7 @@ fn a_cycle_is_found_and_named() {
         ("b/mod.rs", "pub mod inner;\n"),
         ("b/inner.rs", "use crate::{Thing, self as _};\nfn g() { super::super::a::h() }\n"),
         ("c.rs", "pub struct Thing;\nfn k() { crate::a::h(); }\n#[cfg(test)]\nmod tests { use super::*; }\n"),
-        ("d.rs", "use crate::a;\n"),
+        ("d.rs", "use crate::a;\n#[cfg(test)]\nmod tests {\n    use crate::c::Thing;\n}\n"),
     ];
     for (name, text) in files {
         std::fs::write(src.join(name), text).expect("write");
