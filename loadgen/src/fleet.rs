@@ -294,6 +294,17 @@ impl Instances {
             .map(|local| local as u32)
     }
 
+    /// Like [`Instances::registered_from`], among instances the server confirmed
+    /// (`present`): for a protocol whose changes of one instance may overtake each
+    /// other.
+    pub fn confirmed_from(&self, start: usize) -> Option<u32> {
+        let n = self.slots.len();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&l| self.slots[l].life == Life::Registered && self.slots[l].present)
+            .map(|l| l as u32)
+    }
+
     /// Sets `present` and keeps the count; returns whether it changed.
     pub fn set_present(&mut self, l: u32, present: bool) -> bool {
         let slot = &mut self.slots[l as usize];
