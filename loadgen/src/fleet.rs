@@ -516,6 +516,26 @@ mod tests {
         assert_eq!(Instances::new(0, 0, 1, 5000).registered_from(0), None);
     }
 
+    #[test]
+    fn only_confirmed_instances_are_found_for_a_racy_protocol() {
+        let mut instances = Instances::new(10, 0, 1, 5000);
+        instances.slots[4].life = Life::Registered;
+        assert_eq!(instances.confirmed_from(0), None, "registration unanswered");
+        instances.set_present(4, true);
+        instances.slots[8].life = Life::Registered;
+        assert_eq!(
+            instances.confirmed_from(6),
+            Some(4),
+            "wraps to the confirmed one"
+        );
+        instances.slots[4].life = Life::Leaving;
+        assert_eq!(
+            instances.confirmed_from(0),
+            None,
+            "leaving is not registered"
+        );
+    }
+
     fn ep(n: u32) -> Endpoint {
         Endpoint::new(Ipv4Addr::from(n), 80)
     }

@@ -1018,14 +1018,15 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
     let grpc = p.protocol == crate::profile::Protocol::Grpc;
     let dialect = p.protocol.dialect().unwrap_or(Dialect::V1);
     let workers = shared.workers;
-    // The 2.x fleet's lanes are its clients; the runner starts no more workers
-    // than clients.
-    let connections = if grpc {
-        p.grpc.clients
+    // The 2.x fleet's lanes are its clients, exactly as many as the profile says
+    // (the runner starts no more workers than clients).
+    let per_worker = if grpc {
+        share(u64::from(p.grpc.clients), index, workers).max(1) as usize
     } else {
-        p.connections.count
+        (p.connections.count as usize)
+            .div_ceil(workers as usize)
+            .max(1)
     };
-    let per_worker = (connections as usize).div_ceil(workers as usize).max(1);
     let ips: Vec<Option<IpAddr>> = if shared.source_ips.is_empty() {
         vec![None]
     } else {
@@ -1040,7 +1041,13 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut group_ips: Vec<IpAddr> = Vec::new();
     for k in 0..per_worker {
-        let number = index as usize * per_worker + k;
+        // A 2.x worker's share may be one client short of another's: number its
+        // clients across workers so they still spread evenly over the servers.
+        let number = if grpc {
+            k * workers as usize + index as usize
+        } else {
+            index as usize * per_worker + k
+        };
         let ip = ips[number % ips.len()];
         lanes.push(Rc::new(Lane::new(ip, servers.clone(), number)));
         let addr = ip.unwrap_or(shared.subscriber_ip);
