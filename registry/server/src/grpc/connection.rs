@@ -198,6 +198,22 @@ impl Hub {
         self.by_peer.pin().get(&peer).cloned()
     }
 
+    /// Every set-up connection, by number (the v2/v3 admin client views;
+    /// an admin read, so a walk of the table is fine).
+    pub fn all(&self) -> Vec<Arc<Connection>> {
+        let mut all: Vec<Arc<Connection>> = self.by_number.pin().values().cloned().collect();
+        all.sort_by_key(|c| c.number);
+        all
+    }
+
+    /// The connection whose Nacos id is `id` (`<millis>_<ip>_<port>`).
+    pub fn by_id(&self, id: &str) -> Option<Arc<Connection>> {
+        let (rest, port) = id.rsplit_once('_')?;
+        let (_, ip) = rest.split_once('_')?;
+        let peer = SocketAddr::new(ip.parse().ok()?, port.parse().ok()?);
+        self.by_peer(peer).filter(|c| c.id == id)
+    }
+
     /// The Nacos ids of every set-up connection, sorted (the v2/v3
     /// `/client/list`; an admin read, so a walk of the table is fine).
     pub fn ids(&self) -> Vec<String> {
