@@ -10,7 +10,7 @@ mod cluster_support;
 
 use std::time::{Duration, Instant};
 
-use cluster_support::TestCluster;
+use cluster_support::{until, TestCluster};
 use registry_proto::http1::Method;
 use serde_json::Value;
 
@@ -93,11 +93,31 @@ async fn subscribers_of_every_member_are_listed() {
         v["subscribers"][0]["node"],
         serde_json::json!(c.nodes[1].addr.to_string())
     );
-    // Peers refuse the peer route from a non-member (this test process is
-    // on a member's IP, so it is refused for naming no member as sender).
-    let (status, _) = c.nodes[0]
-        .call(Method::Put, "/nacos/v1/ns/distro/subscribers")
-        .await;
+    // Peers refuse a malformed peer message; the refusal is logged at
+    // debug, which the binary's filter leaves out until `PUT /ops/log`
+    // (`OperatorControllerV3.setLogLevel`) turns `naming-distro` (the
+    // cluster) to DEBUG in the running process.
+    let refuse = || c.nodes[0].call(Method::Put, "/nacos/v1/ns/distro/subscribers");
+    let (status, _) = refuse().await;
     assert!(status == 400 || status == 403, "{status}");
+    assert!(!c.nodes[0].log_text().contains("peer request refused"));
+    let (status, body) = c.nodes[0]
+        .call(
+            Method::Put,
+            "/nacos/v3/admin/ns/ops/log?logName=naming-distro&logLevel=DEBUG",
+        )
+        .await;
+    assert_eq!(
+        (status, json(&body)["data"].clone()),
+        (200, "ok".into()),
+        "{body}"
+    );
+    refuse().await;
+    until(
+        Duration::from_secs(5),
+        "the refusal logged at debug",
+        || async { c.nodes[0].log_text().contains("peer request refused") },
+    )
+    .await;
     drop(sockets);
 }

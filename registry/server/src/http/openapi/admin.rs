@@ -36,7 +36,7 @@ pub(crate) fn handle(
             envelope::success(&mut scratch.body, admin::encode_checkers);
             Ok(Reply::Json)
         }
-        Route::V3OpsLog => ops_log(ex),
+        Route::V3OpsLog => ops_log(ex, scratch),
         // `ServiceControllerV3.listSelectorTypes`: the selectors this server
         // applies (Nacos's `SelectorManager` loads the same two).
         Route::V3SelectorTypes => data(scratch, &json!(["none", "label"])),
@@ -118,19 +118,29 @@ fn cluster_update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fai
     apply(ex, command, Door::Envelope, scratch)
 }
 
-/// `PUT /v3/admin/ns/ops/log` (`OperatorControllerV3.setLogLevel`):
-/// refused with a clear reason, after Nacos's parameter checks: this
-/// server's log filter is set at start (`REGISTRY_LOG`), not at run time.
-fn ops_log(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+/// `PUT /v3/admin/ns/ops/log` (`OperatorControllerV3.setLogLevel`): the
+/// logger's level changed in the running filter ([`crate::log_levels`]);
+/// a level or name it cannot apply is 400 `{20002}`, an embedded server
+/// (no filter installed) 501.
+fn ops_log(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    use crate::log_levels::{set, LevelError};
     let (name, level) = admin::log_form(&ex.params).map_err(api)?;
-    Err(api(ApiError::new(
-        501,
-        ErrorCode::ServerError,
-        format!(
-            "log levels are not changed at run time by this server (asked {name}={level}): \
-             start it with REGISTRY_LOG, e.g. REGISTRY_LOG=registry_server=debug"
-        ),
-    )))
+    match set(name, level) {
+        Ok(directives) => {
+            tracing::info!(logger = name, level, %directives, "log level changed");
+            data(scratch, &json!("ok"))
+        }
+        Err(e @ LevelError::NotInstalled) => Err(api(ApiError::new(
+            501,
+            ErrorCode::ServerError,
+            e.to_string(),
+        ))),
+        Err(e) => Err(api(ApiError::new(
+            400,
+            ErrorCode::ParameterValidate,
+            e.to_string(),
+        ))),
+    }
 }
 
 /// v2 `/instance/statuses/{key}` (`InstanceControllerV2.listWithHealthStatus`):
