@@ -25,16 +25,8 @@ use registry_proto::params::Params;
 use super::link::Answer;
 use super::members::Owner;
 use super::Cluster;
-use crate::http::{error::Failure, Done, Reply};
+use crate::reply::{Done, Failure, Reply, Verdict};
 use crate::state::App;
-
-/// What to do with a request before its handler.
-pub(crate) enum Verdict {
-    /// Serve it here.
-    Local,
-    /// Answered (a relay in flight, or a refusal).
-    Answer(Reply),
-}
 
 /// The client writes and beats relayed to the service's responsible node:
 /// 1.x's, and the v2/v3 HTTP doors' (their instances are lease-held like
