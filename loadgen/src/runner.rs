@@ -217,14 +217,16 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     if grpc {
         let mut naming = crate::fleet::Naming::new(&profile.fleet);
         naming.segment = config.segment;
-        control = control.counting_by_lists(naming);
+        control = control
+            .counting_by_lists(naming)
+            .listing_over_grpc(server.grpc.clone());
     }
     let baseline = verify::server_count(&mut control).with_context(|| {
         format!(
             "the target {} does not answer {}",
             server.url,
             match (grpc, dialect) {
-                (true, _) => "the lists of the fleet's services",
+                (true, _) => "the gRPC lists of the fleet's services",
                 (false, Dialect::V1) => "/nacos/v1/ns/operator/metrics",
                 (false, Dialect::V3) => "/nacos/v3/admin/ns/ops/metrics",
             }

@@ -283,6 +283,11 @@ pub struct ControlClient {
     dialect: Dialect,
     /// Count instances by listing these services instead of reading metrics.
     count_by_lists: Option<Naming>,
+    /// The members' gRPC ports (parallel to `addrs`): lists are then read over
+    /// gRPC, the 2.x fleet's protocol ([`crate::grpc::check`]).
+    grpc: Vec<SocketAddr>,
+    /// The gRPC lister of the member asked now.
+    lister: Option<crate::grpc::check::Lister>,
 }
 
 impl ControlClient {
@@ -302,6 +307,8 @@ impl ControlClient {
             path: String::new(),
             dialect: Dialect::V1,
             count_by_lists: None,
+            grpc: Vec::new(),
+            lister: None,
         }
     }
 
@@ -315,14 +322,30 @@ impl ControlClient {
         self
     }
 
+    /// Reads every list over gRPC from `grpc` (the members' gRPC ports, in the
+    /// order of the HTTP addresses): the 2.x fleet is verified through the
+    /// protocol under test.
+    pub fn listing_over_grpc(mut self, grpc: Vec<SocketAddr>) -> ControlClient {
+        self.grpc = grpc;
+        self.lister = None;
+        self
+    }
+
+    /// Whether lists are read over gRPC.
+    pub fn lists_over_grpc(&self) -> bool {
+        !self.grpc.is_empty()
+    }
+
     /// One client per member, reading as this one does (for checks that every
     /// member of a cluster holds the same).
     pub fn each_member(&self) -> Vec<ControlClient> {
         self.addrs
             .iter()
-            .map(|a| {
+            .enumerate()
+            .map(|(i, a)| {
                 let mut c = ControlClient::new(*a).with_dialect(self.dialect);
                 c.count_by_lists = self.count_by_lists.clone();
+                c.grpc = self.grpc.get(i).copied().into_iter().collect();
                 c
             })
             .collect()
@@ -446,6 +469,13 @@ impl ControlClient {
 
     /// The hosts of service `s`, through the client's dialect.
     pub fn hosts(&mut self, naming: &Naming, s: u32) -> anyhow::Result<HostList> {
+        if let Some(&grpc) = self.grpc.get(self.current).or(self.grpc.first()) {
+            let lister = match self.lister.take() {
+                Some(l) if l.addr() == grpc => l,
+                _ => crate::grpc::check::Lister::new(grpc)?,
+            };
+            return self.lister.insert(lister).hosts(naming, s);
+        }
         if self.dialect == Dialect::V1 {
             return Ok(HostList::from_info(&self.list(naming, s)?));
         }

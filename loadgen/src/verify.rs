@@ -7,7 +7,9 @@
 //!   run plus the instances loadgen registered and did not remove (an instance counts
 //!   as registered once a registration or a beat was answered OK, and as removed once
 //!   a deregistration was answered `ok` or a beat `20404`);
-//! - every watched service's list on the server must equal the set loadgen expects;
+//! - every watched service's list on the server must equal the set loadgen expects
+//!   (for the 2.x fleet read over gRPC, the protocol under test, and counted by
+//!   those lists rather than the server's counter: [`crate::grpc::check`]);
 //! - every subscriber's last received list must equal that set too (so it equals the
 //!   server's list): that is convergence.
 //!
@@ -22,6 +24,7 @@
 //! merge` to judge once every segment is in.
 
 use crate::fleet::{Naming, SetHash};
+use crate::grpc::check::{fresh_seed, sample, LIST_ALL_UP_TO};
 use crate::target::ControlClient;
 
 /// The result of one check.
@@ -92,7 +95,8 @@ pub fn server_count(client: &mut ControlClient) -> anyhow::Result<u64> {
 }
 
 /// Compares every watched service's list (of this process's segment) on the server with `expected`; returns the
-/// number that differ and up to five of their names.
+/// number that differ and up to five of their names. Over gRPC (the 2.x fleet),
+/// above [`LIST_ALL_UP_TO`] services a fresh random sample of that many is compared.
 pub fn lists(
     client: &mut ControlClient,
     naming: &Naming,
@@ -100,10 +104,15 @@ pub fn lists(
 ) -> anyhow::Result<(u64, Vec<String>)> {
     let mut bad = 0;
     let mut examples = Vec::new();
-    let own = expected
+    let mut own: Vec<(usize, &SetHash)> = expected
         .iter()
         .enumerate()
-        .filter(|(s, _)| naming.owns_service(*s as u32));
+        .filter(|(s, _)| naming.owns_service(*s as u32))
+        .collect();
+    if client.lists_over_grpc() && own.len() > LIST_ALL_UP_TO as usize {
+        // One gRPC query per service: above the limit a seeded sample of them.
+        own = sample(own, fresh_seed());
+    }
     for (s, want) in own {
         let got = client.hosts(naming, s as u32)?.hash;
         if got != *want {

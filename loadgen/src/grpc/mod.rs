@@ -9,5 +9,6 @@
 //! lane is one client's connection ([`lane`]), and the requests are [`request`]'s,
 //! what the real clients send, field for field.
 
+pub mod check;
 pub mod lane;
 pub mod request;

@@ -44,7 +44,7 @@ pub(crate) fn handle(
         Route::Readiness => readiness(cluster.is_ready()),
         Route::ClusterReport => {
             let m: Envelope<Report> = admit(ex, cluster)?;
-            cluster.heard_from(&m.from, &m.body);
+            cluster.heard_from(app, &m.from, &m.body);
             let answer = cluster.report(app.grpc.hub.len() as u64);
             *body = distro::encode_answer(&answer);
             Ok(Reply::Json)

@@ -1,0 +1,272 @@
+//! The 2.x fleet's verification lists, through the protocol under test: each
+//! checked service is queried over gRPC (`ServiceQueryRequest`, as a client would),
+//! so a server is judged by what its 2.x clients see, not by an HTTP view or a
+//! counter it need not keep (r-nacos reports `instanceCount` 0 with every 2.x
+//! registration answered).
+//!
+//! [`Lister`] is the runner's blocking handle on one member's gRPC port (a
+//! current-thread runtime of its own: the runner thread is not async).
+//! [`chosen`] picks which watched services are compared: every one up to
+//! [`LIST_ALL_UP_TO`], beyond that a seeded random sample of that many, which
+//! keeps a million-instance run's check to seconds.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use registry_proto::grpc::message::{QueryServiceResponse, RequestHead};
+use registry_proto::grpc::{Payload, STREAM_PATH};
+use tokio::sync::mpsc;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::{Channel, Endpoint as GrpcEndpoint};
+
+use super::lane::unary;
+use super::request;
+use crate::fleet::{Endpoint, Naming};
+use crate::subscriber::HostList;
+
+/// Services listed one by one before a sample is taken instead.
+pub const LIST_ALL_UP_TO: u32 = 1000;
+
+/// How long one connect or query may take before the member counts as silent.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Which of `services` services to list: all of them, or a sample of
+/// [`LIST_ALL_UP_TO`] reproducible from `seed`.
+pub fn chosen(services: u32, seed: u64) -> Vec<u32> {
+    if services <= LIST_ALL_UP_TO {
+        return (0..services).collect();
+    }
+    let mut picked = HashSet::new();
+    // Never zero (xorshift's fixed point), and every seed its own sequence.
+    let mut x = (seed ^ 0x9e37_79b9_7f4a_7c15).max(1);
+    while picked.len() < LIST_ALL_UP_TO as usize {
+        // xorshift64*: a spread of services, reproducible from the seed.
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        picked.insert((x.wrapping_mul(0x2545_f491_4f6c_dd1d) % u64::from(services)) as u32);
+    }
+    let mut v: Vec<u32> = picked.into_iter().collect();
+    v.sort_unstable();
+    v
+}
+
+/// The items to query of `items` (one per service): all of them up to
+/// [`LIST_ALL_UP_TO`], else the sample [`chosen`] picks with `seed`.
+pub fn sample<T: Copy>(items: Vec<T>, seed: u64) -> Vec<T> {
+    if items.len() <= LIST_ALL_UP_TO as usize {
+        return items;
+    }
+    let len = u32::try_from(items.len()).unwrap_or(u32::MAX);
+    chosen(len, seed)
+        .into_iter()
+        .map(|k| items[k as usize])
+        .collect()
+}
+
+/// A seed for [`chosen`] (the clock's nanoseconds: each check its own sample).
+pub fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+}
+
+/// Lists services of one member over its gRPC port, blocking.
+pub struct Lister {
+    addr: SocketAddr,
+    runtime: tokio::runtime::Runtime,
+    channel: Option<Channel>,
+}
+
+impl std::fmt::Debug for Lister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lister").field("addr", &self.addr).finish()
+    }
+}
+
+impl Lister {
+    /// A lister for the gRPC port `addr` (connects on first use).
+    pub fn new(addr: SocketAddr) -> anyhow::Result<Lister> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the gRPC verification runtime")?;
+        Ok(Lister {
+            addr,
+            runtime,
+            channel: None,
+        })
+    }
+
+    /// The gRPC port it asks.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The member's list of service `s`, as its 2.x clients would get it.
+    pub fn hosts(&mut self, naming: &Naming, s: u32) -> anyhow::Result<HostList> {
+        let addr = self.addr;
+        let channel = match self.channel.clone() {
+            Some(c) => c,
+            None => {
+                let c = self
+                    .runtime
+                    .block_on(async {
+                        tokio::time::timeout(CALL_TIMEOUT, connect(addr, &naming.namespace)).await
+                    })
+                    .unwrap_or_else(|_| {
+                        Err(anyhow::anyhow!("connecting to gRPC {addr} timed out"))
+                    })?;
+                self.channel = Some(c.clone());
+                c
+            }
+        };
+        let mut service_name = String::new();
+        naming.service_name(s, &mut service_name);
+        let payload = request::query(&request::Naming {
+            namespace: naming.namespace.clone(),
+            service_name,
+            group_name: naming.group.clone(),
+        });
+        let name = naming.grouped(s);
+        let answer = self
+            .runtime
+            .block_on(async { tokio::time::timeout(CALL_TIMEOUT, unary(&channel, payload)).await });
+        let answer = match answer {
+            Ok(Ok(a)) => a,
+            failed => {
+                self.channel = None; // reconnect on the next call
+                let why = failed.map_or_else(|_| anyhow::anyhow!("timed out"), |r| r.unwrap_err());
+                return Err(why.context(format!("gRPC query of {name} on {addr}")));
+            }
+        };
+        let info = serde_json::from_slice::<QueryServiceResponse>(answer.json())
+            .ok()
+            .and_then(|r| r.service_info)
+            .with_context(|| {
+                format!(
+                    "gRPC query of {name} on {addr} answered {}",
+                    String::from_utf8_lossy(answer.json())
+                )
+            })?;
+        let endpoints = info
+            .hosts
+            .iter()
+            .map(|h| {
+                u16::try_from(h.port)
+                    .ok()
+                    .and_then(|p| Endpoint::parse(&h.ip, p))
+                    .unwrap_or(Endpoint(u64::MAX))
+            })
+            .collect();
+        Ok(HostList::new(name, endpoints))
+    }
+}
+
+/// Opens a connection as a client does (server check, the stream with the
+/// connection setup, a health check until the server has seen the setup): a
+/// server answers queries only on a registered connection. The stream is read by
+/// a task of the lister's runtime (it answers the server's detection requests),
+/// which runs while the lister's calls do.
+async fn connect(addr: SocketAddr, namespace: &str) -> anyhow::Result<Channel> {
+    let channel = GrpcEndpoint::from_shared(format!("http://{addr}"))?
+        .tcp_nodelay(true)
+        .connect_timeout(CALL_TIMEOUT)
+        .connect()
+        .await
+        .with_context(|| format!("connecting to gRPC {addr}"))?;
+    let check = unary(&channel, request::server_check()).await?;
+    anyhow::ensure!(
+        check.type_name() == "ServerCheckResponse",
+        "server check refused: {}",
+        String::from_utf8_lossy(check.json())
+    );
+    let (tx, rx) = mpsc::channel::<Payload>(16);
+    let mut g = tonic::client::Grpc::new(channel.clone());
+    g.ready().await?;
+    let mut inbound = g
+        .streaming(
+            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)),
+            PathAndQuery::from_static(STREAM_PATH),
+            tonic_prost::ProstCodec::<Payload, Payload>::default(),
+        )
+        .await?
+        .into_inner();
+    tx.send(request::connection_setup(namespace)).await?;
+    tokio::spawn(async move {
+        while let Ok(Some(p)) = inbound.message().await {
+            if p.type_name() != "ClientDetectionRequest" {
+                continue; // no subscriptions here: nothing else to answer
+            }
+            let id = serde_json::from_slice::<RequestHead>(p.json())
+                .ok()
+                .and_then(|h| h.request_id)
+                .unwrap_or_default();
+            if tx
+                .send(request::ack("ClientDetectionResponse", &id))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    for _ in 0..200 {
+        let p = unary(&channel, request::health_check()).await?;
+        if p.type_name() == "HealthCheckResponse" {
+            return Ok(channel);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    anyhow::bail!("the server never registered the verification connection's setup")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_fleets_list_every_service_and_large_ones_a_stable_sample() {
+        assert_eq!(chosen(3, 7), vec![0, 1, 2]);
+        assert_eq!(chosen(LIST_ALL_UP_TO, 7).len(), LIST_ALL_UP_TO as usize);
+        let a = chosen(50_000, 42);
+        assert_eq!(a.len(), LIST_ALL_UP_TO as usize);
+        assert!(a.iter().all(|s| *s < 50_000));
+        assert!(a.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+        assert_eq!(a, chosen(50_000, 42), "the seed reproduces the sample");
+        assert_ne!(a, chosen(50_000, 43));
+    }
+
+    #[test]
+    fn every_watched_service_is_compared_up_to_the_limit_then_a_sample_of_them() {
+        let few: Vec<u32> = (100..400).collect();
+        assert_eq!(
+            sample(few.clone(), 9),
+            few,
+            "under the limit: all, in order"
+        );
+        // A segment's services: every third of 9,000.
+        let many: Vec<u32> = (0..9_000).step_by(3).collect();
+        let picked = sample(many.clone(), 9);
+        assert_eq!(picked.len(), LIST_ALL_UP_TO as usize);
+        assert!(picked.iter().all(|s| s % 3 == 0), "only the segment's own");
+        let distinct: HashSet<u32> = picked.iter().copied().collect();
+        assert_eq!(distinct.len(), picked.len(), "no service twice");
+        assert_eq!(picked, sample(many.clone(), 9));
+        assert_ne!(picked, sample(many, 10));
+    }
+
+    #[test]
+    fn a_silent_member_is_an_error_not_an_empty_list() {
+        // A port nothing listens on: the check must not read it as "0 hosts".
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = free.local_addr().unwrap();
+        drop(free);
+        let mut lister = Lister::new(addr).unwrap();
+        let profile = crate::profile::Profile::from_toml("x", "name = \"x\"\n").unwrap();
+        let naming = Naming::new(&profile.fleet);
+        assert!(lister.hosts(&naming, 0).is_err());
+    }
+}
