@@ -16,10 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use registry_proto::grpc::message::{QueryServiceResponse, RequestHead};
-use registry_proto::grpc::{Payload, STREAM_PATH};
-use tokio::sync::mpsc;
-use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::{Channel, Endpoint as GrpcEndpoint};
+use tonic::transport::Channel;
 
 use super::lane::unary;
 use super::request;
@@ -171,30 +168,7 @@ impl Lister {
 /// a task of the lister's runtime (it answers the server's detection requests),
 /// which runs while the lister's calls do.
 async fn connect(addr: SocketAddr, namespace: &str) -> anyhow::Result<Channel> {
-    let channel = GrpcEndpoint::from_shared(format!("http://{addr}"))?
-        .tcp_nodelay(true)
-        .connect_timeout(CALL_TIMEOUT)
-        .connect()
-        .await
-        .with_context(|| format!("connecting to gRPC {addr}"))?;
-    let check = unary(&channel, request::server_check()).await?;
-    anyhow::ensure!(
-        check.type_name() == "ServerCheckResponse",
-        "server check refused: {}",
-        String::from_utf8_lossy(check.json())
-    );
-    let (tx, rx) = mpsc::channel::<Payload>(16);
-    let mut g = tonic::client::Grpc::new(channel.clone());
-    g.ready().await?;
-    let mut inbound = g
-        .streaming(
-            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)),
-            PathAndQuery::from_static(STREAM_PATH),
-            tonic_prost::ProstCodec::<Payload, Payload>::default(),
-        )
-        .await?
-        .into_inner();
-    tx.send(request::connection_setup(namespace)).await?;
+    let (channel, mut inbound, tx) = super::lane::open(addr, namespace, 16, CALL_TIMEOUT).await?;
     tokio::spawn(async move {
         while let Ok(Some(p)) = inbound.message().await {
             if p.type_name() != "ClientDetectionRequest" {
@@ -213,14 +187,8 @@ async fn connect(addr: SocketAddr, namespace: &str) -> anyhow::Result<Channel> {
             }
         }
     });
-    for _ in 0..200 {
-        let p = unary(&channel, request::health_check()).await?;
-        if p.type_name() == "HealthCheckResponse" {
-            return Ok(channel);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    anyhow::bail!("the server never registered the verification connection's setup")
+    super::lane::registered(&channel, 200).await?;
+    Ok(channel)
 }
 
 #[cfg(test)]

@@ -180,10 +180,34 @@ async fn connect<E: Exchange + 'static>(
     clock: &Clock,
     namespace: &str,
 ) -> anyhow::Result<Connection> {
-    let addr = lane.server();
+    let (channel, inbound, tx) =
+        open(lane.server(), namespace, 256, Duration::from_secs(2)).await?;
+    let broken = Rc::new(Cell::new(false));
+    tokio::task::spawn_local(read_stream(
+        ex.clone(),
+        lane.clone(),
+        number,
+        *clock,
+        inbound,
+        tx,
+        broken.clone(),
+    ));
+    registered(&channel, 500).await?;
+    Ok(Connection { channel, broken })
+}
+
+/// The opening every 2.x connection makes, as the real clients do: server
+/// check, the bidi stream (a queue of `queue` payloads), the connection setup.
+/// The caller reads the stream (the server's detection requests must be answered).
+pub(crate) async fn open(
+    addr: std::net::SocketAddr,
+    namespace: &str,
+    queue: usize,
+    timeout: Duration,
+) -> anyhow::Result<(Channel, tonic::Streaming<Payload>, mpsc::Sender<Payload>)> {
     let channel = Endpoint::from_shared(format!("http://{addr}"))?
         .tcp_nodelay(true)
-        .connect_timeout(Duration::from_secs(2))
+        .connect_timeout(timeout)
         .connect()
         .await
         .with_context(|| format!("connecting to gRPC {addr}"))?;
@@ -193,7 +217,7 @@ async fn connect<E: Exchange + 'static>(
         "server check refused: {}",
         String::from_utf8_lossy(check.json())
     );
-    let (tx, rx) = mpsc::channel::<Payload>(256);
+    let (tx, rx) = mpsc::channel::<Payload>(queue);
     let mut g = tonic::client::Grpc::new(channel.clone());
     g.ready().await?;
     let inbound = g
@@ -205,20 +229,16 @@ async fn connect<E: Exchange + 'static>(
         .await?
         .into_inner();
     tx.send(request::connection_setup(namespace)).await?;
-    let broken = Rc::new(Cell::new(false));
-    tokio::task::spawn_local(read_stream(
-        ex.clone(),
-        lane.clone(),
-        number,
-        *clock,
-        inbound,
-        tx,
-        broken.clone(),
-    ));
-    for _ in 0..500 {
-        let p = unary(&channel, request::health_check()).await?;
+    Ok((channel, inbound, tx))
+}
+
+/// Waits until the server has registered the connection's setup (it answers
+/// health checks only then), polling every 10 ms at most `tries` times.
+pub(crate) async fn registered(channel: &Channel, tries: u32) -> anyhow::Result<()> {
+    for _ in 0..tries {
+        let p = unary(channel, request::health_check()).await?;
         if p.type_name() == "HealthCheckResponse" {
-            return Ok(Connection { channel, broken });
+            return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
