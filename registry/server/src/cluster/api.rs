@@ -1,6 +1,6 @@
 //! The cluster's HTTP endpoints: the member list, readiness, and the peer
 //! endpoints (report, replicate, checksum, fetch, snapshot, 2.x client sets
-//! and their verify, a service's local subscribers).
+//! and their verify, a service's local subscribers, the namespace table).
 //!
 //! A peer request is refused (403) unless it comes from a member's IP,
 //! names a member other than this node as its sender from that IP, and,
@@ -11,7 +11,7 @@
 use registry_proto::distro::RaftMemberView;
 use registry_proto::distro::{
     self, Checksums, ClientSets, ClientVerify, Datums, DistroError, Envelope, Fetch, MemberView,
-    Report, SnapshotPart,
+    NamespaceSet, Report, SnapshotPart,
 };
 use registry_proto::naming::route::Route;
 use registry_proto::raft::RaftRequest;
@@ -68,6 +68,11 @@ pub(crate) fn handle(
         Route::DistroSubscribers => {
             let m: Envelope<distro::SubscribersQuery> = admit(ex, cluster)?;
             *body = distro::encode_answer(&super::subscribers::answer(app, &m.body));
+            Ok(Reply::Json)
+        }
+        Route::DistroNamespaces => {
+            let m: Envelope<NamespaceSet> = admit(ex, cluster)?;
+            *body = super::namespaces::answer(app, cluster, &m.from, &m.body)?;
             Ok(Reply::Json)
         }
         Route::DistroClientVerify => {

@@ -332,6 +332,7 @@ fn needs_token(route: Route) -> bool {
             | Route::DistroClients
             | Route::DistroClientVerify
             | Route::DistroSubscribers
+            | Route::DistroNamespaces
             | Route::RaftRpc
     )
 }
@@ -392,6 +393,7 @@ fn dispatch(
         | Route::DistroClients
         | Route::DistroClientVerify
         | Route::DistroSubscribers
+        | Route::DistroNamespaces
         | Route::RaftRpc
         | Route::Readiness => v1::single_node(&ex, route, scratch),
         r @ (Route::MetadataBatchUpdate
