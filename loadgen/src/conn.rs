@@ -233,6 +233,17 @@ impl Lane {
     }
 }
 
+/// The loopback source address of connection number `n` spread over `count`
+/// addresses: `127.0.0.1` to `127.0.0.count`, in turn.
+pub fn loopback_source(n: u32, count: u8) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::new(
+        127,
+        0,
+        0,
+        1 + (n % u32::from(count.max(1))) as u8,
+    ))
+}
+
 /// Opens a TCP connection to `target`, bound to `source` if given.
 pub async fn connect(target: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
     let socket = Socket::new(
@@ -579,6 +590,9 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
     }
 }
 
+/// One connection's life: fill the pipeline from the lane's queue, write, wait
+/// for the socket or the lane, read and complete responses; until the lane closes,
+/// is given up, or the connection must be made again.
 #[allow(clippy::too_many_arguments)]
 async fn session<E: Exchange>(
     ex: &E,
@@ -595,57 +609,16 @@ async fn session<E: Exchange>(
         if lane.gave_up.get() {
             return End::GaveUp;
         }
-        // Take what the pipeline has room for.
-        if inflight.len() < depth {
-            let now = clock.now();
-            while inflight.len() < depth {
-                let Some(req) = lane.pop() else { break };
-                if now.saturating_sub(req.intended) > timeout {
-                    // Waited longer than a client would: a timeout, not sent. This
-                    // also bounds the backlog of a generator or server that fell behind.
-                    ex.abandon(&req, ErrorClass::Timeout, now);
-                    continue;
-                }
-                ex.encode(&req, wbuf);
-                ex.sent(&req, now);
-                inflight.push_back((req, now));
-            }
-        }
-        lane.in_flight.set(inflight.len());
-        lane.oldest_sent
-            .set(inflight.front().map_or(Nanos::MAX, |x| x.1));
-        // Write as much as the socket takes.
-        while wpos < wbuf.len() {
-            match stream.try_write(&wbuf[wpos..]) {
-                Ok(n) => wpos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
-            }
-        }
-        if wpos == wbuf.len() {
-            wbuf.clear();
-            wpos = 0;
+        fill(ex, lane, (depth, timeout), clock, inflight, wbuf);
+        if let Err(end) = flush(stream, wbuf, &mut wpos) {
+            return end;
         }
         if inflight.is_empty() {
             if lane.closing.get() {
                 return End::Closed;
             }
-            lane.room.set(true);
-            // Idle: wait for work, but notice a server that closes the connection.
-            tokio::select! {
-                _ = lane.notify.notified() => {}
-                r = stream.ready(Interest::READABLE) => {
-                    if r.is_err() {
-                        return End::Reconnect(None);
-                    }
-                    match reader.read(stream) {
-                        // Spurious readiness.
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        // End of stream (the server closed an idle connection), an
-                        // error, or bytes nobody asked for: start afresh.
-                        _ => return End::Reconnect(None),
-                    }
-                }
+            if let Some(end) = idle(lane, stream, reader).await {
+                return end;
             }
             continue;
         }
@@ -675,6 +648,74 @@ async fn session<E: Exchange>(
         }
         if lane.abort.get() {
             return End::Reconnect(Some(ErrorClass::Timeout));
+        }
+    }
+}
+
+/// Takes from the lane's queue what the pipeline has room for, encoding each
+/// request into `wbuf` and stamping it sent now.
+fn fill<E: Exchange>(
+    ex: &E,
+    lane: &Lane,
+    (depth, timeout): (usize, Nanos),
+    clock: &Clock,
+    inflight: &mut VecDeque<(Request, Nanos)>,
+    wbuf: &mut Vec<u8>,
+) {
+    if inflight.len() < depth {
+        let now = clock.now();
+        while inflight.len() < depth {
+            let Some(req) = lane.pop() else { break };
+            if now.saturating_sub(req.intended) > timeout {
+                // Waited longer than a client would: a timeout, not sent. This
+                // also bounds the backlog of a generator or server that fell behind.
+                ex.abandon(&req, ErrorClass::Timeout, now);
+                continue;
+            }
+            ex.encode(&req, wbuf);
+            ex.sent(&req, now);
+            inflight.push_back((req, now));
+        }
+    }
+    lane.in_flight.set(inflight.len());
+    lane.oldest_sent
+        .set(inflight.front().map_or(Nanos::MAX, |x| x.1));
+}
+
+/// Writes as much of `wbuf` from `wpos` as the socket takes (the buffer empties
+/// once all of it is written).
+fn flush(stream: &TcpStream, wbuf: &mut Vec<u8>, wpos: &mut usize) -> Result<(), End> {
+    while *wpos < wbuf.len() {
+        match stream.try_write(&wbuf[*wpos..]) {
+            Ok(n) => *wpos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => return Err(End::Reconnect(Some(ErrorClass::Connection))),
+        }
+    }
+    if *wpos == wbuf.len() {
+        wbuf.clear();
+        *wpos = 0;
+    }
+    Ok(())
+}
+
+/// Nothing in flight: waits for work, but notices a server that closes the
+/// connection (`Some`: start afresh).
+async fn idle(lane: &Lane, stream: &TcpStream, reader: &mut Reader) -> Option<End> {
+    lane.room.set(true);
+    tokio::select! {
+        _ = lane.notify.notified() => None,
+        r = stream.ready(Interest::READABLE) => {
+            if r.is_err() {
+                return Some(End::Reconnect(None));
+            }
+            match reader.read(stream) {
+                // Spurious readiness.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                // End of stream (the server closed an idle connection), an
+                // error, or bytes nobody asked for: start afresh.
+                _ => Some(End::Reconnect(None)),
+            }
         }
     }
 }

@@ -4,6 +4,9 @@
 //! request's send lag (and scheduling lag) is recorded, per operation and overall.
 //! Only that it is recorded is asserted: its size is a benchmark figure.
 
+#[path = "support/echo.rs"]
+mod echo;
+
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -13,39 +16,6 @@ use loadgen::conn::{self, Exchange, Lane, LaneConfig, Request};
 use loadgen::recorder::{ErrorClass, Op, Recorder};
 use loadgen::schedule::{next_wake, wait_until, Clock, Nanos, Pacer, Waiter, SECOND};
 use registry_proto::http1::Response;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-/// Answers every request (anything ending in a blank line) with `200 ok`.
-async fn answering_server() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 64 * 1024];
-                let mut pending = Vec::new();
-                loop {
-                    let Ok(n) = s.read(&mut buf).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    pending.extend_from_slice(&buf[..n]);
-                    let mut out = Vec::new();
-                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                        pending.drain(..end + 4);
-                        out.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-                    }
-                    if s.write_all(&out).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
 
 struct Ex {
     recorder: RefCell<Recorder>,
@@ -90,7 +60,7 @@ fn send_lag_is_recorded_for_every_request_at_5k_per_second() {
         .unwrap();
     let local = tokio::task::LocalSet::new();
     let (sent, answered, stats) = local.block_on(&rt, async {
-        let server = answering_server().await;
+        let server = echo::answering_server().await;
         let clock = Clock::start();
         let ex = Rc::new(Ex {
             recorder: RefCell::new(Recorder::new()),
