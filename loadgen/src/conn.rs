@@ -60,8 +60,9 @@ pub struct Request {
 pub trait Exchange {
     /// Appends the request's bytes to `out`.
     fn encode(&self, req: &Request, out: &mut Vec<u8>);
-    /// The request is being written at `sent`.
-    fn sent(&self, req: &Request, sent: Nanos);
+    /// The request is being written at `sent`; it could have been from `ready` on
+    /// (its intended time, or later when its connection had no room for it).
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos);
     /// The request was answered (`Ok`) or failed without an answer (`Err`) at `done`.
     fn complete(
         &self,
@@ -83,6 +84,9 @@ pub struct Lane {
     /// Whether the task can take more requests right now (so a push wakes it).
     room: Cell<bool>,
     in_flight: Cell<usize>,
+    /// Since when the connection has had room for another request: a request
+    /// intended before that waited for the wire until then, not for loadgen.
+    room_since: Cell<Nanos>,
     oldest_sent: Cell<Nanos>,
     abort: Cell<bool>,
     closing: Cell<bool>,
@@ -103,6 +107,7 @@ impl Lane {
             notify: Notify::new(),
             room: Cell::new(true),
             in_flight: Cell::new(0),
+            room_since: Cell::new(0),
             oldest_sent: Cell::new(Nanos::MAX),
             abort: Cell::new(false),
             closing: Cell::new(false),
@@ -220,6 +225,19 @@ impl Lane {
     /// Sets the count of requests in flight (kept by the lane's task).
     pub fn set_in_flight(&self, n: usize) {
         self.in_flight.set(n);
+    }
+
+    /// The connection has room for another request from `at` on: it opened, or an
+    /// answer freed a full pipeline.
+    pub fn room_from(&self, at: Nanos) {
+        self.room_since.set(at);
+    }
+
+    /// When a request intended at `intended` could first have been written: what
+    /// it waited for before that was the wire's (a full pipeline's earlier answers,
+    /// a reconnect), what it waited after, loadgen's.
+    pub fn ready_at(&self, intended: Nanos) -> Nanos {
+        intended.max(self.room_since.get())
     }
 
     /// Wakes the lane's task.
@@ -549,6 +567,7 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
             }
         };
         lane.abort.set(false);
+        lane.room_from(clock.now());
         reader.clear();
         wbuf.clear();
         let end = session(
@@ -636,8 +655,12 @@ async fn session<E: Exchange>(
                     Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
                 };
                 if ready.is_readable() {
+                    let full = inflight.len() >= depth;
                     if let Some(end) = read_responses(ex, stream, clock, inflight, reader) {
                         return end;
+                    }
+                    if full && inflight.len() < depth {
+                        lane.room_from(clock.now());
                     }
                 }
             }
@@ -673,7 +696,7 @@ fn fill<E: Exchange>(
                 continue;
             }
             ex.encode(&req, wbuf);
-            ex.sent(&req, now);
+            ex.sent(&req, lane.ready_at(req.intended), now);
             inflight.push_back((req, now));
         }
     }
@@ -931,6 +954,19 @@ mod tests {
         reader.end = chunked.len();
         reader.drain(|r| &*r.body == b"ok").unwrap();
         assert_eq!(reader.framer.heads.len(), 1);
+    }
+
+    #[test]
+    fn a_request_is_ready_when_its_connection_has_room() {
+        let lane = Lane::new(None, Rc::from(vec!["127.0.0.1:1".parse().unwrap()]), 0);
+        assert_eq!(lane.ready_at(5), 5, "room all along: ready when intended");
+        lane.room_from(9);
+        assert_eq!(
+            lane.ready_at(5),
+            9,
+            "waited for the wire until there was room"
+        );
+        assert_eq!(lane.ready_at(12), 12);
     }
 
     #[test]

@@ -215,9 +215,16 @@ fn latencies(out: &mut String, total: &Stats) {
         out,
         "loadgen_send_lag_seconds",
         "summary",
-        "Actual send time minus intended send time.",
+        "Write time minus the time a request could be written: waiting inside loadgen.",
     );
     summary(out, "loadgen_send_lag_seconds", "", &total.send_lag);
+    family(
+        out,
+        "loadgen_connection_wait_seconds",
+        "summary",
+        "Time a request waited for its connection (earlier answers, a reconnect).",
+    );
+    summary(out, "loadgen_connection_wait_seconds", "", &total.conn_wait);
     family(
         out,
         "loadgen_schedule_lag_seconds",

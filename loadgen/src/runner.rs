@@ -369,7 +369,7 @@ fn begin_log<'a, 'b>(
     IntervalLogWriterBuilder::new()
         .add_comment(&format!("loadgen {} profile {}", env!("CARGO_PKG_VERSION"), profile.name))
         .add_comment("[Histogram log format version 1.3]")
-        .add_comment("values in microseconds; Tag=<op> corrected latency, <op>.uncorrected, send_lag, sched_lag, push")
+        .add_comment("values in microseconds; Tag=<op> corrected latency, <op>.uncorrected, send_lag, conn_wait, sched_lag, push")
         .with_start_time(started_at)
         .begin_log_with(out, serializer)
         .context("writing the interval log header")
@@ -890,6 +890,7 @@ fn add_operations(
         );
         entry.skipped = figures.skipped;
         entry.send_lag = Some(LatencyBlock::from_histogram(&figures.send_lag)?);
+        entry.connection_wait = Some(LatencyBlock::from_histogram(&figures.conn_wait)?);
         report.operations.push(entry);
     }
     Ok(())

@@ -813,8 +813,8 @@ impl Exchange for Ctx {
         }
     }
 
-    fn sent(&self, req: &Request, sent: Nanos) {
-        self.on_sent(req, sent);
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
+        self.on_sent(req, ready, sent);
     }
 
     fn complete(
@@ -844,9 +844,9 @@ impl Exchange for Ctx {
 /// What both kinds of lane report, recorded the same way.
 impl Ctx {
     /// A request is being sent: recorded, and a change to a watched service logged.
-    fn on_sent(&self, req: &Request, sent: Nanos) {
+    fn on_sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
         let mut state = self.state.borrow_mut();
-        state.recorder.sent(req.op, req.intended, sent);
+        state.recorder.sent(req.op, req.intended, ready, sent);
         if !matches!(req.op, Op::Register | Op::Reregister | Op::Deregister)
             || self.shared.watch.is_empty()
         {
@@ -1701,8 +1701,8 @@ impl grpc::lane::Exchange for Ctx {
         }
     }
 
-    fn sent(&self, req: &Request, sent: Nanos) {
-        self.on_sent(req, sent);
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
+        self.on_sent(req, ready, sent);
     }
 
     fn answered(

@@ -27,8 +27,10 @@ impl Exchange for Ex {
         out.extend_from_slice(b"PUT /nacos/v1/ns/instance/beat HTTP/1.1\r\nHost: x\r\n\r\n");
     }
 
-    fn sent(&self, req: &Request, sent: Nanos) {
-        self.recorder.borrow_mut().sent(req.op, req.intended, sent);
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
+        self.recorder
+            .borrow_mut()
+            .sent(req.op, req.intended, ready, sent);
     }
 
     fn complete(
@@ -120,6 +122,11 @@ fn send_lag_is_recorded_for_every_request_at_5k_per_second() {
         "every request's send lag is in its operation's record"
     );
     assert_eq!(stats.send_lag.len(), sent, "and in the overall one");
+    assert_eq!(
+        beat.conn_wait.len(),
+        sent,
+        "what each request waited for its connection is recorded apart from send lag"
+    );
     assert_eq!(
         stats.sched_lag.len(),
         sent,
