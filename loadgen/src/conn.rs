@@ -60,8 +60,9 @@ pub struct Request {
 pub trait Exchange {
     /// Appends the request's bytes to `out`.
     fn encode(&self, req: &Request, out: &mut Vec<u8>);
-    /// The request is being written at `sent`.
-    fn sent(&self, req: &Request, sent: Nanos);
+    /// The request is being written at `sent`; it could have been from `ready` on
+    /// (its intended time, or later when its connection had no room for it).
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos);
     /// The request was answered (`Ok`) or failed without an answer (`Err`) at `done`.
     fn complete(
         &self,
@@ -83,6 +84,9 @@ pub struct Lane {
     /// Whether the task can take more requests right now (so a push wakes it).
     room: Cell<bool>,
     in_flight: Cell<usize>,
+    /// Since when the connection has had room for another request: a request
+    /// intended before that waited for the wire until then, not for loadgen.
+    room_since: Cell<Nanos>,
     oldest_sent: Cell<Nanos>,
     abort: Cell<bool>,
     closing: Cell<bool>,
@@ -103,6 +107,7 @@ impl Lane {
             notify: Notify::new(),
             room: Cell::new(true),
             in_flight: Cell::new(0),
+            room_since: Cell::new(0),
             oldest_sent: Cell::new(Nanos::MAX),
             abort: Cell::new(false),
             closing: Cell::new(false),
@@ -222,6 +227,19 @@ impl Lane {
         self.in_flight.set(n);
     }
 
+    /// The connection has room for another request from `at` on: it opened, or an
+    /// answer freed a full pipeline.
+    pub fn room_from(&self, at: Nanos) {
+        self.room_since.set(at);
+    }
+
+    /// When a request intended at `intended` could first have been written: what
+    /// it waited for before that was the wire's (a full pipeline's earlier answers,
+    /// a reconnect), what it waited after, loadgen's.
+    pub fn ready_at(&self, intended: Nanos) -> Nanos {
+        intended.max(self.room_since.get())
+    }
+
     /// Wakes the lane's task.
     pub fn wake(&self) {
         self.notify.notify_one();
@@ -231,6 +249,17 @@ impl Lane {
     pub async fn notified(&self) {
         self.notify.notified().await;
     }
+}
+
+/// The loopback source address of connection number `n` spread over `count`
+/// addresses: `127.0.0.1` to `127.0.0.count`, in turn.
+pub fn loopback_source(n: u32, count: u8) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::new(
+        127,
+        0,
+        0,
+        1 + (n % u32::from(count.max(1))) as u8,
+    ))
 }
 
 /// Opens a TCP connection to `target`, bound to `source` if given.
@@ -538,6 +567,7 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
             }
         };
         lane.abort.set(false);
+        lane.room_from(clock.now());
         reader.clear();
         wbuf.clear();
         let end = session(
@@ -579,6 +609,9 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
     }
 }
 
+/// One connection's life: fill the pipeline from the lane's queue, write, wait
+/// for the socket or the lane, read and complete responses; until the lane closes,
+/// is given up, or the connection must be made again.
 #[allow(clippy::too_many_arguments)]
 async fn session<E: Exchange>(
     ex: &E,
@@ -595,57 +628,16 @@ async fn session<E: Exchange>(
         if lane.gave_up.get() {
             return End::GaveUp;
         }
-        // Take what the pipeline has room for.
-        if inflight.len() < depth {
-            let now = clock.now();
-            while inflight.len() < depth {
-                let Some(req) = lane.pop() else { break };
-                if now.saturating_sub(req.intended) > timeout {
-                    // Waited longer than a client would: a timeout, not sent. This
-                    // also bounds the backlog of a generator or server that fell behind.
-                    ex.abandon(&req, ErrorClass::Timeout, now);
-                    continue;
-                }
-                ex.encode(&req, wbuf);
-                ex.sent(&req, now);
-                inflight.push_back((req, now));
-            }
-        }
-        lane.in_flight.set(inflight.len());
-        lane.oldest_sent
-            .set(inflight.front().map_or(Nanos::MAX, |x| x.1));
-        // Write as much as the socket takes.
-        while wpos < wbuf.len() {
-            match stream.try_write(&wbuf[wpos..]) {
-                Ok(n) => wpos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
-            }
-        }
-        if wpos == wbuf.len() {
-            wbuf.clear();
-            wpos = 0;
+        fill(ex, lane, (depth, timeout), clock, inflight, wbuf);
+        if let Err(end) = flush(stream, wbuf, &mut wpos) {
+            return end;
         }
         if inflight.is_empty() {
             if lane.closing.get() {
                 return End::Closed;
             }
-            lane.room.set(true);
-            // Idle: wait for work, but notice a server that closes the connection.
-            tokio::select! {
-                _ = lane.notify.notified() => {}
-                r = stream.ready(Interest::READABLE) => {
-                    if r.is_err() {
-                        return End::Reconnect(None);
-                    }
-                    match reader.read(stream) {
-                        // Spurious readiness.
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        // End of stream (the server closed an idle connection), an
-                        // error, or bytes nobody asked for: start afresh.
-                        _ => return End::Reconnect(None),
-                    }
-                }
+            if let Some(end) = idle(lane, stream, reader).await {
+                return end;
             }
             continue;
         }
@@ -663,8 +655,12 @@ async fn session<E: Exchange>(
                     Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
                 };
                 if ready.is_readable() {
+                    let full = inflight.len() >= depth;
                     if let Some(end) = read_responses(ex, stream, clock, inflight, reader) {
                         return end;
+                    }
+                    if full && inflight.len() < depth {
+                        lane.room_from(clock.now());
                     }
                 }
             }
@@ -675,6 +671,74 @@ async fn session<E: Exchange>(
         }
         if lane.abort.get() {
             return End::Reconnect(Some(ErrorClass::Timeout));
+        }
+    }
+}
+
+/// Takes from the lane's queue what the pipeline has room for, encoding each
+/// request into `wbuf` and stamping it sent now.
+fn fill<E: Exchange>(
+    ex: &E,
+    lane: &Lane,
+    (depth, timeout): (usize, Nanos),
+    clock: &Clock,
+    inflight: &mut VecDeque<(Request, Nanos)>,
+    wbuf: &mut Vec<u8>,
+) {
+    if inflight.len() < depth {
+        let now = clock.now();
+        while inflight.len() < depth {
+            let Some(req) = lane.pop() else { break };
+            if now.saturating_sub(req.intended) > timeout {
+                // Waited longer than a client would: a timeout, not sent. This
+                // also bounds the backlog of a generator or server that fell behind.
+                ex.abandon(&req, ErrorClass::Timeout, now);
+                continue;
+            }
+            ex.encode(&req, wbuf);
+            ex.sent(&req, lane.ready_at(req.intended), now);
+            inflight.push_back((req, now));
+        }
+    }
+    lane.in_flight.set(inflight.len());
+    lane.oldest_sent
+        .set(inflight.front().map_or(Nanos::MAX, |x| x.1));
+}
+
+/// Writes as much of `wbuf` from `wpos` as the socket takes (the buffer empties
+/// once all of it is written).
+fn flush(stream: &TcpStream, wbuf: &mut Vec<u8>, wpos: &mut usize) -> Result<(), End> {
+    while *wpos < wbuf.len() {
+        match stream.try_write(&wbuf[*wpos..]) {
+            Ok(n) => *wpos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => return Err(End::Reconnect(Some(ErrorClass::Connection))),
+        }
+    }
+    if *wpos == wbuf.len() {
+        wbuf.clear();
+        *wpos = 0;
+    }
+    Ok(())
+}
+
+/// Nothing in flight: waits for work, but notices a server that closes the
+/// connection (`Some`: start afresh).
+async fn idle(lane: &Lane, stream: &TcpStream, reader: &mut Reader) -> Option<End> {
+    lane.room.set(true);
+    tokio::select! {
+        _ = lane.notify.notified() => None,
+        r = stream.ready(Interest::READABLE) => {
+            if r.is_err() {
+                return Some(End::Reconnect(None));
+            }
+            match reader.read(stream) {
+                // Spurious readiness.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                // End of stream (the server closed an idle connection), an
+                // error, or bytes nobody asked for: start afresh.
+                _ => Some(End::Reconnect(None)),
+            }
         }
     }
 }
@@ -890,6 +954,19 @@ mod tests {
         reader.end = chunked.len();
         reader.drain(|r| &*r.body == b"ok").unwrap();
         assert_eq!(reader.framer.heads.len(), 1);
+    }
+
+    #[test]
+    fn a_request_is_ready_when_its_connection_has_room() {
+        let lane = Lane::new(None, Rc::from(vec!["127.0.0.1:1".parse().unwrap()]), 0);
+        assert_eq!(lane.ready_at(5), 5, "room all along: ready when intended");
+        lane.room_from(9);
+        assert_eq!(
+            lane.ready_at(5),
+            9,
+            "waited for the wire until there was room"
+        );
+        assert_eq!(lane.ready_at(12), 12);
     }
 
     #[test]

@@ -138,6 +138,7 @@ impl Collector {
                 write(&format!("{}.uncorrected", op.name()), &o.uncorrected);
             }
             write("send_lag", &stats.send_lag);
+            write("conn_wait", &stats.conn_wait);
             write("sched_lag", &stats.sched_lag);
             write("push", &stats.push);
         }

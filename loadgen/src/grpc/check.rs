@@ -15,7 +15,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use registry_proto::grpc::message::{QueryServiceResponse, RequestHead};
+use registry_proto::grpc::message::RequestHead;
+use serde::Deserialize;
 use tonic::transport::Channel;
 
 use super::lane::unary;
@@ -139,27 +140,61 @@ impl Lister {
                 return Err(why.context(format!("gRPC query of {name} on {addr}")));
             }
         };
-        let info = serde_json::from_slice::<QueryServiceResponse>(answer.json())
-            .ok()
-            .and_then(|r| r.service_info)
-            .with_context(|| {
-                format!(
-                    "gRPC query of {name} on {addr} answered {}",
-                    String::from_utf8_lossy(answer.json())
-                )
-            })?;
-        let endpoints = info
-            .hosts
-            .iter()
-            .map(|h| {
-                u16::try_from(h.port)
-                    .ok()
-                    .and_then(|p| Endpoint::parse(&h.ip, p))
-                    .unwrap_or(Endpoint(u64::MAX))
-            })
-            .collect();
+        let endpoints =
+            listed(answer.json()).with_context(|| format!("gRPC query of {name} on {addr}"))?;
         Ok(HostList::new(name, endpoints))
     }
+}
+
+/// A `QueryServiceResponse` as the check reads it: every field may be absent or
+/// `null`. A server with no such service (drained: nothing left) may answer
+/// `serviceInfo: null` or `hosts: null` (r-nacos's optional fields), and that is
+/// a list of zero hosts, not a member that could not be asked: a failed answer
+/// says so in its `resultCode`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Answer {
+    result_code: Option<i32>,
+    message: Option<String>,
+    service_info: Option<Info>,
+}
+
+#[derive(Deserialize)]
+struct Info {
+    hosts: Option<Vec<Listed>>,
+}
+
+#[derive(Deserialize)]
+struct Listed {
+    ip: Option<String>,
+    port: Option<i64>,
+}
+
+/// The endpoints of one `QueryServiceResponse` body; an error when the server
+/// said the query failed or the body is not an answer.
+fn listed(json: &[u8]) -> anyhow::Result<Vec<Endpoint>> {
+    let answer: Answer = serde_json::from_slice(json)
+        .with_context(|| format!("answered {}", String::from_utf8_lossy(json)))?;
+    if let Some(code) = answer.result_code.filter(|c| *c != 200) {
+        anyhow::bail!(
+            "answered resultCode {code}: {}",
+            answer.message.unwrap_or_default()
+        );
+    }
+    let hosts = answer
+        .service_info
+        .and_then(|i| i.hosts)
+        .unwrap_or_default();
+    Ok(hosts
+        .iter()
+        .map(|h| {
+            h.port
+                .and_then(|p| u16::try_from(p).ok())
+                .zip(h.ip.as_deref())
+                .and_then(|(p, ip)| Endpoint::parse(ip, p))
+                .unwrap_or(Endpoint(u64::MAX))
+        })
+        .collect())
 }
 
 /// Opens a connection as a client does (server check, the stream with the
@@ -224,6 +259,29 @@ mod tests {
         assert_eq!(distinct.len(), picked.len(), "no service twice");
         assert_eq!(picked, sample(many.clone(), 9));
         assert_ne!(picked, sample(many, 10));
+    }
+
+    #[test]
+    fn a_service_the_server_no_longer_holds_lists_zero_hosts() {
+        // After a drain the server may hold no service at all: its answer, with
+        // `null` for what it does not have, is an empty list (the drain check
+        // then reads 0 instances, not "unknown").
+        for body in [
+            r#"{"resultCode":200,"success":true,"serviceInfo":null}"#,
+            r#"{"resultCode":200,"serviceInfo":{"name":"s","hosts":null,"checksum":null,"clusters":null}}"#,
+            r#"{"resultCode":200,"serviceInfo":{"name":"s","hosts":[]}}"#,
+        ] {
+            assert_eq!(listed(body.as_bytes()).unwrap(), Vec::new(), "{body}");
+        }
+        let one = r#"{"resultCode":200,"serviceInfo":{"hosts":[{"ip":"10.0.0.1","port":8080,"weight":null}]}}"#;
+        assert_eq!(
+            listed(one.as_bytes()).unwrap(),
+            vec![Endpoint::parse("10.0.0.1", 8080).unwrap()]
+        );
+        // A failed query is still an error, not zero hosts.
+        let failed = r#"{"resultCode":500,"errorCode":500,"message":"boom"}"#;
+        assert!(listed(failed.as_bytes()).is_err());
+        assert!(listed(b"not json").is_err());
     }
 
     #[test]
