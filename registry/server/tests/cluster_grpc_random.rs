@@ -56,8 +56,10 @@ const FLAGS: &[&str] = &[
 /// must reach every node by replication, not by the expiry of a copy.
 const SETTLE: Duration = Duration::from_secs(3);
 /// ... and this long when one did (counted from the kill and from the
-/// restart): the dead node's synced clients linger until the grace ends,
-/// and a removal sent while a node restarts may only reach it by expiry.
+/// restart): the dead node's synced clients linger on the others until the
+/// grace ends, also once it is back (the new process does not renew what
+/// the old one held): a client that redid elsewhere and then dropped its new
+/// connection stays listed by its old connection's copy until then.
 const SETTLE_AFTER_KILL: Duration = Duration::from_millis(GRACE_MS + 4_000);
 
 fn naming(service: &str) -> NamingHead {
