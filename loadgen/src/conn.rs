@@ -97,6 +97,31 @@ pub struct Lane {
     /// The servers this lane may use, and the index of the one it uses now.
     servers: Rc<[SocketAddr]>,
     server: Cell<usize>,
+    /// The open connection, shared by the lane's task and the worker's driver
+    /// ([`Lane::write_through`]); `None` while connecting.
+    wire: RefCell<Option<Wire>>,
+}
+
+/// A lane's open connection and what is on it. Borrowed only between awaits, by
+/// the lane's task or by the driver, never by both: one thread runs them.
+#[derive(Debug)]
+struct Wire {
+    stream: Rc<TcpStream>,
+    /// Written requests awaiting their answers, in order, with their write times.
+    inflight: VecDeque<(Request, Nanos)>,
+    /// Encoded requests not yet (all) written, from `wpos`.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    /// Most requests in flight, and how long a request may wait to be written.
+    limits: (usize, Nanos),
+}
+
+/// What one step of a connection left: whether nothing is in flight, whether the
+/// pipeline has room, whether bytes are still to be written.
+struct Step {
+    idle: bool,
+    room: bool,
+    writing: bool,
 }
 
 impl Lane {
@@ -115,6 +140,7 @@ impl Lane {
             source,
             server: Cell::new(first % servers.len().max(1)),
             servers,
+            wire: RefCell::new(None),
         }
     }
 
@@ -225,6 +251,60 @@ impl Lane {
     /// Sets the count of requests in flight (kept by the lane's task).
     pub fn set_in_flight(&self, n: usize) {
         self.in_flight.set(n);
+    }
+
+    /// Writes the queued requests from here (the worker's driver, as soon as they
+    /// are due) when the connection is open with room and nothing half-written:
+    /// a due request then leaves without waiting for this lane's task to be
+    /// scheduled behind the other lanes' work. The task is woken to read the
+    /// answers. Anything else (no connection, a full pipeline, a partial write) is
+    /// left to the task.
+    pub fn write_through<E: Exchange>(&self, ex: &E, clock: &Clock) {
+        if self.queue.borrow().is_empty() || self.closing.get() {
+            return;
+        }
+        let Ok(mut wire) = self.wire.try_borrow_mut() else {
+            return;
+        };
+        let Some(w) = wire.as_mut() else { return };
+        if w.wpos < w.wbuf.len() || w.inflight.len() >= w.limits.0 {
+            return;
+        }
+        fill(ex, self, w.limits, clock, &mut w.inflight, &mut w.wbuf);
+        // A failed write stays in the buffer: the task's own write meets the
+        // error and reconnects.
+        let _ = flush(&w.stream, &mut w.wbuf, &mut w.wpos);
+        drop(wire);
+        self.notify.notify_one();
+    }
+
+    /// Fills the pipeline from the queue and writes what the socket takes.
+    fn step<E: Exchange>(&self, ex: &E, clock: &Clock) -> Result<Step, End> {
+        let mut wire = self.wire.borrow_mut();
+        let Some(w) = wire.as_mut() else {
+            return Err(End::Reconnect(None));
+        };
+        fill(ex, self, w.limits, clock, &mut w.inflight, &mut w.wbuf);
+        flush(&w.stream, &mut w.wbuf, &mut w.wpos)?;
+        Ok(Step {
+            idle: w.inflight.is_empty(),
+            room: w.inflight.len() < w.limits.0,
+            writing: w.wpos < w.wbuf.len(),
+        })
+    }
+
+    /// Reads and completes what has arrived; marks the room an answer made in a
+    /// full pipeline. `Some` when the connection must end.
+    fn read<E: Exchange>(&self, ex: &E, clock: &Clock, reader: &mut Reader) -> Option<End> {
+        let mut wire = self.wire.borrow_mut();
+        let w = wire.as_mut()?;
+        let full = w.inflight.len() >= w.limits.0;
+        let stream = w.stream.clone();
+        let end = read_responses(ex, &stream, clock, &mut w.inflight, reader);
+        if end.is_none() && full && w.inflight.len() < w.limits.0 {
+            self.room_from(clock.now());
+        }
+        end
     }
 
     /// The connection has room for another request from `at` on: it opened, or an
@@ -535,8 +615,7 @@ pub struct LaneConfig {
 
 /// Runs one lane's connection until the lane is closed and empty.
 pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, clock: Clock) {
-    let mut inflight: VecDeque<(Request, Nanos)> = VecDeque::with_capacity(cfg.depth);
-    let mut wbuf: Vec<u8> = Vec::with_capacity(8 * 1024);
+    let limits = (cfg.depth, cfg.timeout.as_nanos() as Nanos);
     let mut reader = Reader::new();
     let mut failures = 0u32;
     loop {
@@ -550,7 +629,7 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
         let stream = match connect(lane.server(), lane.source).await {
             Ok(s) => {
                 failures = 0;
-                s
+                Rc::new(s)
             }
             Err(_) => {
                 failures += 1;
@@ -569,18 +648,20 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
         lane.abort.set(false);
         lane.room_from(clock.now());
         reader.clear();
-        wbuf.clear();
-        let end = session(
-            &*ex,
-            &lane,
-            &stream,
-            (cfg.depth, cfg.timeout.as_nanos() as Nanos),
-            &clock,
-            &mut inflight,
-            &mut wbuf,
-            &mut reader,
-        )
-        .await;
+        *lane.wire.borrow_mut() = Some(Wire {
+            stream: stream.clone(),
+            inflight: VecDeque::with_capacity(cfg.depth),
+            wbuf: Vec::with_capacity(8 * 1024),
+            wpos: 0,
+            limits,
+        });
+        let end = session(&*ex, &lane, &stream, &clock, &mut reader).await;
+        let mut inflight = lane
+            .wire
+            .borrow_mut()
+            .take()
+            .map(|w| w.inflight)
+            .unwrap_or_default();
         lane.in_flight.set(0);
         lane.oldest_sent.set(Nanos::MAX);
         match end {
@@ -611,28 +692,24 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
 
 /// One connection's life: fill the pipeline from the lane's queue, write, wait
 /// for the socket or the lane, read and complete responses; until the lane closes,
-/// is given up, or the connection must be made again.
-#[allow(clippy::too_many_arguments)]
+/// is given up, or the connection must be made again. The driver may have
+/// written requests on it in between ([`Lane::write_through`]).
 async fn session<E: Exchange>(
     ex: &E,
     lane: &Lane,
     stream: &TcpStream,
-    (depth, timeout): (usize, Nanos),
     clock: &Clock,
-    inflight: &mut VecDeque<(Request, Nanos)>,
-    wbuf: &mut Vec<u8>,
     reader: &mut Reader,
 ) -> End {
-    let mut wpos = 0usize;
     loop {
         if lane.gave_up.get() {
             return End::GaveUp;
         }
-        fill(ex, lane, (depth, timeout), clock, inflight, wbuf);
-        if let Err(end) = flush(stream, wbuf, &mut wpos) {
-            return end;
-        }
-        if inflight.is_empty() {
+        let step = match lane.step(ex, clock) {
+            Ok(step) => step,
+            Err(end) => return end,
+        };
+        if step.idle {
             if lane.closing.get() {
                 return End::Closed;
             }
@@ -641,8 +718,8 @@ async fn session<E: Exchange>(
             }
             continue;
         }
-        lane.room.set(inflight.len() < depth);
-        let interest = if wpos < wbuf.len() {
+        lane.room.set(step.room);
+        let interest = if step.writing {
             Interest::READABLE | Interest::WRITABLE
         } else {
             Interest::READABLE
@@ -655,12 +732,8 @@ async fn session<E: Exchange>(
                     Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
                 };
                 if ready.is_readable() {
-                    let full = inflight.len() >= depth;
-                    if let Some(end) = read_responses(ex, stream, clock, inflight, reader) {
+                    if let Some(end) = lane.read(ex, clock, reader) {
                         return end;
-                    }
-                    if full && inflight.len() < depth {
-                        lane.room_from(clock.now());
                     }
                 }
             }
@@ -727,10 +800,15 @@ fn flush(stream: &TcpStream, wbuf: &mut Vec<u8>, wpos: &mut usize) -> Result<(),
 async fn idle(lane: &Lane, stream: &TcpStream, reader: &mut Reader) -> Option<End> {
     lane.room.set(true);
     tokio::select! {
+        // First: the driver wakes the task after writing on its connection.
+        biased;
         _ = lane.notify.notified() => None,
         r = stream.ready(Interest::READABLE) => {
             if r.is_err() {
                 return Some(End::Reconnect(None));
+            }
+            if lane.in_flight.get() > 0 {
+                return None; // answers to what the driver wrote: read them busy
             }
             match reader.read(stream) {
                 // Spurious readiness.

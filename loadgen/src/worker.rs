@@ -1228,6 +1228,7 @@ pub async fn drive(
             break;
         }
         driver.send_due(now);
+        driver.write_through();
         driver.publish_progress(now, lane_config.timeout);
         driver.roll_second(now);
         // Wake exactly when the next rate-driven item is due, or at the next tick
@@ -1314,6 +1315,19 @@ impl Driver {
         shared.progress[self.ctx.index as usize]
             .phase_seen
             .store(u64::from(phase.as_u8()), Ordering::Relaxed);
+    }
+
+    /// Writes what this tick made due from here, on every HTTP lane whose
+    /// connection has room ([`Lane::write_through`]): a due request does not wait
+    /// for its lane's task to be scheduled behind the other lanes' reads and
+    /// writes. A 2.x lane's calls go through tonic's connection task either way.
+    fn write_through(&self) {
+        if self.ctx.grpc {
+            return;
+        }
+        for lane in &self.ctx.lanes {
+            lane.write_through(&*self.ctx, &self.ctx.shared.clock);
+        }
     }
 
     /// Dispatches every operation whose intended time is at or before `now`.

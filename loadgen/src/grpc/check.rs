@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use registry_proto::grpc::message::RequestHead;
+use registry_proto::grpc::Payload;
 use serde::Deserialize;
 use tonic::transport::Channel;
 
@@ -105,22 +106,6 @@ impl Lister {
 
     /// The member's list of service `s`, as its 2.x clients would get it.
     pub fn hosts(&mut self, naming: &Naming, s: u32) -> anyhow::Result<HostList> {
-        let addr = self.addr;
-        let channel = match self.channel.clone() {
-            Some(c) => c,
-            None => {
-                let c = self
-                    .runtime
-                    .block_on(async {
-                        tokio::time::timeout(CALL_TIMEOUT, connect(addr, &naming.namespace)).await
-                    })
-                    .unwrap_or_else(|_| {
-                        Err(anyhow::anyhow!("connecting to gRPC {addr} timed out"))
-                    })?;
-                self.channel = Some(c.clone());
-                c
-            }
-        };
         let mut service_name = String::new();
         naming.service_name(s, &mut service_name);
         let payload = request::query(&request::Naming {
@@ -129,20 +114,50 @@ impl Lister {
             group_name: naming.group.clone(),
         });
         let name = naming.grouped(s);
+        // A connection kept from an earlier check may have been closed by the
+        // server meanwhile (nobody answered its detection requests while the
+        // runner was not asking): one retry on a fresh connection, as the HTTP
+        // control client does, before the member counts as silent.
+        let reused = self.channel.is_some();
+        let answer = match self.query(&naming.namespace, payload.clone()) {
+            Err(_) if reused => self.query(&naming.namespace, payload),
+            first => first,
+        }
+        .with_context(|| format!("gRPC query of {name} on {}", self.addr))?;
+        let endpoints = listed(answer.json())
+            .with_context(|| format!("gRPC query of {name} on {}", self.addr))?;
+        Ok(HostList::new(name, endpoints))
+    }
+
+    /// One unary call on the member's connection (opened first if there is none;
+    /// dropped when the call fails, so the next one opens another).
+    fn query(&mut self, namespace: &str, payload: Payload) -> anyhow::Result<Payload> {
+        let addr = self.addr;
+        let channel = match self.channel.clone() {
+            Some(c) => c,
+            None => {
+                let c = self
+                    .runtime
+                    .block_on(async {
+                        tokio::time::timeout(CALL_TIMEOUT, connect(addr, namespace)).await
+                    })
+                    .unwrap_or_else(|_| {
+                        Err(anyhow::anyhow!("connecting to gRPC {addr} timed out"))
+                    })?;
+                self.channel = Some(c.clone());
+                c
+            }
+        };
         let answer = self
             .runtime
             .block_on(async { tokio::time::timeout(CALL_TIMEOUT, unary(&channel, payload)).await });
-        let answer = match answer {
-            Ok(Ok(a)) => a,
+        match answer {
+            Ok(Ok(a)) => Ok(a),
             failed => {
-                self.channel = None; // reconnect on the next call
-                let why = failed.map_or_else(|_| anyhow::anyhow!("timed out"), |r| r.unwrap_err());
-                return Err(why.context(format!("gRPC query of {name} on {addr}")));
+                self.channel = None;
+                Err(failed.map_or_else(|_| anyhow::anyhow!("timed out"), |r| r.unwrap_err()))
             }
-        };
-        let endpoints =
-            listed(answer.json()).with_context(|| format!("gRPC query of {name} on {addr}"))?;
-        Ok(HostList::new(name, endpoints))
+        }
     }
 }
 
