@@ -257,7 +257,7 @@ fn generator_section(report: &Report) -> Section {
     if let Some(lag) = &report.send_lag {
         generator.table = Some(latency_table(
             "send lag",
-            &[("actual - intended".to_owned(), &lag.summary)],
+            &[("write - writable".to_owned(), &lag.summary)],
         ));
     }
     generator
