@@ -17,6 +17,7 @@
 //!   [`hub`]: its connections and ack queue, as every part shares them.
 //! - [`sweeper`]: the lease sweeper task.
 //! - [`subscriber_list`]: a service's push subscribers, the cluster's included.
+//! - [`service_info`]: the 2.x `ServiceInfo` queries answer and pushes carry.
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
@@ -65,6 +66,7 @@ pub mod persist;
 pub mod prometheus;
 pub mod pusher;
 pub mod reply;
+pub mod service_info;
 pub mod shutdown;
 pub mod startup;
 pub mod state;
@@ -179,8 +181,8 @@ pub async fn run_app(
         Some(p) => p.start(app.store.clone())?,
         None => None,
     };
-    let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
-    let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
+    let notifier = tokio::spawn(notifier::run(app.pushes(), udp, stages.notifier.clone()));
+    let sweeper = tokio::spawn(sweeper::run(app.sweeps(), stages.sweeper.clone()));
     // Nothing without --members; stopped with the sweeper.
     let cluster_tasks = match &app.cluster {
         Some(c) => c.start(&app, &stages.sweeper),

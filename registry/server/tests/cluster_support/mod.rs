@@ -16,8 +16,8 @@ use tokio::process::{Child, Command};
 
 use super::binary::Conn;
 
-/// Timings every test node runs with (ms): probes every 200 ms, DOWN after
-/// three misses; checksums every 500 ms; unhealthy after 1.5 s of silence,
+/// Timings every test node runs with unless its `extra` arguments give the
+/// flag (ms): probes every 200 ms, DOWN after three misses; checksums every 500 ms; unhealthy after 1.5 s of silence,
 /// deleted after 3 s.
 pub const FAST: &[&str] = &[
     "--cluster-probe-interval-ms",
@@ -146,7 +146,7 @@ impl Node {
                 &self.grpc.to_string(),
             ])
             .args(["--members", &self.members])
-            .args(FAST)
+            .args(self.fast_not_overridden())
             .args(&self.extra)
             .env("REGISTRY_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
@@ -170,6 +170,16 @@ impl Node {
         );
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         self.child = Some(child);
+    }
+
+    /// The [`FAST`] flags and values, less those that `extra` gives (a flag
+    /// may be given once).
+    fn fast_not_overridden(&self) -> Vec<&'static str> {
+        FAST.chunks(2)
+            .filter(|pair| !self.extra.iter().any(|e| e == pair[0]))
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// `kill -9`.
