@@ -27,6 +27,9 @@ use crate::state::Exchange;
 
 /// Answers a cluster route.
 ///
+/// A table of one arm per peer route (decode, check, hand to the module
+/// that owns it): longer than 80 lines as the routes are many, not split.
+///
 /// # Errors
 /// 403 for a non-member or a wrong secret, 400 for a bad message.
 pub(crate) fn handle(

@@ -631,6 +631,9 @@ impl Writer {
     }
 
     /// Steps 3 and 4: the store, the change feed, the health targets.
+    ///
+    /// A table of one arm per command, each one store call: longer than
+    /// 80 lines as the command enum is, not logic to split.
     fn write(&self, command: Command<'_>, now: Millis) -> Result<Applied, WriteError> {
         let store = &*self.store;
         let written = match command {
