@@ -7,7 +7,8 @@
 //! restarted node (empty table) has the cluster's namespaces after its
 //! first exchange, and a bad table on the peer route is refused with the
 //! reason, nothing of it applied. With Raft (`--data-dir`) the changes are
-//! log entries: the same through any node, and a restarted node has them.
+//! log entries: the same through any node, a restarted node has them, and
+//! a wiped node gets them back in the leader's snapshot.
 
 mod binary;
 mod cluster_support;
@@ -47,24 +48,41 @@ async fn listed(node: &Node, list: &str) -> Option<Vec<(String, String, String)>
     Some(out)
 }
 
-/// Waits until every node in `nodes` lists exactly `expected` through both v1 and v3.
+/// Waits until every node in `nodes` lists exactly `expected` through both
+/// v1 and v3; on time out, says what each lists and shows its log's tail.
 async fn until_listed(nodes: &[&Node], expected: &[(&str, &str, &str)]) {
     let want: Vec<(String, String, String)> = expected
         .iter()
         .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
         .collect();
-    let what = format!("every node lists {expected:?} through v1 and v3");
-    until(LIMIT, &what, || async {
+    let started = std::time::Instant::now();
+    'poll: loop {
         for node in nodes {
             for list in [V1_LIST, V3_LIST] {
                 if listed(node, list).await.as_ref() != Some(&want) {
-                    return false;
+                    if started.elapsed() > LIMIT {
+                        break 'poll;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue 'poll;
                 }
             }
         }
-        true
-    })
-    .await;
+        return;
+    }
+    let mut seen = String::new();
+    for node in nodes {
+        let text = node.log_text();
+        let tail: Vec<&str> = text.lines().rev().take(30).collect();
+        seen += &format!(
+            "--- {}: v1 {:?}, v3 {:?}\n{}\n",
+            node.addr,
+            listed(node, V1_LIST).await,
+            listed(node, V3_LIST).await,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    panic!("not within {LIMIT:?}: every node lists {expected:?}\n{seen}");
 }
 
 /// A v3 admin call's envelope `code` (0 is success) and its HTTP status.
@@ -184,6 +202,7 @@ async fn namespaces_reach_every_member_without_raft() {
     // A restarted node (no data dir: it starts with an empty table) has
     // the cluster's namespaces again after its first exchange.
     c.nodes[2].restart().await;
+    until_ready(&[&c.nodes[2]]).await;
     until_listed(
         &c.nodes.iter().collect::<Vec<_>>(),
         &[("dev", "Dev2", "second")],
@@ -252,8 +271,9 @@ async fn send_table(node: &Node, body: &str) -> (u16, String) {
     conn.send(request.as_bytes()).await.expect("answer")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn namespaces_are_raft_log_entries_with_a_data_dir() {
+/// Three Raft nodes (real processes), each with its own data dir under the
+/// returned temporary directory (`dir/data{i}`).
+async fn raft_nodes(extra: &[&str]) -> (tempfile::TempDir, Vec<Node>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let addrs = free_addrs(3);
     let members = addrs
@@ -264,7 +284,7 @@ async fn namespaces_are_raft_log_entries_with_a_data_dir() {
     let mut nodes = Vec::new();
     for (i, a) in addrs.iter().enumerate() {
         let data = dir.path().join(format!("data{i}"));
-        let args = [
+        let mut args = vec![
             "--data-dir",
             data.to_str().expect("utf-8 path"),
             "--raft-election-timeout-ms",
@@ -276,23 +296,49 @@ async fn namespaces_are_raft_log_entries_with_a_data_dir() {
             "--health-check-interval-ms",
             "0",
         ];
+        args.extend_from_slice(extra);
         let log = dir.path().join(format!("node{i}.log"));
         nodes.push(Node::start(*a, &members, &args, &log).await);
     }
-    // A write through a node that has no leader yet answers 503: retry as
-    // a client would until the group has one.
-    until(
-        Duration::from_secs(45),
-        "a namespace create through node 0",
-        || async {
-            let (status, code, body) =
-                v3(&nodes[0], Method::Post, "namespaceId=dev&namespaceName=Dev").await;
-            // Exists: an earlier try was committed after its answer timed out.
-            (status, code) == (200, 0) || body.contains("already exist")
-        },
-    )
+    until_ready(&nodes.iter().collect::<Vec<_>>()).await;
+    (dir, nodes)
+}
+
+/// Waits until `nodes` serve clients (a Raft node loads its state first;
+/// on a loaded machine an election can take a while, as in `raft.rs`).
+async fn until_ready(nodes: &[&Node]) {
+    until(Duration::from_secs(45), "the nodes ready", || async {
+        for n in nodes {
+            if !n.ready().await {
+                return false;
+            }
+        }
+        true
+    })
     .await;
-    until_listed(&nodes.iter().collect::<Vec<_>>(), &[("dev", "Dev", "")]).await;
+}
+
+/// Creates namespace `id` through `node`, retrying while the group has no
+/// leader (503, or no answer while a write waits for one) as a client would.
+async fn create_logged(node: &Node, id: &str) {
+    let what = format!("namespace {id} created through {}", node.addr);
+    let target = format!("{V3}?namespaceId={id}&namespaceName={id}");
+    until(Duration::from_secs(45), &what, || async {
+        let Some((status, body)) = node.try_call(Method::Post, &target).await else {
+            return false;
+        };
+        // Exists: an earlier try was committed after its answer timed out.
+        (status, json(&body)["code"].as_i64()) == (200, Some(0)) || body.contains("already exist")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_are_raft_log_entries_with_a_data_dir() {
+    let (_dir, mut nodes) = raft_nodes(&[]).await;
+    // A write through a node that has no leader yet answers 503: retried.
+    create_logged(&nodes[0], "dev").await;
+    until_listed(&nodes.iter().collect::<Vec<_>>(), &[("dev", "dev", "")]).await;
 
     // Updated through node 1, seen by node 2.
     let (status, code, body) = v3(
@@ -317,6 +363,7 @@ async fn namespaces_are_raft_log_entries_with_a_data_dir() {
     )
     .await;
     nodes[2].restart().await;
+    until_ready(&[&nodes[2]]).await;
     until_listed(
         &nodes.iter().collect::<Vec<_>>(),
         &[("dev", "Dev2", "logged"), ("qa", "QA", "")],
@@ -375,4 +422,34 @@ async fn namespaces_are_raft_log_entries_with_a_data_dir() {
         &[("dev", "Dev2", "logged")],
     )
     .await;
+}
+
+/// A node whose data dir is wiped gets the namespaces back from the
+/// leader's snapshot (the log before it is compacted away): the snapshot
+/// carries the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wiped_raft_node_gets_the_namespaces_from_a_snapshot() {
+    let (dir, mut nodes) = raft_nodes(&["--raft-snapshot-logs", "10"]).await;
+    let ids: Vec<String> = (0..30).map(|i| format!("ns-{i:02}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        create_logged(&nodes[i % 3], id).await;
+    }
+    let expected: Vec<(&str, &str, &str)> = ids
+        .iter()
+        .map(|id| (id.as_str(), id.as_str(), ""))
+        .collect();
+    until_listed(&nodes.iter().collect::<Vec<_>>(), &expected).await;
+    nodes[2].kill9().await;
+    std::fs::remove_dir_all(dir.path().join("data2")).expect("wipe node 2's data dir");
+    nodes[2].restart().await;
+    until_ready(&[&nodes[2]]).await;
+    until_listed(&[&nodes[2]], &expected).await;
+    assert!(
+        nodes[2]
+            .metric("registry_raft_snapshots_installed_total")
+            .await
+            >= 1.0,
+        "the wiped node caught up without a snapshot\n{}",
+        nodes[2].log_text()
+    );
 }

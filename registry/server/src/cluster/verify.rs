@@ -330,7 +330,11 @@ pub(crate) async fn load_snapshot(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
                 tracing::info!("no peer serves yet: starting with an empty replica");
             }
             cluster.set_ready(&app, true);
-            continue;
+            // Still not ready (a Raft node whose engine has not loaded its
+            // state yet): wait below rather than spin on this branch.
+            if cluster.is_ready() {
+                continue;
+            }
         }
         tokio::select! {
             _ = cancel.cancelled() => return,
