@@ -2,7 +2,10 @@
 //! Nacos 2.x gRPC protocol, around the pure [`registry_core::Store`].
 //!
 //! # Layout
-//! - [`config`]: the flags (clap, each also an environment variable).
+//! - [`config`]: the flags (clap, each also an environment variable and a
+//!   key of the `--config` file).
+//! - [`admin`]: the operator's client of a running registry
+//!   (`registry members add|remove`).
 //! - [`http`]: connections, framing, routing, the handlers and the one place
 //!   errors become Nacos statuses and texts.
 //! - [`convert`]: mapping between wire types (`registry-proto`) and the core.
@@ -13,6 +16,8 @@
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
 //! - [`grpc`]: the Nacos 2.x gRPC server: connections, requests, streams.
 //! - [`sweeper`]: the lease sweeper task.
+//! - [`disk`]: the free-space check that refuses persistent writes on a
+//!   full data directory before anything is applied.
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
@@ -32,11 +37,13 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod auth;
 pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod console;
+pub mod disk;
 pub mod embed;
 pub mod events;
 pub mod footprint;
@@ -156,7 +163,10 @@ pub async fn run_app(
     let grace = app.config.grace();
 
     let writer = match &app.persist {
-        Some(p) => p.start(app.store.clone())?,
+        Some(p) => {
+            p.disk.set_min_free(app.config.data_min_free_bytes);
+            p.start(app.store.clone())?
+        }
         None => None,
     };
     let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));

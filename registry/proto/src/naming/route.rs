@@ -65,11 +65,15 @@ pub enum Route {
     Readiness,
     /// `POST /nacos/v1/core/raft`: a Raft peer message
     RaftRpc,
+    /// `POST /nacos/v1/core/cluster/member`: an operator adds a member
+    ClusterMemberAdd,
+    /// `DELETE /nacos/v1/core/cluster/member`: an operator removes one
+    ClusterMemberRemove,
 }
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 24] = [
+    pub const ALL: [Route; 26] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -94,6 +98,8 @@ impl Route {
         Route::DistroSnapshot,
         Route::Readiness,
         Route::RaftRpc,
+        Route::ClusterMemberAdd,
+        Route::ClusterMemberRemove,
     ];
 
     /// A short stable name (`instance_beat`), for logs and metric labels.
@@ -123,6 +129,8 @@ impl Route {
             Route::DistroSnapshot => "distro_snapshot",
             Route::Readiness => "readiness",
             Route::RaftRpc => "raft_rpc",
+            Route::ClusterMemberAdd => "cluster_member_add",
+            Route::ClusterMemberRemove => "cluster_member_remove",
         }
     }
 
@@ -153,6 +161,8 @@ impl Route {
             Route::DistroSnapshot => (Method::Post, crate::distro::SNAPSHOT_PATH),
             Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
             Route::RaftRpc => (Method::Post, crate::distro::RAFT_PATH),
+            Route::ClusterMemberAdd => (Method::Post, crate::distro::MEMBER_PATH),
+            Route::ClusterMemberRemove => (Method::Delete, crate::distro::MEMBER_PATH),
         }
     }
 
@@ -288,6 +298,11 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
         crate::distro::RAFT_PATH => match lookup {
             Method::Post => Ok(Route::RaftRpc),
             _ => Err(not_allowed("POST")),
+        },
+        crate::distro::MEMBER_PATH => match lookup {
+            Method::Post => Ok(Route::ClusterMemberAdd),
+            Method::Delete => Ok(Route::ClusterMemberRemove),
+            _ => Err(not_allowed("POST, DELETE")),
         },
         crate::distro::READINESS_PATH => {
             get_only(lookup, Route::Readiness).ok_or_else(|| not_allowed("GET, HEAD"))

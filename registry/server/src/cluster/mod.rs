@@ -29,6 +29,7 @@
 pub mod api;
 mod link;
 pub mod members;
+pub mod membership;
 pub mod raft;
 pub mod relay;
 mod replicate;
@@ -141,6 +142,8 @@ impl ClusterConfig {
             heartbeat: Duration::from_millis(config.raft_heartbeat_ms.max(1)),
             snapshot_logs: config.raft_snapshot_logs.max(1),
             write_timeout: Duration::from_millis(config.raft_write_timeout_ms.max(1)),
+            join: config.cluster_join,
+            min_free: config.data_min_free_bytes,
         });
         Ok(Some(ClusterConfig {
             me,
@@ -249,7 +252,7 @@ impl Cluster {
 
     /// Whether a peer request from `ip` may come from a member.
     pub fn is_member_ip(&self, ip: IpAddr) -> bool {
-        self.member_ips.contains(&ip)
+        self.member_ips.load().contains(&ip)
     }
 
     /// Whether this node has loaded its snapshot and serves clients (and,

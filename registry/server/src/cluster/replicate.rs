@@ -58,14 +58,14 @@ pub(crate) async fn run(app: Arc<App>, cluster: Arc<Cluster>, cancel: Cancellati
 fn send_to_peers(cluster: &Arc<Cluster>, datums: Vec<Datum>) {
     let count = datums.len() as u64;
     let messages = pack(cluster, datums);
-    for (i, peer) in cluster.peers().iter().enumerate() {
+    for peer in cluster.peers().iter() {
         if peer.state() == MemberState::Down {
             continue;
         }
         let cluster = cluster.clone();
         let messages = messages.clone();
+        let peer = peer.clone();
         tokio::spawn(async move {
-            let peer = &cluster.peers()[i];
             for body in messages.iter() {
                 let mut request = Vec::with_capacity(body.len() + 160);
                 distro::write_peer_request(

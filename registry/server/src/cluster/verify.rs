@@ -102,15 +102,14 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
             .into_iter()
             .map(|l| distro::encode(&cluster.envelope(l)))
             .collect();
-        for i in 0..cluster.peers().len() {
-            if cluster.peers()[i].state() != MemberState::Up {
+        for peer in cluster.peers().iter() {
+            if peer.state() != MemberState::Up {
                 continue;
             }
-            let (cluster, bodies) = (cluster.clone(), bodies.clone());
+            let (cluster, bodies, peer) = (cluster.clone(), bodies.clone(), peer.clone());
             tokio::spawn(async move {
-                let peer = &cluster.peers()[i];
                 for body in bodies.iter() {
-                    if send(peer, Method::Put, distro::CHECKSUM_PATH, body)
+                    if send(&peer, Method::Put, distro::CHECKSUM_PATH, body)
                         .await
                         .is_err()
                     {
@@ -236,7 +235,7 @@ pub(crate) async fn repair_loop(
             let body = distro::encode(&cluster.envelope(Fetch {
                 keys: keys.to_vec(),
             }));
-            match fetch_datums(peer, &cluster, distro::DATUM_PATH, &body).await {
+            match fetch_datums(&peer, &cluster, distro::DATUM_PATH, &body).await {
                 Ok(datums) => {
                     let r = apply_datums(&app, &cluster, datums.node, &datums.items, false);
                     cluster.stats.repairs.add(r.applied as u64);
@@ -288,17 +287,21 @@ pub(crate) fn answer_snapshot(app: &App, cluster: &Cluster, part: SnapshotPart) 
 /// is starting (or this is the last node), and it becomes ready empty.
 pub(crate) async fn load_snapshot(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToken) {
     loop {
-        if cluster.is_ready() {
+        // Distro's own readiness, not `is_ready`: that also waits for the
+        // Raft engine, and asking again until it runs would spin (a
+        // one-member cluster has nobody to ask and never waits).
+        if cluster.ready.load(std::sync::atomic::Ordering::Acquire) {
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = cluster.reload.notified() => {}
             }
             continue;
         }
-        let up: Vec<&Peer> = cluster
+        let up: Vec<Arc<Peer>> = cluster
             .peers()
             .iter()
             .filter(|p| p.state() == MemberState::Up)
+            .cloned()
             .collect();
         let mut loaded = false;
         for peer in up.iter() {

@@ -370,6 +370,9 @@ fn dispatch(
         | Route::DistroSnapshot
         | Route::RaftRpc
         | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
+        Route::ClusterMemberAdd | Route::ClusterMemberRemove => {
+            crate::cluster::membership::handle(&ex, route)
+        }
         Route::PrometheusMetrics => {
             let reply = operator::prometheus(&ex, scratch)?;
             if let Some(p) = &app.persist {

@@ -112,12 +112,13 @@ async fn blocking<T: Send + 'static>(
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<Database>,
+    disk: Arc<crate::disk::Disk>,
 }
 
 impl LogStore {
-    /// The store over an opened database.
-    pub fn new(db: Arc<Database>) -> LogStore {
-        LogStore { db }
+    /// The store over an opened database in the directory `disk` checks.
+    pub fn new(db: Arc<Database>, disk: Arc<crate::disk::Disk>) -> LogStore {
+        LogStore { db, disk }
     }
 
     fn read_range(
@@ -225,6 +226,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .into_iter()
             .map(|e| (e.log_id.index, json(&e)))
             .collect();
+        // An append that failed for lack of space would stop the engine
+        // for good; waiting holds this node back (the others go on, and it
+        // catches up once space is freed).
+        self.disk.wait_for_space().await;
         let db = self.db.clone();
         let written = blocking(move || {
             let mut txn = db.begin_write().map_err(|e| e.to_string())?;
