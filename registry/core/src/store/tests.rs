@@ -3,7 +3,8 @@
 use std::net::IpAddr;
 
 use super::*;
-use crate::model::preserved;
+use crate::metadata::Metadata;
+use crate::model::{preserved, InstanceAddr, InstancePatch, ServiceSpec};
 use crate::snapshot::View;
 
 const NS: &str = "public";
