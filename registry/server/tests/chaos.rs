@@ -224,7 +224,7 @@ async fn beater(run: Run, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>) {
             }
         }
         let since = registered_ms.unwrap_or(u64::MAX);
-        for j in 0..N {
+        for (j, addr) in addrs.iter().enumerate() {
             let settled = {
                 let f = run.faults.lock().unwrap();
                 let rejoined = f.rejoined_ms.get(&j).copied().unwrap_or(0);
@@ -233,7 +233,7 @@ async fn beater(run: Run, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>) {
             if !settled {
                 continue;
             }
-            if let Some(ports) = list(addrs[j], "eph").await {
+            if let Some(ports) = list(*addr, "eph").await {
                 let still = run.faults.lock().unwrap().healthy(j);
                 if still && !ports.contains(&7) {
                     run.violation(format!(

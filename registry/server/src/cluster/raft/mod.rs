@@ -266,6 +266,7 @@ pub async fn start(
     let raft = Raft::new(id, Arc::new(config), network, log_store, machine)
         .await
         .context("starting the Raft engine")?;
+    refuse_positional_ids(&raft, &settings.dir)?;
     let initialized = raft.is_initialized().await.unwrap_or(true);
     if !initialized && settings.join {
         // A joining node never starts a group of its own: the leader adds
@@ -310,6 +311,24 @@ pub async fn start(
     ];
     tracing::info!(id, dir = %settings.dir.display(), "Raft group member started");
     Ok((consensus, tasks))
+}
+
+/// Refuses a Raft database written by a build that numbered members by
+/// their position in the sorted `--members` list (1, 2, 3, ...): its votes
+/// and membership name ids this build never uses, so the node could neither
+/// vote nor be counted.
+fn refuse_positional_ids(raft: &Raft<TypeConfig>, dir: &std::path::Path) -> anyhow::Result<()> {
+    let m = raft.metrics().borrow().membership_config.clone();
+    for (id, node) in m.membership().nodes() {
+        if *id != node_id(&node.addr) {
+            anyhow::bail!(
+                "{}/raft.redb names member {} by id {id}, as builds before member ids were                  hashed from addresses did; this build cannot use it. Move the data directory                  away and start with an empty one: the node then loads the persistent data                  from the other members (start every member so if the whole cluster is old)",
+                dir.display(),
+                node.addr
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Counts leader changes as this node sees them.
