@@ -20,6 +20,7 @@
 //! - [`coalesce`]: merging change events per service within a window.
 //! - [`subscribers`]: push subscriptions, their leases and limits.
 //! - [`error`]: what an operation can refuse.
+//! - [`namespace`]: namespaces as records, with their quotas.
 //!
 //! # Who writes what
 //! Each shard has one writer lock; all changes to its services happen under
@@ -37,6 +38,7 @@ mod intern;
 pub mod lease;
 pub mod metadata;
 pub mod model;
+pub mod namespace;
 mod service_index;
 pub mod shared_str;
 pub mod snapshot;
@@ -52,6 +54,7 @@ pub use model::{
     Instance, InstanceAddr, InstancePatch, InstanceSpec, LeaseTimeouts, Millis, ServiceKey,
     ServiceRef, ServiceSpec, DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE,
 };
+pub use namespace::{Namespace, NamespaceError, Namespaces, Quota};
 pub use shared_str::SharedStr;
 pub use snapshot::{Origin, Selection, ServiceSnapshot, View};
 pub use store::{

@@ -85,6 +85,10 @@ pub enum ProtoError {
     /// string `expression`); carries the input.
     #[error("selector format incorrect:{0}")]
     SelectorFormat(Box<str>),
+    /// `instances` of a metadata batch is not a JSON list of `{ip, port, clusterName}`;
+    /// carries the reason. (Nacos ignores it and changes every instance; we refuse.)
+    #[error("Param 'instances' is illegal: {0}")]
+    BatchInstances(Box<str>),
     /// A `%` not followed by two hex digits in the query string or form body.
     #[error("request parameters have an invalid percent-encoding")]
     PercentEncoding,

@@ -17,6 +17,9 @@
 //! - [`naming`]: typed, validated requests and responses of `/nacos/v1/ns/*`, one module
 //!   per API resource (`instance`, `beat`, `list`, `service`, `operator`), plus the
 //!   [`naming::route`] table and the client-side request builders in [`naming::client`].
+//! - [`openapi`]: the v2 Open API and the v3 client and admin APIs: the `Result`
+//!   envelope and its error codes, their forms and bodies, namespaces, and the route
+//!   table of every endpoint past the 1.x core ([`openapi::route`]).
 //! - [`distro`]: the cluster's peer protocol (membership reports, replication, checksums,
 //!   snapshots), request relaying and Nacos's member list.
 //! - [`auth`]: `POST /nacos/v1/auth/login` parameters and response.
@@ -40,6 +43,7 @@ pub mod grpc;
 pub mod http1;
 mod json;
 pub mod naming;
+pub mod openapi;
 pub mod params;
 #[cfg(feature = "raft")]
 pub mod raft;

@@ -215,6 +215,57 @@ fn grpc_pipeline(data: &[u8]) {
     }
 }
 
+/// `fuzz/fuzz_targets/open_api.rs`.
+fn open_api_pipeline(data: &[u8]) {
+    use registry_proto::naming::batch::MetadataBatch;
+    use registry_proto::naming::health::HealthUpdate;
+    use registry_proto::openapi::envelope::{ApiError, Envelope};
+    use registry_proto::openapi::{instance, namespace, route, service};
+    fn envelope_is_json(e: ApiError) {
+        let mut out = Vec::new();
+        e.encode(&mut out);
+        let v = Envelope::parse(&out).expect("an envelope is JSON");
+        assert!(v.code != 0 && v.message.is_some());
+        assert_eq!(v.data.as_str(), Some(&*e.detail));
+    }
+    fn check<T>(r: Result<T, ProtoError>) {
+        if let Err(e) = r {
+            envelope_is_json(ApiError::from(e));
+        }
+    }
+    let limits = Limits::default();
+    let pl = ParseLimits::default();
+    let Ok(Some((req, _))) = parse_request(data, &limits) else {
+        return;
+    };
+    let _ = route::route(req.method, req.path).map_err(|e| e.to_string());
+    let Ok(p) = Params::from_request(&req) else {
+        return;
+    };
+    for kind in [
+        instance::ListKind::V2,
+        instance::ListKind::V3Client,
+        instance::ListKind::V3Admin,
+    ] {
+        check(instance::ListForm::parse(&p, &pl, kind));
+    }
+    for kind in [service::ListKind::V2, service::ListKind::V3] {
+        if let Err(e) = service::ListForm::parse(&p, &pl, kind) {
+            envelope_is_json(e);
+        }
+    }
+    for door in [namespace::Door::V1, namespace::Door::Open] {
+        check(namespace::NamespaceForm::parse_create(&p, door));
+        check(namespace::NamespaceForm::parse_update(&p, door));
+    }
+    if let Err(e) = namespace::namespace_id_param(&p) {
+        envelope_is_json(e);
+    }
+    check(MetadataBatch::parse(&p, &pl));
+    check(HealthUpdate::parse(&p, &pl));
+    let _ = instance::heart_beat(&p);
+}
+
 /// The seed inputs of the fuzz targets (`fuzz/seeds/<target>/`), when present.
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -229,6 +280,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
     // Built-in seeds, so the smoke run is meaningful even without the fuzz folder.
     out.push(match target {
         "http_request" => b"PUT /nacos/v1/ns/instance/beat?serviceName=G%40%40s&ip=1.1.1.1&port=1&beat=%7B%22port%22%3A1%7D HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
+        "open_api" => b"PUT /nacos/v3/admin/ns/instance/metadata/batch?serviceName=s&metadata=k%3Dv&instances=%5B%7B%22ip%22%3A%221.1.1.1%22%2C%22port%22%3A1%7D%5D&namespaceName=n&pageSize=0 HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
         "beat_json" => br#"{"port":1,"ip":"1.1.1.1","weight":1.0,"cluster":"c","metadata":{"k":"v"}}"#.to_vec(),
         "udp_ack" => br#"{"type":"push-ack","lastRefTime":"7","data":""}"#.to_vec(),
         "distro_message" => br#"{"v":1,"from":"127.0.0.1:1","node":1,"body":{"part":0,"parts":1,"items":[]}}"#.to_vec(),
@@ -303,6 +355,11 @@ fn raft_message_smoke() {
         registry_proto::distro::decode::<registry_proto::raft::RaftRequest>(RAFT_SEED, 1 << 20);
     assert!(seed.is_ok(), "{seed:?}");
     run("raft_message", raft_pipeline);
+}
+
+#[test]
+fn open_api_smoke() {
+    run("open_api", open_api_pipeline);
 }
 
 #[test]

@@ -25,6 +25,7 @@
 //!   [`users`]: `registry users add|remove`, editing its users file.
 //! - [`cluster`]: membership, relaying and Distro replication with
 //!   `--members`; absent otherwise.
+//! - [`namespaces`]: the namespace table with its store checks, quotas and file.
 //! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
 //! - [`metrics`]: Prometheus counters and histograms;
 //!   [`footprint`]: the resident set broken into parts.
@@ -52,6 +53,7 @@ pub mod health;
 pub mod http;
 pub mod list_cache;
 pub mod metrics;
+pub mod namespaces;
 pub mod notifier;
 pub mod persist;
 pub mod pusher;

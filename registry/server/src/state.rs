@@ -81,6 +81,8 @@ pub struct App {
     pub grpc: crate::grpc::Grpc,
     /// Change events on their way to the notifier.
     pub changes: Arc<ChangeFeed>,
+    /// The namespaces, with their quotas (see [`crate::namespaces`]).
+    pub namespaces: Arc<crate::namespaces::NamespaceBook>,
 }
 
 impl App {
@@ -140,6 +142,9 @@ impl App {
             None => None,
         };
         let mut app = App::build(config, clock, persist, auth);
+        app.namespaces = Arc::new(crate::namespaces::NamespaceBook::open(
+            app.config.data_dir.as_deref(),
+        )?);
         if let Some(c) = cluster {
             // Replication consumes the same change events as the notifier.
             let tap = c.clone();
@@ -205,6 +210,7 @@ impl App {
             cluster: None,
             grpc: crate::grpc::Grpc::new(config.grpc_limits()),
             changes: Arc::default(),
+            namespaces: Arc::default(),
             config,
         }
     }

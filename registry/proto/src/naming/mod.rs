@@ -19,8 +19,10 @@
 //!   means `DEFAULT`, so those instances are visible to default subscribers.
 //! - Names and metadata are size-bounded by [`ParseLimits`].
 
+pub mod batch;
 pub mod beat;
 pub mod client;
+pub mod health;
 pub mod instance;
 pub mod list;
 pub mod metadata;

@@ -1,5 +1,7 @@
 //! Across services: the namespaces with their service counts
-//! (`/nacos/v1/console/namespaces`, from the store's sorted service index), and every
+//! (`/nacos/v1/console/namespaces`: the namespace records, plus any
+//! namespace holding services without one, as HTTP registers never check
+//! that a namespace exists; counts from the store's sorted service index), and every
 //! instance of one IP (`/nacos/v1/console/instances?ip=`), which the
 //! console's "take this IP offline" action then disables one by one
 //! through the public API.
@@ -26,6 +28,10 @@ const MAX_IP_MATCHES: usize = 10_000;
 struct NamespaceRow {
     namespace: String,
     namespace_show_name: String,
+    namespace_desc: String,
+    /// Nacos's reported config quota.
+    quota: u32,
+    config_count: u32,
     service_count: usize,
     /// Nacos's namespace type: 0 for the built-in `public`, 2 for others.
     #[serde(rename = "type")]
@@ -40,17 +46,27 @@ struct Envelope<T> {
     data: T,
 }
 
-/// `GET /nacos/v1/console/namespaces`: every namespace holding a service
-/// (and always `public`), with its service count.
+/// `GET /nacos/v1/console/namespaces`: every namespace (`public` first,
+/// then the records, then namespaces holding services without a record),
+/// with its service count.
 pub(super) fn namespaces(app: &App, body: &mut Vec<u8>) -> Result<(), Failure> {
     let counts = app.store.namespace_counts();
-    let mut data: Vec<NamespaceRow> = Vec::new();
-    if counts.iter().all(|(n, _)| n != DEFAULT_NAMESPACE) {
-        data.push(row(DEFAULT_NAMESPACE, 0));
-    }
-    data.extend(counts.iter().map(|(n, count)| row(n, *count)));
-    // `public` first, as Nacos lists it.
-    data.sort_by_key(|r| r.kind);
+    let count_of = |id: &str| counts.iter().find(|(n, _)| n == id).map_or(0, |(_, c)| *c);
+    let records = app.namespaces.table().list();
+    let mut data: Vec<NamespaceRow> = records
+        .iter()
+        .map(|n| NamespaceRow {
+            namespace_show_name: n.name.clone(),
+            namespace_desc: n.desc.clone(),
+            ..row(&n.id, count_of(&n.id))
+        })
+        .collect();
+    data.extend(
+        counts
+            .iter()
+            .filter(|(n, _)| records.iter().all(|r| r.id != *n))
+            .map(|(n, count)| row(n, *count)),
+    );
     encode(
         body,
         &Envelope {
@@ -65,6 +81,9 @@ fn row(namespace: &str, service_count: usize) -> NamespaceRow {
     NamespaceRow {
         namespace: namespace.to_string(),
         namespace_show_name: namespace.to_string(),
+        namespace_desc: String::new(),
+        quota: registry_core::namespace::NACOS_REPORTED_QUOTA,
+        config_count: 0,
         service_count,
         kind: if namespace == DEFAULT_NAMESPACE { 0 } else { 2 },
     }

@@ -185,6 +185,19 @@ impl Hub {
         self.by_peer.pin().get(&peer).cloned()
     }
 
+    /// The Nacos ids of every set-up connection, sorted (the v2/v3
+    /// `/client/list`; an admin read, so a walk of the table is fine).
+    pub fn ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .by_number
+            .pin()
+            .values()
+            .map(|c| c.id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
     /// The connection with a number, if it is still open.
     pub fn by_number(&self, number: u64) -> Option<Arc<Connection>> {
         self.by_number.pin().get(&number).cloned()

@@ -9,24 +9,31 @@
 
 use std::borrow::Cow;
 
+use registry_core::namespace::NamespaceError;
 use registry_core::RegistryError;
-use registry_proto::http1::HttpError;
+use registry_proto::http1::{ContentType, HttpError};
 use registry_proto::naming::route::RouteError;
+use registry_proto::openapi::envelope::{ApiError, ErrorCode};
+use registry_proto::openapi::namespace::{self, Refusal};
 use registry_proto::ProtoError;
 
 use crate::auth::Denied;
+use crate::namespaces::BookError;
 use crate::persist::PersistError;
 
 /// Body of the 503 a connection past `--max-connections` gets.
 pub const TOO_MANY_CONNECTIONS: &str = "too many connections, please try again later";
 
-/// A request that failed: the status and the plain-text reason.
+/// A request that failed: the status and the reason, plain text for v1
+/// and the cluster, a `Result` envelope for the v2 and v3 APIs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     /// HTTP status.
     pub status: u16,
-    /// Plain-text body.
+    /// The body: plain text, or the envelope's JSON.
     pub text: Cow<'static, str>,
+    /// The body's type.
+    pub content: ContentType,
 }
 
 impl Failure {
@@ -35,7 +42,69 @@ impl Failure {
         Failure {
             status,
             text: text.into(),
+            content: ContentType::Text,
         }
+    }
+
+    /// A v2/v3 failure: its status, and the envelope as the body.
+    pub fn envelope(e: &ApiError) -> Failure {
+        let mut body = Vec::with_capacity(96 + e.detail.len());
+        e.encode(&mut body);
+        Failure {
+            status: e.status,
+            // The envelope is written from UTF-8 texts.
+            text: String::from_utf8_lossy(&body).into_owned().into(),
+            content: ContentType::Json,
+        }
+    }
+
+    /// This failure in the v2/v3 envelope: failures made before a v2/v3
+    /// handler ran (auth, overload, routing, framing) keep their status
+    /// and say what they said as the detail.
+    pub fn into_envelope(self) -> Failure {
+        if self.content == ContentType::Json {
+            return self;
+        }
+        let code = match self.status {
+            403 => ErrorCode::AccessDenied,
+            404 => ErrorCode::ResourceNotFound,
+            400 => ErrorCode::ParameterValidate,
+            _ => ErrorCode::ServerError,
+        };
+        Failure::envelope(&ApiError::new(self.status, code, self.text))
+    }
+}
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Failure {
+        Failure::envelope(&e)
+    }
+}
+
+/// A namespace change refused, in the v2/v3 envelope (Nacos's codes:
+/// 22000 illegal, 22001 missing (404), 22002 exists; 23000 for what Nacos
+/// has no code for: the default namespace, one holding services).
+pub fn namespace_refusal(e: &BookError) -> ApiError {
+    use NamespaceError as N;
+    let kind = match e {
+        BookError::Refused(N::IllegalId(_) | N::IllegalName(_)) => Refusal::Illegal,
+        BookError::Refused(N::DefaultExists(_) | N::Exists(_)) => Refusal::Exists,
+        BookError::Refused(N::NotFound(_)) => Refusal::Missing,
+        BookError::Refused(_) => Refusal::State,
+        BookError::Save(_) => {
+            return ApiError::new(500, ErrorCode::ServerError, e.to_string());
+        }
+    };
+    namespace::refusal(kind, e.to_string())
+}
+
+/// A register refused by its namespace's quota, in plain text (v1) or the
+/// envelope (v2/v3): 400, `{23000}` as Nacos has no quota code for naming.
+pub fn quota(e: &NamespaceError, envelope: bool) -> Failure {
+    if envelope {
+        Failure::envelope(&ApiError::new(400, ErrorCode::IllegalState, e.to_string()))
+    } else {
+        Failure::new(400, e.to_string())
     }
 }
 

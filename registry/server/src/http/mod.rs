@@ -25,13 +25,21 @@
 //! # Layout
 //! - `conn`: the accept loop and the per-connection read/answer/write loop.
 //! - `instance`, `service`, `operator`: one handler module per API resource.
+//! - `v1`: the v1 endpoints past the 1.x core (batches, health, catalog, ...).
+//! - `openapi`: the door of the v2 and v3 APIs (the `Result` envelope).
+//! - `namespace`: the namespace endpoints of every door.
+//! - `query`: the typed read queries the later doors share.
 //! - [`error`]: errors to statuses and texts.
 
 mod conn;
 pub mod error;
 pub(crate) mod instance;
+mod namespace;
+mod openapi;
 mod operator;
+mod query;
 mod service;
+mod v1;
 
 use registry_core::Millis;
 use std::future::Future;
@@ -45,7 +53,8 @@ use registry_proto::auth::{LoginRequest, LoginResponse};
 use registry_proto::http1::{
     write_response, write_response_head, Connection, ContentType, Method, Request,
 };
-use registry_proto::naming::route::{route, Route, RouteError};
+use registry_proto::naming::route::{Route, RouteError};
+use registry_proto::openapi::route::route;
 use registry_proto::params::Params;
 
 pub use conn::{serve, BufferBudget, READ_CHUNK};
@@ -144,7 +153,7 @@ impl Later<'_> {
             Err(f) => respond(
                 out,
                 f.status,
-                ContentType::Text,
+                f.content,
                 f.text.as_bytes(),
                 self.head_only,
                 self.connection,
@@ -247,7 +256,14 @@ pub(crate) fn answer<'a>(
                 app.metrics.requests_shed.inc();
                 Err(Failure::overloaded())
             } else {
-                match dispatch(app, r, request, peer, scratch, started) {
+                let dispatched = dispatch(app, r, request, peer, scratch, started);
+                // Errors made before a v2/v3 handler ran (parameters, auth,
+                // the cluster) are answered in that generation's envelope.
+                let dispatched = match dispatched {
+                    Err(f) if r.is_envelope() => Err(f.into_envelope()),
+                    other => other,
+                };
+                match dispatched {
                     Ok(Reply::Later(deferred)) => {
                         *clock = Instant::now();
                         return Answered::Later(Later {
@@ -282,7 +298,7 @@ pub(crate) fn answer<'a>(
             let status = respond(
                 out,
                 f.status,
-                ContentType::Text,
+                f.content,
                 f.text.as_bytes(),
                 head_only,
                 connection,
@@ -319,6 +335,8 @@ fn dispatch(
         if !matches!(
             route,
             Route::AuthLogin
+                | Route::V3Login
+                | Route::Liveness
                 | Route::PrometheusMetrics
                 | Route::Readiness
                 | Route::ClusterReport
@@ -361,7 +379,7 @@ fn dispatch(
         Route::ServiceList => service::list(&ex, scratch),
         Route::OperatorMetrics => operator::metrics(&ex, scratch),
         Route::OperatorSwitches => operator::switches(&ex, scratch),
-        Route::AuthLogin => login(&ex),
+        Route::AuthLogin | Route::V3Login => login(&ex),
         Route::ClusterNodes
         | Route::ClusterReport
         | Route::DistroReplicate
@@ -373,6 +391,16 @@ fn dispatch(
         Route::ClusterMemberAdd | Route::ClusterMemberRemove => {
             crate::cluster::membership::handle(&ex, route)
         }
+        r @ (Route::MetadataBatchUpdate
+        | Route::MetadataBatchDelete
+        | Route::HealthUpdate
+        | Route::OperatorSwitchesUpdate
+        | Route::OperatorServers
+        | Route::RaftLeader
+        | Route::Liveness
+        | Route::NamespacesCreate
+        | Route::NamespacesUpdate
+        | Route::NamespacesDelete) => v1::handle(&ex, r, scratch),
         Route::PrometheusMetrics => {
             let reply = operator::prometheus(&ex, scratch)?;
             if let Some(p) = &app.persist {
@@ -395,6 +423,8 @@ fn dispatch(
             }
             Ok(reply)
         }
+        // Every route left is a v2 or v3 one.
+        r => openapi::handle(&ex, r, scratch),
     }
 }
 

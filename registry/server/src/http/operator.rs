@@ -28,13 +28,46 @@ pub(crate) fn metrics(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply,
 
 /// `GET /operator/switches`: the switch values this server runs with.
 pub(crate) fn switches(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
-    let s = Switches {
-        client_beat_interval: u64::from(ex.app.config.beat_interval_ms),
+    current_switches(ex.app).encode(&mut scratch.body);
+    Ok(Reply::Json)
+}
+
+/// The switch values this server runs with (fixed by its configuration).
+pub(crate) fn current_switches(app: &crate::state::App) -> Switches {
+    Switches {
+        client_beat_interval: u64::from(app.config.beat_interval_ms),
         default_push_cache_millis: super::instance::PUSH_CACHE_MILLIS,
         ..Switches::default()
+    }
+}
+
+/// `PUT /operator/switches` (Nacos `OperatorController.updateSwitch`):
+/// `entry`*, `value`*. Our switches are fixed by the configuration, so a
+/// value equal to the current one is accepted (`ok`, nothing changes) and
+/// any other is refused saying so; an entry Nacos does not have is
+/// `update entry not found: <entry>`.
+pub(crate) fn update_switch(
+    app: &crate::state::App,
+    entry: &str,
+    value: &str,
+) -> Result<(), String> {
+    let current = serde_json::to_value(current_switches(app)).unwrap_or_default();
+    let Some(now) = current.get(entry) else {
+        return Err(format!("update entry not found: {entry}"));
     };
-    s.encode(&mut scratch.body);
-    Ok(Reply::Json)
+    let same = match now {
+        serde_json::Value::String(s) => s == value,
+        serde_json::Value::Bool(b) => value.eq_ignore_ascii_case(if *b { "true" } else { "false" }),
+        serde_json::Value::Number(n) => value.parse::<f64>().ok() == n.as_f64(),
+        _ => false,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(format!(
+            "switch {entry} is fixed by this server's configuration at {now}; restart with other flags to change it"
+        ))
+    }
 }
 
 /// `GET /metrics`: Prometheus text.

@@ -1,0 +1,248 @@
+//! Instance requests and bodies of the v2 and v3 APIs.
+//!
+//! The write forms are Nacos's `InstanceForm` (`naming/model/form`): the
+//! same parameter names as v1 (`serviceName`, `groupName`, `namespaceId`,
+//! `clusterName`, `ip`, `port`, `weight`, `healthy`, `enabled`,
+//! `ephemeral`, `metadata`), read by the shared v1 readers
+//! ([`crate::naming::instance`]) and answered in the envelope; the v3
+//! client adds `heartBeat`. The list forms differ per generation:
+//! v2 (`InstanceControllerV2.list`) lists every cluster when `clusterName`
+//! is empty and honours `healthyOnly`; v3 (`InstanceListForm`) defaults
+//! `clusterName` to `DEFAULT`; the v3 client ignores `healthyOnly`
+//! (`InstanceOpenApiController.list`), the v3 admin honours it
+//! (`InstanceControllerV3.list`).
+
+use serde::ser::SerializeStruct;
+use serde::Serialize;
+
+use crate::naming::list::HeartbeatTimes;
+use crate::naming::{cluster_param, namespace_id, ParseLimits, ServiceName, DEFAULT_CLUSTER};
+use crate::params::{parse_bool, Params};
+use crate::ProtoError;
+
+/// `heartBeat` of a v3 client `POST /instance` (default false).
+pub fn heart_beat(params: &Params<'_>) -> bool {
+    params.optional("heartBeat").is_some_and(parse_bool)
+}
+
+/// Which list form a request follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// `/nacos/v2/ns/instance/list`: empty cluster = all, `healthyOnly`.
+    V2,
+    /// `/nacos/v3/client/ns/instance/list`: cluster `DEFAULT`, no `healthyOnly`.
+    V3Client,
+    /// `/nacos/v3/admin/ns/instance/list`: cluster `DEFAULT`, `healthyOnly`.
+    V3Admin,
+}
+
+/// An instance list request of v2 or v3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListForm<'a> {
+    /// `namespaceId`, default `public`.
+    pub namespace_id: &'a str,
+    /// The service.
+    pub service: ServiceName<'a>,
+    /// `clusterName` as a comma list; empty means every cluster.
+    pub clusters: &'a str,
+    /// `healthyOnly`, where the generation honours it.
+    pub healthy_only: bool,
+}
+
+impl<'a> ListForm<'a> {
+    /// Reads a list request of `kind`.
+    pub fn parse(
+        params: &'a Params<'_>,
+        limits: &ParseLimits,
+        kind: ListKind,
+    ) -> Result<Self, ProtoError> {
+        let namespace_id = namespace_id(params, limits)?;
+        let service = ServiceName::from_params(params, limits)?;
+        let clusters = match (kind, params.optional("clusterName")) {
+            (_, Some(c)) => {
+                if c.len() > limits.max_name_len {
+                    return Err(ProtoError::TooLong {
+                        param: "clusterName",
+                        len: c.len(),
+                        max: limits.max_name_len,
+                    });
+                }
+                c
+            }
+            (ListKind::V2, None) => "",
+            (_, None) => DEFAULT_CLUSTER,
+        };
+        let healthy_only = kind != ListKind::V3Client && params.bool_or("healthyOnly", false);
+        Ok(ListForm {
+            namespace_id,
+            service,
+            clusters,
+            healthy_only,
+        })
+    }
+
+    /// The cluster filter, split on commas (empty: every cluster).
+    pub fn cluster_list(&self) -> impl Iterator<Item = &'a str> {
+        self.clusters
+            .split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+    }
+}
+
+/// The cluster of a v3 admin `GET /instance` or v2 detail: `clusterName`,
+/// default `DEFAULT`.
+pub fn detail_cluster<'a>(
+    params: &'a Params<'_>,
+    limits: &ParseLimits,
+) -> Result<&'a str, ProtoError> {
+    cluster_param(params, limits)
+}
+
+/// One instance as Nacos's `api/naming/pojo/Instance` serializes it
+/// (Jackson, `NON_NULL`): the fields in declaration order, then the
+/// heartbeat getters.
+#[derive(Debug, Clone, Copy)]
+pub struct InstanceView<'a, M> {
+    /// `ip`.
+    pub ip: &'a str,
+    /// `port`.
+    pub port: u16,
+    /// `weight`.
+    pub weight: f64,
+    /// `healthy`.
+    pub healthy: bool,
+    /// `enabled`.
+    pub enabled: bool,
+    /// `ephemeral`.
+    pub ephemeral: bool,
+    /// `clusterName`.
+    pub cluster_name: &'a str,
+    /// The service (`serviceName` is written grouped).
+    pub service: ServiceName<'a>,
+    /// `metadata`.
+    pub metadata: M,
+    /// Heartbeat settings.
+    pub heartbeat: HeartbeatTimes,
+}
+
+impl<M: Serialize> Serialize for InstanceView<'_, M> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut grouped = String::with_capacity(self.service.grouped_len());
+        self.service.write_grouped(&mut grouped);
+        let id = format!(
+            "{}#{}#{}#{}",
+            self.ip, self.port, self.cluster_name, grouped
+        );
+        let mut st = s.serialize_struct("Instance", 14)?;
+        st.serialize_field("instanceId", &id)?;
+        st.serialize_field("ip", self.ip)?;
+        st.serialize_field("port", &self.port)?;
+        st.serialize_field("weight", &self.weight)?;
+        st.serialize_field("healthy", &self.healthy)?;
+        st.serialize_field("enabled", &self.enabled)?;
+        st.serialize_field("ephemeral", &self.ephemeral)?;
+        st.serialize_field("clusterName", self.cluster_name)?;
+        st.serialize_field("serviceName", &grouped)?;
+        st.serialize_field("metadata", &self.metadata)?;
+        st.serialize_field("instanceHeartBeatInterval", &self.heartbeat.interval_ms)?;
+        st.serialize_field("instanceHeartBeatTimeOut", &self.heartbeat.timeout_ms)?;
+        st.serialize_field("ipDeleteTimeout", &self.heartbeat.delete_timeout_ms)?;
+        st.serialize_field("instanceIdGenerator", "simple")?;
+        st.end()
+    }
+}
+
+/// The data of v2 `GET /instance` (`InstanceDetailInfoVo`): `serviceName`
+/// (grouped), `ip`, `port`, `clusterName`, `weight`, `healthy`,
+/// `instanceId`, `metadata`.
+#[derive(Debug, Clone, Copy)]
+pub struct DetailV2View<'a, M> {
+    /// The instance, whose heartbeat settings are not written.
+    pub instance: InstanceView<'a, M>,
+}
+
+impl<M: Serialize> Serialize for DetailV2View<'_, M> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let i = &self.instance;
+        let mut grouped = String::with_capacity(i.service.grouped_len());
+        i.service.write_grouped(&mut grouped);
+        let id = format!("{}#{}#{}#{}", i.ip, i.port, i.cluster_name, grouped);
+        let mut st = s.serialize_struct("InstanceDetailInfoVo", 8)?;
+        st.serialize_field("serviceName", &grouped)?;
+        st.serialize_field("ip", i.ip)?;
+        st.serialize_field("port", &i.port)?;
+        st.serialize_field("clusterName", i.cluster_name)?;
+        st.serialize_field("weight", &i.weight)?;
+        st.serialize_field("healthy", &i.healthy)?;
+        st.serialize_field("instanceId", &id)?;
+        st.serialize_field("metadata", &i.metadata)?;
+        st.end()
+    }
+}
+
+/// Appends `views` as a JSON array.
+pub fn encode_instances<M: Serialize>(out: &mut Vec<u8>, views: &[InstanceView<'_, M>]) {
+    // Strings, numbers and maps of strings: serialising cannot fail.
+    let _ = serde_json::to_writer(out, views);
+}
+
+/// Appends one instance (or any of this module's views).
+pub fn encode_instance<V: Serialize>(out: &mut Vec<u8>, view: &V) {
+    // Strings, numbers and maps of strings: serialising cannot fail.
+    let _ = serde_json::to_writer(out, view);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(q: &str, kind: ListKind) -> (String, bool) {
+        let p = Params::parse(q, None).unwrap();
+        let f = ListForm::parse(&p, &ParseLimits::default(), kind).unwrap();
+        (f.clusters.to_owned(), f.healthy_only)
+    }
+
+    #[test]
+    fn list_forms_differ_per_generation() {
+        let q = "serviceName=a&healthyOnly=true";
+        assert_eq!(form(q, ListKind::V2), (String::new(), true));
+        assert_eq!(form(q, ListKind::V3Client), ("DEFAULT".into(), false));
+        assert_eq!(form(q, ListKind::V3Admin), ("DEFAULT".into(), true));
+        let p = Params::parse("groupName=g", None).unwrap();
+        assert_eq!(
+            ListForm::parse(&p, &ParseLimits::default(), ListKind::V2),
+            Err(ProtoError::Required("serviceName"))
+        );
+    }
+
+    #[test]
+    fn heart_beat_flag() {
+        assert!(heart_beat(&Params::parse("heartBeat=true", None).unwrap()));
+        assert!(!heart_beat(&Params::parse("x=1", None).unwrap()));
+    }
+
+    #[test]
+    fn instance_body_is_nacos_instance() {
+        let p = Params::parse("serviceName=demo", None).unwrap();
+        let service = ServiceName::from_params(&p, &ParseLimits::default()).unwrap();
+        let v = InstanceView {
+            ip: "10.0.0.1",
+            port: 80,
+            weight: 1.0,
+            healthy: true,
+            enabled: true,
+            ephemeral: true,
+            cluster_name: "DEFAULT",
+            service,
+            metadata: std::collections::BTreeMap::from([("k", "v")]),
+            heartbeat: HeartbeatTimes::default(),
+        };
+        let mut out = Vec::new();
+        encode_instance(&mut out, &v);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"instanceId":"10.0.0.1#80#DEFAULT#DEFAULT_GROUP@@demo","ip":"10.0.0.1","port":80,"weight":1.0,"healthy":true,"enabled":true,"ephemeral":true,"clusterName":"DEFAULT","serviceName":"DEFAULT_GROUP@@demo","metadata":{"k":"v"},"instanceHeartBeatInterval":5000,"instanceHeartBeatTimeOut":15000,"ipDeleteTimeout":30000,"instanceIdGenerator":"simple"}"#
+        );
+    }
+}

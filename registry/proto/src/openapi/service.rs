@@ -1,0 +1,317 @@
+//! Service requests and bodies of the v2 and v3 APIs.
+//!
+//! Create, update and delete read the v1 forms ([`crate::naming::service`]);
+//! v2/v3's `ServiceForm` differs in one default: `ephemeral` is false. The
+//! list forms and every body differ per generation:
+//! - v2 `GET /service/list` (`ServiceControllerV2.list`): `groupName`
+//!   (exact, default `DEFAULT_GROUP`), `pageNo` (1), `pageSize` (20, at
+//!   most 500) → `{"count":N,"services":["group@@name"]}`.
+//! - v3 `GET /service/list` (`ServiceControllerV3.list`, `ServiceListForm`):
+//!   `serviceNameParam` and `groupNameParam` (substrings),
+//!   `ignoreEmptyService` (true), `pageNo` (1), `pageSize` (100; below 1 is
+//!   `{20002}`) → a `Page` of `ServiceView`s.
+//! - `GET /service`: `ServiceDetailInfo` (`namespace` in v2, `namespaceId`
+//!   in v3, then `serviceName`, `groupName`, `clusterMap`, `metadata`,
+//!   `protectThreshold`, `selector`, `ephemeral`).
+
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::Serialize;
+
+use super::envelope::{ApiError, ErrorCode};
+use crate::json;
+use crate::naming::service::Selector;
+use crate::naming::{namespace_id, ParseLimits, DEFAULT_GROUP};
+use crate::params::Params;
+
+/// Which service list form a request follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// v2: exact group, 20 a page, at most 500.
+    V2,
+    /// v3 admin: substrings, 100 a page.
+    V3,
+}
+
+/// A v2 or v3 service list request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListForm<'a> {
+    /// `namespaceId`, default `public`.
+    pub namespace_id: &'a str,
+    /// v2: the exact group; v3: a substring of the group (empty: any).
+    pub group: &'a str,
+    /// v3: a substring of the service name (empty: any).
+    pub name: &'a str,
+    /// v3 `ignoreEmptyService`: leave out services without instances.
+    pub ignore_empty: bool,
+    /// `pageNo`, from 1.
+    pub page_no: usize,
+    /// `pageSize`.
+    pub page_size: usize,
+}
+
+fn page_param(params: &Params<'_>, name: &'static str, default: usize) -> Result<usize, ApiError> {
+    match params.optional(name) {
+        None => Ok(default),
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n >= 1 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
+            Ok(_) => Err(ApiError::new(
+                400,
+                ErrorCode::ParameterValidate,
+                format!("Required parameter '{name}' should be larger than 0"),
+            )),
+            Err(_) => Err(ApiError::new(
+                400,
+                ErrorCode::ParameterValidate,
+                format!("For input string: \"{v}\""),
+            )),
+        },
+    }
+}
+
+impl<'a> ListForm<'a> {
+    /// Reads a list request of `kind`.
+    pub fn parse(
+        params: &'a Params<'_>,
+        limits: &ParseLimits,
+        kind: ListKind,
+    ) -> Result<Self, ApiError> {
+        let namespace_id = namespace_id(params, limits)?;
+        let form = match kind {
+            ListKind::V2 => ListForm {
+                namespace_id,
+                group: params.optional_or("groupName", DEFAULT_GROUP),
+                name: "",
+                ignore_empty: false,
+                page_no: page_param(params, "pageNo", 1)?,
+                page_size: page_param(params, "pageSize", 20)?.min(500),
+            },
+            ListKind::V3 => ListForm {
+                namespace_id,
+                group: params.optional_or("groupNameParam", ""),
+                name: params.optional_or("serviceNameParam", ""),
+                ignore_empty: params.bool_or("ignoreEmptyService", true),
+                page_no: page_param(params, "pageNo", 1)?,
+                page_size: page_param(params, "pageSize", 100)?,
+            },
+        };
+        for (param, v) in [("groupName", form.group), ("serviceNameParam", form.name)] {
+            if v.len() > limits.max_name_len {
+                return Err(ApiError::from(crate::ProtoError::TooLong {
+                    param,
+                    len: v.len(),
+                    max: limits.max_name_len,
+                }));
+            }
+        }
+        Ok(form)
+    }
+
+    /// The index of the first entry of the requested page (saturating).
+    pub fn offset(&self) -> usize {
+        (self.page_no - 1).saturating_mul(self.page_size)
+    }
+}
+
+/// Appends v2's `{"count":N,"services":["group@@name",...]}`.
+pub fn encode_v2_list<I>(out: &mut Vec<u8>, count: usize, grouped_names: I)
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    out.extend_from_slice(b"{\"count\":");
+    json::write_u64(out, count as u64);
+    out.extend_from_slice(b",\"services\":[");
+    for (i, name) in grouped_names.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json::write_str(out, name.as_ref().as_bytes());
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// One service of a v3 list page (Nacos `ServiceView`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceView<'a> {
+    /// `name`: ungrouped.
+    pub name: &'a str,
+    /// `groupName`.
+    pub group_name: &'a str,
+    /// `clusterCount`.
+    pub cluster_count: usize,
+    /// `ipCount`.
+    pub ip_count: usize,
+    /// `healthyInstanceCount`.
+    pub healthy_instance_count: usize,
+    /// `triggerFlag`: whether the protect threshold is reached.
+    pub trigger_flag: &'static str,
+}
+
+/// A page of v3 services (Nacos `Page`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePage<'a> {
+    /// `totalCount`: matching services over all pages.
+    pub total_count: usize,
+    /// `pageNumber`.
+    pub page_number: usize,
+    /// `pagesAvailable`.
+    pub pages_available: usize,
+    /// `pageItems`.
+    pub page_items: Vec<ServiceView<'a>>,
+}
+
+impl ServicePage<'_> {
+    /// Appends the JSON of the page.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        // Strings and numbers: serialising cannot fail.
+        let _ = serde_json::to_writer(out, self);
+    }
+}
+
+/// Pages of `size` needed for `total` items.
+pub fn pages(total: usize, size: usize) -> usize {
+    total.div_ceil(size.max(1))
+}
+
+/// A cluster in a service detail (Nacos `ClusterInfo`, without hosts).
+#[derive(Debug, Clone, Copy)]
+pub struct ClusterInfoView<'a, M> {
+    /// `clusterName`.
+    pub name: &'a str,
+    /// `metadata`.
+    pub metadata: M,
+}
+
+impl<M: Serialize> Serialize for ClusterInfoView<'_, M> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Tcp {
+            #[serde(rename = "type")]
+            kind: &'static str,
+        }
+        let mut st = s.serialize_struct("ClusterInfo", 5)?;
+        st.serialize_field("clusterName", self.name)?;
+        st.serialize_field("healthChecker", &Tcp { kind: "TCP" })?;
+        st.serialize_field("healthyCheckPort", &80)?;
+        st.serialize_field("useInstancePortForCheck", &true)?;
+        st.serialize_field("metadata", &self.metadata)?;
+        st.end()
+    }
+}
+
+/// Which generation writes a service detail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DetailKind {
+    /// v2: `namespace`.
+    V2,
+    /// v3: `namespaceId`.
+    V3,
+}
+
+/// A v2/v3 service detail (Nacos `ServiceDetailInfo`).
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceDetailView<'a, M> {
+    /// Which key names the namespace.
+    pub kind: DetailKind,
+    /// The namespace id.
+    pub namespace_id: &'a str,
+    /// `serviceName`: ungrouped.
+    pub name: &'a str,
+    /// `groupName`.
+    pub group: &'a str,
+    /// `clusterMap`, by cluster name.
+    pub clusters: &'a [ClusterInfoView<'a, M>],
+    /// Service `metadata`.
+    pub metadata: M,
+    /// `protectThreshold`.
+    pub protect_threshold: f32,
+    /// `selector`.
+    pub selector: &'a Selector,
+    /// `ephemeral`.
+    pub ephemeral: bool,
+}
+
+struct ClusterMap<'v, 'a, M>(&'v [ClusterInfoView<'a, M>]);
+
+impl<M: Serialize> Serialize for ClusterMap<'_, '_, M> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for c in self.0 {
+            m.serialize_entry(c.name, c)?;
+        }
+        m.end()
+    }
+}
+
+impl<M: Serialize> Serialize for ServiceDetailView<'_, M> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("ServiceDetailInfo", 8)?;
+        let ns_key = match self.kind {
+            DetailKind::V2 => "namespace",
+            DetailKind::V3 => "namespaceId",
+        };
+        st.serialize_field(ns_key, self.namespace_id)?;
+        st.serialize_field("serviceName", self.name)?;
+        st.serialize_field("groupName", self.group)?;
+        st.serialize_field("clusterMap", &ClusterMap(self.clusters))?;
+        st.serialize_field("metadata", &self.metadata)?;
+        st.serialize_field("protectThreshold", &self.protect_threshold)?;
+        st.serialize_field("selector", self.selector)?;
+        st.serialize_field("ephemeral", &self.ephemeral)?;
+        st.end()
+    }
+}
+
+impl<M: Serialize> ServiceDetailView<'_, M> {
+    /// Appends the JSON of the detail.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        // Strings, numbers and maps of strings: serialising cannot fail.
+        let _ = serde_json::to_writer(out, self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_forms() {
+        let l = ParseLimits::default();
+        let p = Params::parse("pageSize=900", None).unwrap();
+        let f = ListForm::parse(&p, &l, ListKind::V2).unwrap();
+        assert_eq!((f.group, f.page_no, f.page_size), ("DEFAULT_GROUP", 1, 500));
+        let p = Params::parse("groupNameParam=G&serviceNameParam=or", None).unwrap();
+        let f = ListForm::parse(&p, &l, ListKind::V3).unwrap();
+        assert_eq!(
+            (f.group, f.name, f.page_size, f.ignore_empty),
+            ("G", "or", 100, true)
+        );
+        let p = Params::parse("pageSize=0", None).unwrap();
+        assert_eq!(
+            ListForm::parse(&p, &l, ListKind::V3)
+                .unwrap_err()
+                .code
+                .code(),
+            20002
+        );
+        let p = Params::parse("pageNo=x", None).unwrap();
+        assert_eq!(
+            ListForm::parse(&p, &l, ListKind::V2)
+                .unwrap_err()
+                .code
+                .code(),
+            20002
+        );
+        assert_eq!(pages(0, 10), 0);
+        assert_eq!(pages(11, 10), 2);
+    }
+
+    #[test]
+    fn v2_list_body() {
+        let mut out = Vec::new();
+        encode_v2_list(&mut out, 3, ["G@@a"]);
+        assert_eq!(out, br#"{"count":3,"services":["G@@a"]}"#);
+    }
+}

@@ -1,0 +1,311 @@
+//! The door of the v2 Open API (`/nacos/v2/ns/...`) and the v3 client and
+//! admin APIs (`/nacos/v3/client/ns/...`, `/nacos/v3/admin/ns/...`): each
+//! handler parses its form (`registry_proto::openapi`), runs the typed read
+//! query ([`super::query`]) or write command ([`crate::write`]), and renders
+//! the outcome in the `Result` envelope. Errors are rendered by
+//! [`super::error`] (`Failure::envelope`).
+//!
+//! Each handler names the Nacos controller whose behaviour it follows.
+//!
+//! # Layout
+//! - this file: the dispatch and the reads (lists, details, switches, metrics);
+//! - `write`: instance and service writes, beats and health.
+
+use registry_core::{InstanceAddr, ServiceRef};
+use registry_proto::naming::instance::InstanceKey;
+use registry_proto::naming::route::Route;
+use registry_proto::naming::service::{Selector, ServiceKey};
+use registry_proto::openapi::envelope::{self, ApiError, ErrorCode};
+use registry_proto::openapi::instance::{encode_instance, DetailV2View, ListForm, ListKind};
+use registry_proto::openapi::service::{
+    self as svc, ClusterInfoView, DetailKind, ServiceDetailView, ServicePage, ServiceView,
+};
+
+use super::error::Failure;
+use super::namespace::{self, Action};
+use super::query::{self, Selection};
+use super::{Exchange, Reply, Scratch};
+use crate::convert::{self, MetadataJson};
+
+/// Answers a v2 or v3 route.
+pub(crate) fn handle(
+    ex: &Exchange<'_>,
+    route: Route,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
+    match route {
+        Route::V2InstanceList => list_v2(ex, scratch),
+        Route::V3ClientList => list_v3(ex, scratch, ListKind::V3Client),
+        Route::V3InstanceList => list_v3(ex, scratch, ListKind::V3Admin),
+        Route::V2InstanceDetail => detail(ex, scratch, false),
+        Route::V3InstanceDetail => detail(ex, scratch, true),
+        Route::V2ServiceDetail => service_detail(ex, scratch, DetailKind::V2),
+        Route::V3ServiceDetail => service_detail(ex, scratch, DetailKind::V3),
+        Route::V2ServiceList => service_list_v2(ex, scratch),
+        Route::V3ServiceList => service_list_v3(ex, scratch),
+        Route::V2Switches | Route::V3Switches => {
+            wrap(super::operator::switches(ex, scratch)?, scratch)
+        }
+        Route::V2Metrics | Route::V3Metrics => {
+            wrap(super::operator::metrics(ex, scratch)?, scratch)
+        }
+        Route::V2ClientList | Route::V3ClientListAdmin => client_list(ex, scratch),
+        Route::V2NamespaceList | Route::V3NamespaceList => {
+            namespace::open(ex, Action::List, scratch)
+        }
+        Route::V2NamespaceDetail | Route::V3NamespaceDetail => {
+            namespace::open(ex, Action::Detail, scratch)
+        }
+        Route::V2NamespaceCreate | Route::V3NamespaceCreate => {
+            namespace::open(ex, Action::Create, scratch)
+        }
+        Route::V2NamespaceUpdate | Route::V3NamespaceUpdate => {
+            namespace::open(ex, Action::Update, scratch)
+        }
+        Route::V2NamespaceDelete | Route::V3NamespaceDelete => {
+            namespace::open(ex, Action::Delete, scratch)
+        }
+        Route::V3NamespaceCheck => namespace::open(ex, Action::Check, scratch),
+        other => write::handle(ex, other, scratch),
+    }
+}
+
+/// Puts a JSON body a shared renderer wrote into the envelope.
+fn wrap(reply: Reply, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let data = std::mem::take(&mut scratch.body);
+    envelope::success(&mut scratch.body, |o| o.extend_from_slice(&data));
+    Ok(reply)
+}
+
+fn api(e: impl Into<ApiError>) -> Failure {
+    Failure::from(e.into())
+}
+
+/// v2 `GET /instance/list` (`InstanceControllerV2.list`): the 1.x
+/// `ServiceInfo` in the envelope; enabled instances, protect threshold.
+fn list_v2(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let form = ListForm::parse(&ex.params, &ex.app.parse_limits, ListKind::V2).map_err(api)?;
+    let grouped = form.service.grouped();
+    let rows = query::service(ex.app, form.namespace_id, &grouped);
+    let clusters: Vec<&str> = form.cluster_list().collect();
+    let view = convert::ListView {
+        service: form.service,
+        clusters: form.clusters,
+        cluster_list: &clusters,
+        healthy_only: form.healthy_only,
+        cache_millis: 10_000,
+        last_ref_time: crate::clock::Clock::wall_ms(),
+    };
+    envelope::success(&mut scratch.body, |o| {
+        convert::encode_list(rows.snapshot.as_deref(), &view, o);
+    });
+    Ok(Reply::Json)
+}
+
+/// v3 `GET /instance/list`: the client's (`InstanceOpenApiController.list`:
+/// enabled, protect threshold, `healthyOnly` ignored, an unknown service
+/// is an empty list) or the admin's (`InstanceControllerV3.list` via
+/// `CatalogServiceV2Impl.listInstances`: every instance, `healthyOnly`
+/// honoured, an unknown service or cluster is 404 `{30000}`).
+fn list_v3(ex: &Exchange<'_>, scratch: &mut Scratch, kind: ListKind) -> Result<Reply, Failure> {
+    let form = ListForm::parse(&ex.params, &ex.app.parse_limits, kind).map_err(api)?;
+    let grouped = form.service.grouped();
+    let rows = query::service(ex.app, form.namespace_id, &grouped);
+    let clusters: Vec<&str> = form.cluster_list().collect();
+    let selection = if kind == ListKind::V3Admin {
+        let Some(s) = &rows.snapshot else {
+            return Err(api(ApiError::new(
+                404,
+                ErrorCode::ServerError,
+                format!("service {grouped} is not found!"),
+            )));
+        };
+        let names = s.cluster_names();
+        if let Some(c) = clusters.iter().find(|c| !names.contains(c)) {
+            return Err(api(ApiError::new(
+                404,
+                ErrorCode::ServerError,
+                format!("cluster {c} is not found!"),
+            )));
+        }
+        Selection::Admin
+    } else {
+        Selection::Client
+    };
+    let selected = rows.each(&clusters, form.healthy_only, selection);
+    envelope::success(&mut scratch.body, |o| {
+        query::encode_rows(&selected, form.service, o)
+    });
+    Ok(Reply::Json)
+}
+
+/// v2 `GET /instance` (`InstanceControllerV2.detail`) and v3 admin
+/// `GET /instance` (`InstanceControllerV3.detail`); an unknown instance is
+/// 404 `{20004}` (`InstanceOperatorClientImpl.getInstance0`).
+fn detail(ex: &Exchange<'_>, scratch: &mut Scratch, v3: bool) -> Result<Reply, Failure> {
+    let key = InstanceKey::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
+    let grouped = key.service.grouped();
+    let addr = InstanceAddr {
+        cluster: key.cluster,
+        ip: convert::ip(key.ip).map_err(api)?,
+        port: key.port,
+    };
+    let rows = query::service(ex.app, key.namespace_id, &grouped);
+    let not_found = |detail: String| api(ApiError::new(404, ErrorCode::ResourceNotFound, detail));
+    let Some(s) = rows.snapshot.as_ref().filter(|s| !s.instances().is_empty()) else {
+        return Err(not_found(format!(
+            "no ips found for cluster {} in service {grouped}",
+            key.cluster
+        )));
+    };
+    let Some(i) = s.find_any(addr) else {
+        return Err(not_found("no matched ip found!".to_owned()));
+    };
+    let ip = i.ip.to_string();
+    let view = query::view(i, i.healthy, &ip, key.service);
+    envelope::success(&mut scratch.body, |o| {
+        if v3 {
+            encode_instance(o, &view);
+        } else {
+            encode_instance(o, &DetailV2View { instance: view });
+        }
+    });
+    Ok(Reply::Json)
+}
+
+/// v2/v3 `GET /service` (`ServiceControllerV2.detail`,
+/// `ServiceControllerV3.detail`): unknown is 400 `{21008}`
+/// (`ServiceOperatorV2Impl.queryService`).
+fn service_detail(
+    ex: &Exchange<'_>,
+    scratch: &mut Scratch,
+    kind: DetailKind,
+) -> Result<Reply, Failure> {
+    let key = ServiceKey::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
+    let grouped = key.service.grouped();
+    let Some(s) = ex
+        .app
+        .store
+        .snapshot(ServiceRef::new(key.namespace_id, &grouped))
+    else {
+        return Err(api(ApiError::new(
+            400,
+            ErrorCode::ServiceNotExist,
+            format!(
+                "service not found, namespace: {}, serviceName: {grouped}",
+                key.namespace_id
+            ),
+        )));
+    };
+    let empty = registry_core::Metadata::empty();
+    let names = s.cluster_names();
+    let clusters: Vec<_> = names
+        .iter()
+        .map(|n| ClusterInfoView {
+            name: n,
+            metadata: MetadataJson(&empty),
+        })
+        .collect();
+    let selector = s
+        .selector()
+        .and_then(|t| Selector::parse(Some(t)).ok())
+        .unwrap_or(Selector::None);
+    let view = ServiceDetailView {
+        kind,
+        namespace_id: key.namespace_id,
+        name: key.service.name,
+        group: key.service.group,
+        clusters: &clusters,
+        metadata: MetadataJson(s.metadata()),
+        protect_threshold: s.protect_threshold(),
+        selector: &selector,
+        ephemeral: !s.is_explicit(),
+    };
+    envelope::success(&mut scratch.body, |o| view.encode(o));
+    Ok(Reply::Json)
+}
+
+/// v2 `GET /service/list` (`ServiceControllerV2.list`).
+fn service_list_v2(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let form = svc::ListForm::parse(&ex.params, &ex.app.parse_limits, svc::ListKind::V2)?;
+    let page = ex.app.store.list_services(
+        form.namespace_id,
+        Some(form.group),
+        form.page_no,
+        form.page_size,
+    );
+    envelope::success(&mut scratch.body, |o| {
+        svc::encode_v2_list(
+            o,
+            page.count,
+            page.services.iter().map(|k| k.grouped_name()),
+        );
+    });
+    Ok(Reply::Json)
+}
+
+/// v3 admin `GET /service/list` (`ServiceControllerV3.list`): a page of
+/// `ServiceView`s matching the substrings.
+fn service_list_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let form = svc::ListForm::parse(&ex.params, &ex.app.parse_limits, svc::ListKind::V3)?;
+    let found = query::search(
+        ex.app,
+        form.namespace_id,
+        form.group,
+        form.name,
+        form.ignore_empty,
+    );
+    let items: Vec<_> = found
+        .iter()
+        .skip(form.offset())
+        .take(form.page_size)
+        .map(|k| {
+            let c = query::counts(ex.app, k);
+            let (group, name) = query::split_grouped(k.grouped_name());
+            ServiceView {
+                name,
+                group_name: group,
+                cluster_count: c.clusters,
+                ip_count: c.instances,
+                healthy_instance_count: c.healthy,
+                trigger_flag: if c.trigger { "true" } else { "false" },
+            }
+        })
+        .collect();
+    let page = ServicePage {
+        total_count: found.len(),
+        page_number: form.page_no,
+        pages_available: svc::pages(found.len(), form.page_size),
+        page_items: items,
+    };
+    envelope::success(&mut scratch.body, |o| page.encode(o));
+    Ok(Reply::Json)
+}
+
+/// v2/v3 `GET /client/list` (`ClientInfoControllerV2.getClientList`): the
+/// ids of the connected 2.x clients. Ours are the gRPC connection ids.
+fn client_list(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let ids = ex.app.grpc.hub.ids();
+    envelope::success(&mut scratch.body, |o| {
+        let _ = serde_json::to_writer(o, &ids);
+    });
+    Ok(Reply::Json)
+}
+
+mod write {
+    //! Placeholder until the typed write path lands: every v2/v3 write
+    //! route answers 501 in the envelope.
+    use super::*;
+
+    pub(super) fn handle(
+        _ex: &Exchange<'_>,
+        route: Route,
+        _scratch: &mut Scratch,
+    ) -> Result<Reply, Failure> {
+        Err(api(ApiError::new(
+            501,
+            ErrorCode::ServerError,
+            format!("{} is not served yet", route.name()),
+        )))
+    }
+}

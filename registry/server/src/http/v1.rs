@@ -1,0 +1,110 @@
+//! The v1 endpoints past the 1.x core that real tools call: metadata
+//! batches, health updates, switch updates, the server list, the Raft
+//! leader, the console's liveness and namespace writes. Plain-text errors,
+//! as the rest of v1. (The catalog and the namespace list, which the 1.x/2.x
+//! console and ops scripts read, are served by [`crate::console`].)
+
+use registry_proto::http1::Method;
+use registry_proto::naming::route::Route;
+use serde_json::json;
+
+use super::error::Failure;
+use super::{Exchange, Reply, Scratch};
+
+/// Answers a v1 route of this module.
+pub(crate) fn handle(
+    ex: &Exchange<'_>,
+    route: Route,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
+    match route {
+        Route::OperatorSwitchesUpdate => switch(ex),
+        Route::OperatorServers => servers(ex, scratch),
+        Route::RaftLeader => raft_leader(ex, scratch),
+        Route::Liveness => Ok(Reply::Text("OK")),
+        Route::NamespacesCreate => super::namespace::v1(ex, Method::Post),
+        Route::NamespacesUpdate => super::namespace::v1(ex, Method::Put),
+        Route::NamespacesDelete => super::namespace::v1(ex, Method::Delete),
+        other => Err(Failure::new(
+            501,
+            format!("{} is not served yet", other.name()),
+        )),
+    }
+}
+
+/// `PUT /operator/switches` (`OperatorController.updateSwitch`).
+fn switch(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let entry = ex.params.required("entry")?;
+    let value = ex.params.required("value")?;
+    super::operator::update_switch(ex.app, entry, value).map_err(|e| Failure::new(400, e))?;
+    Ok(Reply::Text("ok"))
+}
+
+fn write_json(scratch: &mut Scratch, v: &serde_json::Value) -> Result<Reply, Failure> {
+    // A `Value` always serialises.
+    let _ = serde_json::to_writer(&mut scratch.body, v);
+    Ok(Reply::Json)
+}
+
+/// This node's address as members name it.
+fn me(ex: &Exchange<'_>) -> String {
+    match &ex.app.cluster {
+        Some(c) => c.config.me.clone(),
+        None => ex.app.config.listen.to_string(),
+    }
+}
+
+/// `GET /operator/servers` (`OperatorController.getHealthyServerList`):
+/// `{"servers":[Member]}`, only the UP ones with `healthy=true`.
+fn servers(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let healthy_only = ex.params.bool_or("healthy", false);
+    let members: Vec<(String, &'static str)> = match &ex.app.cluster {
+        Some(c) => c
+            .member_states()
+            .into_iter()
+            .map(|(addr, state, _, _)| (addr, state.name()))
+            .collect(),
+        None => vec![(me(ex), "UP")],
+    };
+    let servers: Vec<serde_json::Value> = members
+        .iter()
+        .filter(|(_, state)| !healthy_only || *state == "UP")
+        .map(|(addr, state)| {
+            let (ip, port) = addr.rsplit_once(':').unwrap_or((addr, "8848"));
+            json!({
+                "ip": ip,
+                "port": port.parse::<u16>().unwrap_or(8848),
+                "state": state,
+                "extendInfo": {},
+                "address": addr,
+                "failAccessCnt": 0,
+            })
+        })
+        .collect();
+    write_json(scratch, &json!({ "servers": servers }))
+}
+
+/// `GET /raft/leader` (1.x `RaftController.getLeader`): `{"leader":"<RaftPeer
+/// JSON>"}`, answered from our Raft status; a node without Raft is its own
+/// leader (as a standalone Nacos is), a Raft node that knows no leader
+/// answers `null`.
+fn raft_leader(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    let consensus = ex.app.cluster.as_ref().and_then(|c| c.consensus());
+    let peer = match consensus {
+        None => Some(json!({
+            "ip": me(ex), "voteFor": me(ex), "term": 0,
+            "leaderDueMs": 0, "heartbeatDueMs": 0, "state": "LEADER",
+        })),
+        Some(raft) => {
+            let p = raft.position();
+            p.leader.and_then(|id| raft.address(id)).map(|addr| {
+                json!({
+                    "ip": addr, "voteFor": addr, "term": p.term,
+                    "leaderDueMs": 0, "heartbeatDueMs": 0, "state": "LEADER",
+                })
+            })
+        }
+    };
+    let leader = peer.map(|p| serde_json::Value::String(p.to_string()));
+    write_json(scratch, &json!({ "leader": leader }))
+}

@@ -1,0 +1,646 @@
+//! Every Nacos API generation over one store, with real sockets: golden
+//! bodies and error envelopes of the v1 completion, the v2 Open API and the
+//! v3 client and admin APIs (bodies and codes from the Nacos 3.x source,
+//! the controller named at each), namespaces through every door, and
+//! visibility across generations.
+
+mod common;
+mod grpc_client;
+
+use std::time::Duration;
+
+use common::{Reply, TestServer};
+use grpc_client::Raw;
+use registry_core::ServiceRef;
+use registry_proto::grpc::message::{InstanceRequest, InstanceResponse, NamingHead, WireInstance};
+use registry_proto::http1::Method;
+use serde_json::{json, Value};
+
+const V2: &str = "/nacos/v2/ns";
+const V3C: &str = "/nacos/v3/client/ns";
+const V3A: &str = "/nacos/v3/admin/ns";
+
+/// The success envelope around `data` (`api/model/v2/Result.success`).
+fn ok_envelope(data: Value) -> Value {
+    json!({"code": 0, "message": "success", "data": data})
+}
+
+/// Asserts a reply is the envelope error `code` with `status`, and returns
+/// its detail.
+fn assert_error(r: &Reply, status: u16, code: u64, what: &str) -> String {
+    assert_eq!(r.status, status, "{what}: {}", r.body);
+    let v = r.json();
+    assert_eq!(v["code"], code, "{what}: {}", r.body);
+    assert!(v["message"].is_string(), "{what}: {}", r.body);
+    v["data"].as_str().unwrap_or_default().to_owned()
+}
+
+fn instances(server: &TestServer, ns: &str, grouped: &str) -> usize {
+    server
+        .app
+        .store
+        .snapshot(ServiceRef::new(ns, grouped))
+        .map_or(0, |s| s.instances().len())
+}
+
+/// Polls `check` every 10 ms for up to 5 s.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+// ----- reads (the writes come with the typed write path) ------------------------
+
+/// Registers through the v1 door, which every generation reads.
+async fn v1_register(s: &TestServer, q: &str) {
+    let r = s
+        .call(Method::Post, &format!("/nacos/v1/ns/instance?{q}"))
+        .await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"), "{q}");
+}
+
+/// v2 reads: `InstanceControllerV2.list` (ServiceInfo), `.detail`
+/// (InstanceDetailInfoVo), `ServiceControllerV2.list` and `.detail`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_reads() {
+    let s = TestServer::spawn().await;
+    v1_register(
+        &s,
+        "serviceName=orders&groupName=G&ip=10.0.0.1&port=8080&weight=2&metadata=k%3Dv",
+    )
+    .await;
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/instance/list?serviceName=orders&groupName=G"),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(
+        (v["code"].clone(), v["message"].clone()),
+        (json!(0), json!("success"))
+    );
+    let info = &v["data"];
+    assert_eq!(
+        (info["name"].clone(), info["groupName"].clone()),
+        (json!("G@@orders"), json!("G"))
+    );
+    let host = &info["hosts"][0];
+    assert_eq!(
+        (
+            host["ip"].clone(),
+            host["port"].clone(),
+            host["weight"].clone()
+        ),
+        (json!("10.0.0.1"), json!(8080), json!(2.0))
+    );
+    assert_eq!(host["metadata"], json!({"k": "v"}));
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/instance?serviceName=orders&groupName=G&ip=10.0.0.1&port=8080"),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!({
+            "serviceName": "G@@orders", "ip": "10.0.0.1", "port": 8080, "clusterName": "DEFAULT",
+            "weight": 2.0, "healthy": true, "instanceId": "10.0.0.1#8080#DEFAULT#G@@orders",
+            "metadata": {"k": "v"},
+        }))
+    );
+    let r = s
+        .call(Method::Get, &format!("{V2}/service/list?groupName=G"))
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!({"count": 1, "services": ["G@@orders"]}))
+    );
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/service?serviceName=orders&groupName=G"),
+        )
+        .await;
+    let d = &r.json()["data"];
+    assert_eq!(
+        (
+            d["namespace"].clone(),
+            d["serviceName"].clone(),
+            d["groupName"].clone()
+        ),
+        (json!("public"), json!("orders"), json!("G"))
+    );
+    assert_eq!(
+        d["clusterMap"]["DEFAULT"]["healthChecker"],
+        json!({"type": "TCP"})
+    );
+    // The 2.x switches and metrics, in the envelope.
+    assert_eq!(
+        s.call(Method::Get, &format!("{V2}/operator/switches"))
+            .await
+            .json()["data"]["clientBeatInterval"],
+        5000
+    );
+    assert_eq!(
+        s.call(Method::Get, &format!("{V2}/ops/metrics"))
+            .await
+            .json()["data"]["status"],
+        "UP"
+    );
+    s.stop().await;
+}
+
+/// v3 reads: the client list (`InstanceOpenApiController.list`), the admin
+/// detail and list (`InstanceControllerV3`), the service page and detail
+/// (`ServiceControllerV3`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v3_reads() {
+    let s = TestServer::spawn().await;
+    v1_register(
+        &s,
+        "serviceName=pay&ip=10.0.0.2&port=9000&metadata=%7B%22zone%22%3A%22a%22%7D",
+    )
+    .await;
+    v1_register(&s, "serviceName=pay&ip=10.0.0.2&port=9001&clusterName=c2").await;
+    let expected = json!({
+        "instanceId": "10.0.0.2#9000#DEFAULT#DEFAULT_GROUP@@pay", "ip": "10.0.0.2", "port": 9000,
+        "weight": 1.0, "healthy": true, "enabled": true, "ephemeral": true, "clusterName": "DEFAULT",
+        "serviceName": "DEFAULT_GROUP@@pay", "metadata": {"zone": "a"},
+        "instanceHeartBeatInterval": 5000, "instanceHeartBeatTimeOut": 15000, "ipDeleteTimeout": 30000,
+        "instanceIdGenerator": "simple",
+    });
+    // The v3 list forms default the cluster to DEFAULT (InstanceListForm).
+    let r = s
+        .call(Method::Get, &format!("{V3C}/instance/list?serviceName=pay"))
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!([expected.clone()])));
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3C}/instance/list?serviceName=pay&clusterName=c2"),
+        )
+        .await;
+    assert_eq!(r.json()["data"][0]["port"], 9001);
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/instance?serviceName=pay&ip=10.0.0.2&port=9000"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(expected));
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/instance/list?serviceName=pay&clusterName=nope"),
+        )
+        .await;
+    assert_eq!(
+        assert_error(&r, 404, 30000, "unknown cluster"),
+        "cluster nope is not found!"
+    );
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/service/list?serviceNameParam=pa"),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(
+            json!({"totalCount": 1, "pageNumber": 1, "pagesAvailable": 1, "pageItems": [
+                {"name": "pay", "groupName": "DEFAULT_GROUP", "clusterCount": 2, "ipCount": 2, "healthyInstanceCount": 2, "triggerFlag": "false"}
+            ]})
+        )
+    );
+    let r = s
+        .call(Method::Get, &format!("{V3A}/service?serviceName=pay"))
+        .await;
+    let d = &r.json()["data"];
+    assert_eq!(
+        (d["namespaceId"].clone(), d["ephemeral"].clone()),
+        (json!("public"), json!(true))
+    );
+    s.stop().await;
+}
+
+/// Error envelopes of the read routes of v2 and v3 (`NacosApiExceptionHandler`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_errors_get_the_envelope() {
+    let s = TestServer::spawn().await;
+    let cases: &[(Method, &str, u16, u64, &str)] = &[
+        // InstanceListForm.validate / @RequestParam: PARAMETER_MISSING.
+        (
+            Method::Get,
+            "/nacos/v2/ns/instance/list",
+            400,
+            10000,
+            "Required parameter 'serviceName' type String is not present",
+        ),
+        (
+            Method::Get,
+            "/nacos/v3/client/ns/instance/list?groupName=G",
+            400,
+            10000,
+            "Required parameter 'serviceName' type String is not present",
+        ),
+        (
+            Method::Get,
+            "/nacos/v2/ns/instance?serviceName=a&port=80",
+            400,
+            10000,
+            "Required parameter 'ip' type String is not present",
+        ),
+        (
+            Method::Get,
+            "/nacos/v3/admin/ns/instance?serviceName=a&ip=1.1.1.1",
+            400,
+            10000,
+            "Required parameter 'port' type Integer is not present",
+        ),
+        // NumberFormatException → PARAMETER_VALIDATE_ERROR.
+        (
+            Method::Get,
+            "/nacos/v2/ns/instance?serviceName=a&ip=1.1.1.1&port=x",
+            400,
+            20002,
+            "For input string: \"x\"",
+        ),
+        (
+            Method::Get,
+            "/nacos/v2/ns/service/list?pageNo=x",
+            400,
+            20002,
+            "For input string: \"x\"",
+        ),
+        (
+            Method::Get,
+            "/nacos/v3/admin/ns/service/list?pageSize=0",
+            400,
+            20002,
+            "Required parameter 'pageSize' should be larger than 0",
+        ),
+        // NamingUtils.checkServiceNameFormat → SERVICE_NAME_ERROR.
+        (
+            Method::Get,
+            "/nacos/v2/ns/instance/list?serviceName=G%40%40",
+            400,
+            21000,
+            "",
+        ),
+        // InstanceOperatorClientImpl.getInstance0 → RESOURCE_NOT_FOUND, 404.
+        (
+            Method::Get,
+            "/nacos/v2/ns/instance?serviceName=a&ip=1.1.1.1&port=80",
+            404,
+            20004,
+            "no ips found for cluster DEFAULT in service DEFAULT_GROUP@@a",
+        ),
+        // ServiceOperatorV2Impl.queryService → SERVICE_NOT_EXIST.
+        (
+            Method::Get,
+            "/nacos/v2/ns/service?serviceName=a",
+            400,
+            21008,
+            "service not found, namespace: public, serviceName: DEFAULT_GROUP@@a",
+        ),
+        // CatalogServiceV2Impl.listInstances → 404 {30000}.
+        (
+            Method::Get,
+            "/nacos/v3/admin/ns/instance/list?serviceName=none",
+            404,
+            30000,
+            "service DEFAULT_GROUP@@none is not found!",
+        ),
+        // NamespaceControllerV3.createNamespace / NamespaceOperationService.
+        (
+            Method::Post,
+            "/nacos/v3/admin/core/namespace?namespaceId=a%20b&namespaceName=A",
+            400,
+            22000,
+            "namespaceId [a b] mismatch the pattern",
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/admin/core/namespace?namespaceId=ok&namespaceName=a%40b",
+            400,
+            22000,
+            "namespaceName [a@b] contains illegal char",
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/admin/core/namespace?namespaceId=public&namespaceName=P",
+            400,
+            22002,
+            "namespaceId [public] is default namespace id and already exist.",
+        ),
+        (
+            Method::Post,
+            "/nacos/v2/console/namespace?namespaceId=x",
+            400,
+            10000,
+            "Required parameter 'namespaceName' type String is not present",
+        ),
+        (
+            Method::Get,
+            "/nacos/v3/admin/core/namespace?namespaceId=nope",
+            404,
+            22001,
+            "namespaceId [ nope ] not exist",
+        ),
+        (
+            Method::Get,
+            "/nacos/v3/admin/core/namespace",
+            400,
+            10000,
+            "Required parameter 'namespaceId' type String is not present",
+        ),
+        // A malformed percent-encoding, found before any handler: still the envelope.
+        (
+            Method::Get,
+            "/nacos/v3/client/ns/instance/list?serviceName=%zz",
+            400,
+            20002,
+            "request parameters have an invalid percent-encoding",
+        ),
+    ];
+    for (method, path, status, code, detail) in cases {
+        let r = s.call(*method, path).await;
+        let got = assert_error(&r, *status, *code, path);
+        if !detail.is_empty() {
+            assert_eq!(got, *detail, "{path}");
+        }
+    }
+    assert_eq!(s.app.store.stats().services, 0, "nothing was applied");
+    assert_eq!(
+        s.app.namespaces.table().list().len(),
+        1,
+        "no namespace was created"
+    );
+    s.stop().await;
+}
+
+/// The v1 reads past the core: liveness, servers, the Raft leader
+/// (`RaftController`), switch updates (`OperatorController`). (The catalog
+/// is the web console's, tested with it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v1_completion_reads() {
+    let s = TestServer::spawn().await;
+    let ns = "/nacos/v1/ns";
+    assert_eq!(
+        s.call(Method::Get, "/nacos/v1/console/health/liveness")
+            .await
+            .body,
+        "OK"
+    );
+    v1_register(&s, "serviceName=m&ip=10.0.0.1&port=1").await;
+    v1_register(&s, "serviceName=m&ip=10.0.0.1&port=2").await;
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{ns}/operator/switches?entry=pushEnabled&value=true"),
+        )
+        .await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{ns}/operator/switches?entry=pushEnabled&value=false"),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{ns}/operator/switches?entry=nope&value=1"),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (400, "update entry not found: nope")
+    );
+    let r = s
+        .call(Method::Put, &format!("{ns}/operator/switches?entry=nope"))
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (400, "Param 'value' is required.")
+    );
+    let r = s.call(Method::Get, &format!("{ns}/operator/servers")).await;
+    assert_eq!(r.json()["servers"][0]["state"], "UP");
+    let r = s.call(Method::Get, &format!("{ns}/raft/leader")).await;
+    let leader: Value = serde_json::from_str(r.json()["leader"].as_str().unwrap()).unwrap();
+    assert_eq!(leader["state"], "LEADER");
+    s.stop().await;
+}
+
+/// One namespace table behind every door: v1 console (`NamespaceController`:
+/// `RestResult` list, `true`/`false` writes), v2 console and v3 admin
+/// (`NamespaceControllerV3`); `""` is `public`; a namespace holding services
+/// is not deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_through_every_door() {
+    let s = TestServer::spawn().await;
+    let r = s.call(Method::Get, "/nacos/v1/console/namespaces").await;
+    assert_eq!(
+        r.json(),
+        json!({"code": 200, "message": null, "data": [
+            {"namespace": "public", "namespaceShowName": "public", "namespaceDesc": "Public Namespace", "quota": 200, "configCount": 0, "serviceCount": 0, "type": 0}
+        ]})
+    );
+    let r = s
+        .call(
+            Method::Post,
+            "/nacos/v1/console/namespaces?customNamespaceId=dev&namespaceName=Dev&namespaceDesc=d",
+        )
+        .await;
+    assert_eq!(r.body, "true");
+    let r = s
+        .call(
+            Method::Post,
+            "/nacos/v1/console/namespaces?customNamespaceId=dev&namespaceName=Dev",
+        )
+        .await;
+    assert_eq!(r.body, "false", "a taken id");
+    let r = s
+        .call(
+            Method::Get,
+            "/nacos/v3/admin/core/namespace?namespaceId=dev",
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(
+            json!({"namespace": "dev", "namespaceShowName": "Dev", "namespaceDesc": "d", "quota": 200, "configCount": 0, "type": 2})
+        )
+    );
+    let r = s
+        .call(
+            Method::Put,
+            "/nacos/v2/console/namespace?namespaceId=dev&namespaceName=Dev2",
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!(true)));
+    let r = s
+        .call(Method::Get, "/nacos/v3/admin/core/namespace/list")
+        .await;
+    assert_eq!(r.json()["data"][1]["namespaceShowName"], "Dev2");
+    // The console's list (v1) shows the record too.
+    let r = s.call(Method::Get, "/nacos/v1/console/namespaces").await;
+    assert_eq!(r.json()["data"][1]["namespaceShowName"], "Dev2");
+    assert_eq!(
+        s.call(
+            Method::Get,
+            "/nacos/v3/admin/core/namespace/check?namespaceId=dev"
+        )
+        .await
+        .json(),
+        ok_envelope(json!(1))
+    );
+    let r = s
+        .call(
+            Method::Post,
+            "/nacos/v3/admin/core/namespace?namespaceName=Anon",
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!(true)));
+    assert_eq!(s.app.namespaces.table().list().len(), 3);
+    // `""` and `public` are one namespace on every door.
+    v1_register(&s, "serviceName=same&ip=10.0.0.9&port=1&namespaceId=").await;
+    let r = s
+        .call(
+            Method::Get,
+            "/nacos/v3/client/ns/instance/list?serviceName=same&namespaceId=public",
+        )
+        .await;
+    assert_eq!(r.json()["data"].as_array().unwrap().len(), 1);
+    let r = s
+        .call(
+            Method::Get,
+            "/nacos/v2/ns/instance/list?serviceName=same&namespaceId=",
+        )
+        .await;
+    assert_eq!(r.json()["data"]["hosts"].as_array().unwrap().len(), 1);
+    // A namespace holding services is not deleted, through any door.
+    v1_register(&s, "serviceName=held&ip=10.0.0.9&port=1&namespaceId=dev").await;
+    assert_eq!(
+        s.call(
+            Method::Delete,
+            "/nacos/v1/console/namespaces?namespaceId=dev"
+        )
+        .await
+        .body,
+        "false"
+    );
+    let r = s
+        .call(
+            Method::Delete,
+            "/nacos/v3/admin/core/namespace?namespaceId=dev",
+        )
+        .await;
+    assert!(assert_error(&r, 400, 23000, "delete held").contains("still holds 1 service"));
+    assert!(s.app.namespaces.table().exists("dev"));
+    s.app
+        .store
+        .delete_service(ServiceRef::new("dev", "DEFAULT_GROUP@@held"))
+        .unwrap();
+    assert_eq!(
+        s.call(
+            Method::Delete,
+            "/nacos/v1/console/namespaces?namespaceId=dev"
+        )
+        .await
+        .body,
+        "true"
+    );
+    assert!(!s.app.namespaces.table().exists("dev"));
+    // The default namespace cannot be deleted.
+    assert_eq!(
+        s.call(
+            Method::Delete,
+            "/nacos/v1/console/namespaces?namespaceId=public"
+        )
+        .await
+        .body,
+        "false"
+    );
+    s.stop().await;
+}
+
+fn naming(service: &str) -> NamingHead {
+    NamingHead {
+        namespace: Some("public".into()),
+        service_name: Some(service.into()),
+        group_name: Some("DEFAULT_GROUP".into()),
+    }
+}
+
+fn ports_of(hosts: &Value) -> Vec<u64> {
+    let mut p: Vec<u64> = hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["port"].as_u64().unwrap())
+        .collect();
+    p.sort_unstable();
+    p
+}
+
+/// Instances registered through v1 and 2.x gRPC are listed by the v2 and
+/// v3 doors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn later_doors_see_v1_and_grpc_instances() {
+    let s = TestServer::spawn().await;
+    v1_register(&s, "serviceName=x&ip=10.1.0.1&port=1").await;
+    let writer = Raw::connect(s.grpc_addr).await;
+    let _keep = writer.set_up().await.keep_alive();
+    let _: InstanceResponse = writer
+        .expect(&InstanceRequest {
+            naming: naming("x"),
+            r#type: Some("registerInstance".into()),
+            instance: Some(WireInstance {
+                ip: Some("10.1.0.1".into()),
+                port: Some(4),
+                ..WireInstance::default()
+            }),
+            ..InstanceRequest::default()
+        })
+        .await;
+    eventually("two instances", || {
+        instances(&s, "public", "DEFAULT_GROUP@@x") == 2
+    })
+    .await;
+    let all = vec![1, 4];
+    assert_eq!(
+        ports_of(
+            &s.call(Method::Get, &format!("{V2}/instance/list?serviceName=x"))
+                .await
+                .json()["data"]["hosts"]
+        ),
+        all
+    );
+    assert_eq!(
+        ports_of(
+            &s.call(Method::Get, &format!("{V3C}/instance/list?serviceName=x"))
+                .await
+                .json()["data"]
+        ),
+        all
+    );
+    assert_eq!(
+        ports_of(
+            &s.call(Method::Get, &format!("{V3A}/instance/list?serviceName=x"))
+                .await
+                .json()["data"]
+        ),
+        all
+    );
+    // The gRPC connection is a v2/v3 client.
+    let r = s.call(Method::Get, &format!("{V3A}/client/list")).await;
+    assert_eq!(r.json()["data"].as_array().unwrap().len(), 1);
+    s.stop().await;
+}
