@@ -190,9 +190,18 @@ async fn writer(run: Run, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>) {
 }
 
 /// A random node among those on the majority side now.
+/// A node that rejoined less than 5 s ago is left out: it may not have
+/// the instance yet (replication and checksums catch it up), and a client
+/// that beats it gets "unknown instance" and registers again.
 fn healthy_node(run: &Run, rng: &mut Rng) -> Option<usize> {
+    let now = run.now_ms();
     let f = run.faults.lock().unwrap();
-    let ok: Vec<usize> = (0..N).filter(|i| f.healthy(*i)).collect();
+    let ok: Vec<usize> = (0..N)
+        .filter(|i| {
+            let rejoined = f.rejoined_ms.get(i).copied().unwrap_or(0);
+            f.healthy(*i) && (rejoined == 0 || now.saturating_sub(rejoined) > 5_000)
+        })
+        .collect();
     (!ok.is_empty()).then(|| ok[rng.below(ok.len() as u64) as usize])
 }
 
