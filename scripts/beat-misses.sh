@@ -21,7 +21,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 bin="$ROOT/target/release/beat-fleet"
 if (($#)) && [[ "$1" != "--" ]]; then bin="$1"; shift; fi
 [[ "${1:-}" == "--" ]] && shift
-out="$(mktemp -d /tmp/beat-misses.XXXXXX)"
+out="$(mktemp -d -t beat-misses.XXXXXX)"
 # BEAT_MISSES_KEEP=DIR keeps the callgrind outputs there (callgrind_annotate).
 trap 'if [[ -n "${BEAT_MISSES_KEEP:-}" ]]; then mkdir -p "$BEAT_MISSES_KEEP"; cp "$out"/*.cg "$BEAT_MISSES_KEEP"/; fi; rm -rf "$out"' EXIT
 caches=(--I1=32768,8,64 --D1=32768,8,64 --LL=33554432,16,64)

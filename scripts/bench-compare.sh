@@ -4,7 +4,7 @@
 #   scripts/bench-compare.sh BASE HEAD        # e.g. main HEAD, HEAD~1 HEAD
 #   scripts/bench-compare.sh BASE .           # "." is this working tree, uncommitted changes included
 #
-# 1. checks out both commits as worktrees under /tmp and builds both (criterion
+# 1. checks out both commits as worktrees under $TMPDIR and builds both (criterion
 #    benches, loadgen where the commit has it) into target/gates, shared with
 #    scripts/gates.sh so dependencies are compiled once; "." builds in place;
 # 2. instruction-count gates (scripts/gates.sh): deterministic, BLOCKING;
@@ -70,7 +70,7 @@ head_label="$2 (${head_sha:0:10}${head_sha#"${head_sha%-dirty}"})"
 out="$ROOT/target/bench-compare/${base_sha:0:10}-${head_sha:0:10}"
 rm -rf "$out"
 mkdir -p "$out"
-scratch="$(mktemp -d /tmp/bench-compare.XXXXXX)"
+scratch="$(mktemp -d -t bench-compare.XXXXXX)"
 # shellcheck disable=SC2317 # run by the EXIT trap
 remove_worktrees() {
     local tree

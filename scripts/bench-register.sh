@@ -2,7 +2,8 @@
 # Register throughput of this registry and of r-nacos, side by side, each
 # server pinned to core 0 with one worker and wrk to core 1 (issue 14).
 #
-#   scripts/bench-register.sh [SECONDS] [RNACOS_BIN]   (default 10 s each)
+#   scripts/bench-register.sh [SECONDS] [RNACOS_BIN]   (default 10 s each;
+#                                                       RNACOS_BIN also from the environment)
 #
 # Cases (scripts/wrk/register.lua), each with 32 plain keep-alive connections:
 #   fresh  every register creates a service;
@@ -11,12 +12,13 @@
 # Prints requests/s per case and server, large/fresh and ours/r-nacos, and each
 # server's CPU share with its requests per CPU-second (a share well under 100 %
 # means wrk, not the server, set the rate).
-# r-nacos is skipped when its binary is missing (install it with
-# `cargo install rnacos --version 0.8.8 --locked --root /work/rnacos`).
+# r-nacos is skipped when no binary is given or it is missing (install it with
+# `cargo install rnacos --version 0.8.8 --locked --root DIR`, then pass
+# DIR/bin/rnacos).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
-rnacos="${2:-/work/rnacos/bin/rnacos}"
+rnacos="${2:-${RNACOS_BIN:-}}"
 command -v wrk >/dev/null || { echo "wrk not found" >&2; exit 2; }
 REGISTRY_BIN=${REGISTRY_BIN:-target/release/registry}
 [ -x "$REGISTRY_BIN" ] || cargo build --release -q -p registry-server --bin registry
@@ -79,7 +81,11 @@ measure() { # mode -> "req/s server-cpu-share"
 
 declare -A rate share
 servers=(ours)
-[ -x "$rnacos" ] && servers+=(rnacos)
+if [ -n "$rnacos" ] && [ -x "$rnacos" ]; then
+    servers+=(rnacos)
+else
+    echo "# r-nacos skipped: pass its binary as the second argument or in RNACOS_BIN" >&2
+fi
 echo "# $(uptime)"
 for server in "${servers[@]}"; do
     for mode in fresh large grow; do

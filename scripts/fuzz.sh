@@ -10,7 +10,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked --quiet
 fi
 mkdir -p target
-for target in http_request beat_json udp_ack udp_push distro_message grpc_payload raft_message open_api; do
+for target in http_request beat_json udp_ack udp_push distro_message distro_clients grpc_payload raft_message open_api; do
     mkdir -p "fuzz/corpus/$target"
     log="target/fuzz-$target.log"
     echo "fuzzing $target for ${secs}s"

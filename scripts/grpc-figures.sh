@@ -13,16 +13,18 @@
 # Binaries: $REGISTRY_BIN and $LOADGEN_BIN, by default in $BIN (default
 # target/release; build them one at a time first:
 # `nice cargo build --release -p registry-server --bin registry` and
-# `... -p loadgen --bin loadgen`). Each run holds /work/notes/bench.lock where
-# /work/notes exists (the shared machine's quiet-run lock) and prints `uptime` with its figure.
-# Outputs: $OUT (default /tmp/grpc-figures): loadgen reports and text, registry RSS
-# samples (every 0.5 s).
+# `... -p loadgen --bin loadgen`). Each run holds the bench lock $BENCH_LOCK
+# (default target/bench.lock; point it at the lock every benchmark on a shared
+# machine takes) and prints `uptime` with its figure.
+# Outputs: $OUT (default target/grpc-figures): loadgen reports and text,
+# registry RSS samples (every 0.5 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release}
 REGISTRY_BIN=${REGISTRY_BIN:-$BIN/registry}
 LOADGEN_BIN=${LOADGEN_BIN:-$BIN/loadgen}
-OUT=${OUT:-/tmp/grpc-figures}
+OUT=${OUT:-target/grpc-figures}
+BENCH_LOCK=${BENCH_LOCK:-target/bench.lock}
 FANOUT_CLIENTS=${FANOUT_CLIENTS:-10000}
 REPORT_SCALE=${REPORT_SCALE:-10}
 HTTP=127.0.0.1:28848
@@ -30,7 +32,8 @@ GRPC=127.0.0.1:29848
 mkdir -p "$OUT"
 
 lock() {
-    if [[ -d /work/notes ]]; then flock /work/notes/bench.lock "$@"; else "$@"; fi
+    mkdir -p "$(dirname "$BENCH_LOCK")"
+    flock "$BENCH_LOCK" "$@"
 }
 
 # run_one TAG PROFILE_FILE [loadgen args...]

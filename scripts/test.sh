@@ -9,7 +9,32 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-step() { printf '\n==> %s (at %ds)\n' "$*" "$SECONDS"; }
+# Each step prints its duration when it ends, and the run ends (pass or
+# fail) with every step's time: CI's budget is 25 minutes cold on 2 cores,
+# and this table says where it goes.
+step_name=""
+step_start=0
+step_times=()
+end_step() {
+    [[ -n "$step_name" ]] || return 0
+    local took=$((SECONDS - step_start))
+    printf '==> %s: %ds\n' "$step_name" "$took"
+    step_times+=("$(printf '%6ds  %s' "$took" "$step_name")")
+    step_name=""
+}
+step() {
+    end_step
+    step_name="$*"
+    step_start=$SECONDS
+    printf '\n==> %s (at %ds)\n' "$*" "$SECONDS"
+}
+step_summary() {
+    end_step
+    printf '\n==> step times\n'
+    printf '%s\n' "${step_times[@]}"
+    printf '%6ds  total\n' "$SECONDS"
+}
+trap step_summary EXIT
 
 step "test dependencies"
 scripts/deps/clients.sh
@@ -36,6 +61,14 @@ step "clippy -D warnings, building every target"
 
 step "tests"
 "${linted[@]}" cargo test --workspace
+
+# The users' CI recipe (scripts/ci-compare.sh, examples/ci/github-actions.yml)
+# on a small profile, base and head both this build's binaries (an A/A run, so it
+# cannot rot; a loose policy, as one short run's tail on a shared machine is noise).
+step "load comparison recipe (scripts/ci-compare.sh, A/A)"
+BASE_BIN=target/debug HEAD_BIN=target/debug PROFILE=smoke \
+    LOADGEN_ARGS="--instances 300 --services 30 --subscribers 20 --watched-services 5 --rate 1000 --duration 3s --query-rate 100 --churn-rate 10 --workers 1" \
+    REPORT_ARGS="--policy scripts/ci-compare-aa.toml" scripts/ci-compare.sh HEAD HEAD
 
 step "benches (each run once as a smoke test)"
 "${linted[@]}" cargo test --workspace --benches

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::plan::Phase;
+use crate::output::Now;
 use crate::recorder::{ErrorClass, Op, Stats};
 
 /// Serves the latest page at `/metrics`.
@@ -115,22 +115,14 @@ fn answer(mut stream: TcpStream, page: &Mutex<String>) {
     );
 }
 
-/// What the page shows besides the recorded totals.
-#[derive(Debug, Clone, Copy)]
-pub struct Live {
-    /// The current phase.
-    pub phase: Phase,
-    /// Requests queued or in flight.
-    pub outstanding: u64,
-    /// Seconds since the run started.
-    pub elapsed_s: f64,
-}
-
 const QUANTILES: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 0.9999];
 
-/// The page for `total` (everything recorded so far) and `live`.
-pub fn render(total: &Stats, live: &Live) -> String {
+/// The page for `total` (everything recorded so far) and `now` (what the progress
+/// line shows: phase, intended and achieved rates, errors, the latest send lag),
+/// `elapsed_s` into the run.
+pub fn render(total: &Stats, now: &Now<'_>, elapsed_s: f64) -> String {
     let mut out = String::new();
+    live_rates(&mut out, now);
     family(
         &mut out,
         "loadgen_operations_total",
@@ -236,22 +228,73 @@ pub fn render(total: &Stats, live: &Live) -> String {
         "gauge",
         "Requests queued or in flight.",
     );
-    let _ = writeln!(out, "loadgen_outstanding_requests {}", live.outstanding);
+    let _ = writeln!(out, "loadgen_outstanding_requests {}", now.outstanding);
     family(
         &mut out,
         "loadgen_phase",
         "gauge",
         "1 for the current phase of the run.",
     );
-    let _ = writeln!(out, "loadgen_phase{{phase=\"{}\"}} 1", live.phase);
+    let _ = writeln!(out, "loadgen_phase{{phase=\"{}\"}} 1", now.phase);
     family(
         &mut out,
         "loadgen_elapsed_seconds",
         "gauge",
         "Seconds since the run started.",
     );
-    let _ = writeln!(out, "loadgen_elapsed_seconds {:.3}", live.elapsed_s);
+    let _ = writeln!(out, "loadgen_elapsed_seconds {elapsed_s:.3}");
     out
+}
+
+/// The progress line's figures: intended and achieved rates of the phase, errors so
+/// far, the latest second's send lag.
+fn live_rates(out: &mut String, now: &Now<'_>) {
+    family(
+        out,
+        "loadgen_intended_rate",
+        "gauge",
+        "Operations per second the current phase intends (rate-driven operations).",
+    );
+    for op in Op::ALL {
+        if let Some(rate) = now.rates.of(op) {
+            let _ = writeln!(out, "loadgen_intended_rate{{op=\"{}\"}} {rate}", op.name());
+        }
+    }
+    family(
+        out,
+        "loadgen_achieved_rate",
+        "gauge",
+        "Operations written in the latest finished second.",
+    );
+    for op in Op::ALL {
+        let _ = writeln!(
+            out,
+            "loadgen_achieved_rate{{op=\"{}\"}} {}",
+            op.name(),
+            now.achieved(op)
+        );
+    }
+    family(
+        out,
+        "loadgen_errors_so_far",
+        "gauge",
+        "Failed operations so far.",
+    );
+    let _ = writeln!(out, "loadgen_errors_so_far {}", now.errors);
+    family(
+        out,
+        "loadgen_current_send_lag_seconds",
+        "gauge",
+        "Send lag p50 and p99 in the latest finished second.",
+    );
+    let (p50, p99) = now.send_lag_us().unwrap_or((0, 0));
+    for (q, v) in [("0.5", p50), ("0.99", p99)] {
+        let _ = writeln!(
+            out,
+            "loadgen_current_send_lag_seconds{{quantile=\"{q}\"}} {}",
+            v as f64 / 1e6
+        );
+    }
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -285,6 +328,7 @@ fn summary(out: &mut String, name: &str, labels: &str, h: &Histogram<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Phase;
     use crate::recorder::Recorder;
     use crate::target::ControlClient;
 
@@ -296,13 +340,20 @@ mod tests {
         r.dispatched(Op::Beat, 0, 1_000);
         r.failed(Op::Beat, ErrorClass::Timeout, 0, Some(1_000), 3_000_000_000);
         r.skip(Op::Deregister);
+        let total = r.finish();
+        let latest = (3, total.clone());
+        let plan =
+            crate::plan::Plan::from_profile(&crate::profile::Profile::load("smoke").unwrap());
         let page = render(
-            &r.finish(),
-            &Live {
+            &total,
+            &Now {
                 phase: Phase::Steady,
+                rates: plan.rates(Phase::Steady),
+                latest: Some(&latest),
+                errors: 1,
                 outstanding: 7,
-                elapsed_s: 12.5,
             },
+            12.5,
         );
         for line in [
             "loadgen_operations_total{op=\"beat\"} 2",
@@ -313,6 +364,10 @@ mod tests {
             "loadgen_outstanding_requests 7",
             "loadgen_phase{phase=\"steady\"} 1",
             "# TYPE loadgen_latency_seconds summary",
+            "loadgen_intended_rate{op=\"query\"} 500",
+            "loadgen_achieved_rate{op=\"beat\"} 0",
+            "loadgen_errors_so_far 1",
+            "loadgen_current_send_lag_seconds{quantile=\"0.99\"} 0",
         ] {
             assert!(
                 page.lines().any(|l| l == line),

@@ -18,7 +18,7 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reports::{Report, TimelineOp, TimelinePoint};
 
-use crate::plan::Phase;
+use crate::plan::{Phase, Rates};
 use crate::recorder::{Op, Stats};
 use crate::worker::Interval;
 
@@ -182,45 +182,11 @@ impl Live {
         Live { bar }
     }
 
-    /// Updates the line from the latest finished second.
-    pub fn update(
-        &self,
-        phase: Phase,
-        latest: Option<&(u32, Stats)>,
-        outstanding: u64,
-        extra: &str,
-    ) {
-        let mut msg = format!("{phase:<6}");
-        if let Some((_, s)) = latest {
-            for op in Op::ALL {
-                let o = s.op(op);
-                if o.count > 0 {
-                    msg.push_str(&format!(" | {} {}/s", op.name(), o.count));
-                }
-            }
-            let beat = s.op(Op::Beat);
-            let (name, h) = if beat.count > 0 {
-                ("beat", &beat.corrected)
-            } else {
-                ("register", &s.op(Op::Register).corrected)
-            };
-            if !h.is_empty() {
-                msg.push_str(&format!(
-                    " | {name} p99 {}",
-                    reports::table::micros(h.value_at_quantile(0.99) as f64)
-                ));
-            }
-            let errors: u64 = Op::ALL.iter().map(|o| s.op(*o).error_count()).sum();
-            if errors > 0 {
-                msg.push_str(&format!(" | errors {errors}/s"));
-            }
-        }
-        msg.push_str(&format!(" | in flight {outstanding}"));
-        if !extra.is_empty() {
-            msg.push_str(" | ");
-            msg.push_str(extra);
-        }
-        self.bar.set_message(msg);
+    /// Updates the line: the phase, each rate-driven operation's achieved rate
+    /// (writes in the latest finished second) against the rate the phase intends,
+    /// errors so far, the latest second's send lag, and what is in flight.
+    pub fn update(&self, now: &Now<'_>, extra: &str) {
+        self.bar.set_message(now.line(extra));
         self.bar.tick();
     }
 
@@ -236,6 +202,70 @@ impl Live {
     /// Removes the bar.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+/// What the progress line (and `--metrics-listen`) shows of a running run.
+#[derive(Debug, Clone, Copy)]
+pub struct Now<'a> {
+    /// The phase.
+    pub phase: Phase,
+    /// The rates the phase intends.
+    pub rates: Rates,
+    /// The latest finished second.
+    pub latest: Option<&'a (u32, Stats)>,
+    /// Failed operations so far.
+    pub errors: u64,
+    /// Requests queued or in flight.
+    pub outstanding: u64,
+}
+
+impl Now<'_> {
+    /// Writes of `op` in the latest second.
+    pub fn achieved(&self, op: Op) -> u64 {
+        self.latest
+            .map_or(0, |(_, s)| s.op(op).sent_in.iter().sum())
+    }
+
+    /// The latest second's send lag p50 and p99, µs.
+    pub fn send_lag_us(&self) -> Option<(u64, u64)> {
+        let (_, s) = self.latest?;
+        (!s.send_lag.is_empty()).then(|| {
+            (
+                s.send_lag.value_at_quantile(0.5),
+                s.send_lag.value_at_quantile(0.99),
+            )
+        })
+    }
+
+    fn line(&self, extra: &str) -> String {
+        let mut msg = format!("{:<6}", self.phase);
+        for op in Op::ALL {
+            let sent = self.achieved(op);
+            match self.rates.of(op).filter(|r| *r > 0.0) {
+                Some(rate) => msg.push_str(&format!(
+                    " | {} {sent}/s of {}",
+                    op.name(),
+                    reports::table::per_second(rate)
+                )),
+                None if sent > 0 => msg.push_str(&format!(" | {} {sent}/s", op.name())),
+                None => {}
+            }
+        }
+        msg.push_str(&format!(" | errors {}", self.errors));
+        if let Some((p50, p99)) = self.send_lag_us() {
+            msg.push_str(&format!(
+                " | send lag p50 {} p99 {}",
+                reports::table::micros(p50 as f64),
+                reports::table::micros(p99 as f64)
+            ));
+        }
+        msg.push_str(&format!(" | in flight {}", self.outstanding));
+        if !extra.is_empty() {
+            msg.push_str(" | ");
+            msg.push_str(extra);
+        }
+        msg
     }
 }
 
@@ -259,7 +289,7 @@ pub fn summary(report: &Report, notes: &Notes) -> String {
     let mut out = reports::show::render(report, reports::Format::Text);
     let (p99, max) = notes.sched_lag_us;
     out.push_str(&format!(
-        "== Generator health ==\nscheduling lag (dispatch - intended): p99 {}, max {} (limits {} / {}){}\n",
+        "== Generator health ==\ninside loadgen (dispatch - intended): p99 {}, max {} (limits {} / {}); the rest of the send lag waited for a connection (pipeline full: the server){}\n",
         reports::table::micros(p99 as f64),
         reports::table::micros(max as f64),
         reports::table::micros(notes.lag_limits_us.0 as f64),

@@ -18,7 +18,11 @@
 use std::fmt;
 use std::time::Duration;
 
+use reports::{PhaseOp, PhaseRates};
+
 use crate::profile::Profile;
+use crate::recorder::{Op, Stats};
+use crate::schedule::{Nanos, SECOND};
 
 /// A phase of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -240,9 +244,125 @@ impl Plan {
     }
 }
 
+/// When a phase of a run began and ended, on the run's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// The phase.
+    pub phase: Phase,
+    /// Its start.
+    pub start: Nanos,
+    /// Its end (the next phase's start).
+    pub end: Nanos,
+}
+
+impl Span {
+    fn secs(&self) -> f64 {
+        self.end.saturating_sub(self.start) as f64 / SECOND as f64
+    }
+}
+
+impl Rates {
+    /// The rate at which the plan schedules `op` (`None`: `op` is not rate-driven;
+    /// beats and polls follow their intervals).
+    pub fn of(&self, op: Op) -> Option<f64> {
+        match op {
+            Op::Register => Some(self.register),
+            Op::Deregister => Some(self.deregister),
+            Op::Query => Some(self.query),
+            Op::Beat | Op::Reregister | Op::Subscribe => None,
+        }
+    }
+}
+
+impl Plan {
+    /// Per phase that schedules anything at a rate: its planned and actual length,
+    /// and per rate-driven operation the intended rate against what was written in it.
+    pub fn phase_rates(&self, spans: &[Span], stats: &Stats) -> Vec<PhaseRates> {
+        let mut out = Vec::new();
+        for span in spans {
+            let Some(step) = self.step(span.phase) else {
+                continue;
+            };
+            let ops: Vec<PhaseOp> = Op::ALL
+                .into_iter()
+                .filter_map(|op| {
+                    let rate = step.rates.of(op).filter(|r| *r > 0.0)?;
+                    let sent = stats.op(op).sent_in[usize::from(span.phase.as_u8())];
+                    Some(PhaseOp {
+                        name: op.name().to_owned(),
+                        intended_rate: rate,
+                        achieved_rate: reports::report::rate(sent, span.secs()),
+                    })
+                })
+                .collect();
+            if !ops.is_empty() {
+                out.push(PhaseRates {
+                    phase: span.phase.name().to_owned(),
+                    planned_s: step.duration.as_secs_f64(),
+                    actual_s: span.secs(),
+                    ops,
+                });
+            }
+        }
+        out
+    }
+
+    /// The rate the plan intended for `op` over `spans`: each phase's rate weighted by
+    /// how long the phase actually took, so a phase that ran late does not lower its
+    /// own target (`None` when `op` is not rate-driven).
+    pub fn intended_rate(&self, spans: &[Span], op: Op) -> Option<f64> {
+        let total: f64 = spans.iter().map(Span::secs).sum();
+        let mut intended = 0.0;
+        for span in spans {
+            let rates = self.rates(span.phase);
+            intended += rates.of(op)? * span.secs();
+        }
+        (total > 0.0).then(|| intended / total)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_late_phase_reads_below_its_intended_rate() {
+        let p = Profile::load("smoke").unwrap();
+        let plan = Plan::from_profile(&p);
+        let load_rate = plan.rates(Phase::Load).register;
+        let planned = plan.step(Phase::Load).unwrap().duration.as_secs_f64();
+        // The load phase took twice its planned length for the same registrations.
+        let spans = [
+            Span {
+                phase: Phase::Load,
+                start: 0,
+                end: (2.0 * planned * SECOND as f64) as Nanos,
+            },
+            Span {
+                phase: Phase::Settle,
+                start: (2.0 * planned * SECOND as f64) as Nanos,
+                end: (3.0 * planned * SECOND as f64) as Nanos,
+            },
+        ];
+        let mut stats = Stats::default();
+        stats.ops[Op::Register as usize].sent_in[Phase::Load.as_u8() as usize] =
+            u64::from(p.fleet.instances);
+        let rates = plan.phase_rates(&spans, &stats);
+        assert_eq!(rates.len(), 1, "settling schedules nothing: {rates:?}");
+        let load = &rates[0].ops[0];
+        assert_eq!(
+            (load.name.as_str(), load.intended_rate),
+            ("register", load_rate)
+        );
+        assert!(
+            (load.ratio() - 0.5).abs() < 0.01,
+            "half the intended rate: {load:?}"
+        );
+        // Over the whole span the target is the load rate for two thirds of it.
+        let target = plan.intended_rate(&spans, Op::Register).unwrap();
+        assert!((target - load_rate * 2.0 / 3.0).abs() < 1e-6, "{target}");
+        assert_eq!(plan.intended_rate(&spans, Op::Beat), None);
+    }
 
     #[test]
     fn smoke_plan_shape() {

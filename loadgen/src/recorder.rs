@@ -135,6 +135,9 @@ fn micros(ns: u64) -> u64 {
     ns / 1000
 }
 
+/// Phases a recorder tells apart ([`crate::plan::Phase`] values).
+pub const PHASES: usize = 7;
+
 /// One operation's figures.
 #[derive(Debug, Clone)]
 pub struct OpStats {
@@ -142,6 +145,11 @@ pub struct OpStats {
     pub corrected: Histogram<u64>,
     /// Completion minus actual send time, µs.
     pub uncorrected: Histogram<u64>,
+    /// Actual write minus intended send time, µs: the part of `corrected` spent
+    /// inside the generator.
+    pub send_lag: Histogram<u64>,
+    /// Operations written, per phase they were written in.
+    pub sent_in: [u64; PHASES],
     /// Completed operations, failed ones included.
     pub count: u64,
     /// Failures by [`ErrorClass`].
@@ -157,6 +165,8 @@ impl OpStats {
         OpStats {
             corrected: interval_histogram(),
             uncorrected: interval_histogram(),
+            send_lag: interval_histogram(),
+            sent_in: [0; PHASES],
             count: 0,
             errors: [0; 5],
             intended: 0,
@@ -214,6 +224,10 @@ impl Stats {
         for (a, b) in self.ops.iter_mut().zip(&other.ops) {
             add_hist(&mut a.corrected, &b.corrected);
             add_hist(&mut a.uncorrected, &b.uncorrected);
+            add_hist(&mut a.send_lag, &b.send_lag);
+            for (x, y) in a.sent_in.iter_mut().zip(&b.sent_in) {
+                *x += y;
+            }
             a.count += b.count;
             a.intended += b.intended;
             a.skipped += b.skipped;
@@ -234,6 +248,8 @@ impl Stats {
         for o in &mut self.ops {
             o.corrected.reset();
             o.uncorrected.reset();
+            o.send_lag.reset();
+            o.sent_in = [0; PHASES];
             o.count = 0;
             o.errors = [0; 5];
             o.intended = 0;
@@ -259,6 +275,8 @@ pub struct Recorder {
     /// The current second.
     pub current: Stats,
     total: Stats,
+    /// The phase writes are counted in ([`crate::plan::Phase`] as a number).
+    phase: u8,
 }
 
 impl Recorder {
@@ -276,12 +294,18 @@ impl Recorder {
             .record(micros(now.saturating_sub(intended)));
     }
 
+    /// Counts writes from now on in `phase`.
+    pub fn set_phase(&mut self, phase: crate::plan::Phase) {
+        self.phase = phase.as_u8();
+    }
+
     /// An operation was written to its connection at `sent`.
-    pub fn sent(&mut self, intended: Nanos, sent: Nanos) {
-        let _ = self
-            .current
-            .send_lag
-            .record(micros(sent.saturating_sub(intended)));
+    pub fn sent(&mut self, op: Op, intended: Nanos, sent: Nanos) {
+        let lag = micros(sent.saturating_sub(intended));
+        let _ = self.current.send_lag.record(lag);
+        let o = &mut self.current.ops[op as usize];
+        let _ = o.send_lag.record(lag);
+        o.sent_in[usize::from(self.phase).min(PHASES - 1)] += 1;
     }
 
     /// An operation got a response at `done` (`outcome` is its verdict: an HTTP error
@@ -419,7 +443,7 @@ mod tests {
         let mut r = Recorder::new();
         // Intended at 0, written 3 ms late, answered 1 ms after the write.
         r.dispatched(Op::Beat, 0, 2_000_000);
-        r.sent(0, 3_000_000);
+        r.sent(Op::Beat, 0, 3_000_000);
         r.completed(Op::Beat, 0, 3_000_000, 4_000_000, Ok(()));
         let s = r.finish();
         let b = s.op(Op::Beat);
@@ -428,6 +452,11 @@ mod tests {
         assert!(b.uncorrected.equivalent(b.uncorrected.max(), 1_000));
         assert!(s.sched_lag.equivalent(s.sched_lag.max(), 2_000));
         assert!(s.send_lag.equivalent(s.send_lag.max(), 3_000));
+        assert!(
+            b.send_lag.equivalent(b.send_lag.max(), 3_000),
+            "per operation too"
+        );
+        assert_eq!(b.sent_in[crate::plan::Phase::Init.as_u8() as usize], 1);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::exit;
 use crate::host;
 use crate::metrics::{self, MetricsServer};
 use crate::output::{self, Collector, Live, Notes};
-use crate::plan::Phase;
+use crate::plan::{Phase, Plan, Span};
 use crate::profile::{Overrides, Profile, Protocol, DEFAULT_PROFILE};
 use crate::recorder::{ErrorClass, Op, Stats};
 use crate::schedule::{Clock, Nanos, MILLI, SECOND};
@@ -273,6 +273,7 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         log: &mut log,
         live,
         phase: Phase::Init,
+        spans: Vec::new(),
         status: String::new(),
     };
     let mut walked = phases.walk(baseline, &mut control);
@@ -285,6 +286,11 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         totals.stats = stats;
         walked.start = from;
         walked.end = until;
+        walked.spans = vec![Span {
+            phase: Phase::Steady,
+            start: from,
+            end: until,
+        }];
     }
     drop(log);
     use std::io::Write as _;
@@ -293,7 +299,7 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     let mut report = new_report(&config, &whole, &server, started_at);
     report.segment = (!config.segment.is_whole()).then(|| config.segment.to_string());
     report.duration_s = (walked.end.saturating_sub(walked.start)) as f64 / SECOND as f64;
-    add_operations(&mut report, &totals.stats)?;
+    add_operations(&mut report, &totals.stats, &shared.plan, &walked.spans)?;
     report.send_lag = Some(LatencyBlock::from_histogram(&totals.stats.send_lag)?);
     report.push = push_stats(&profile, &totals.stats, &walked)?;
     report.timeline = timeline;
@@ -354,7 +360,8 @@ fn run_grpc(
     let outcome = crate::grpc::run(profile, &server, server.grpc_addr())?;
     let mut report = new_report(config, profile, &server, started_at);
     report.duration_s = outcome.duration_s;
-    add_operations(&mut report, &outcome.stats)?;
+    let plan = Plan::from_profile(profile);
+    add_operations(&mut report, &outcome.stats, &plan, &outcome.spans)?;
     report.send_lag = Some(LatencyBlock::from_histogram(&outcome.stats.send_lag)?);
     report.push = outcome.push;
     report.server = server.stats();
@@ -511,6 +518,8 @@ struct Phases<'l, 'a, 'b> {
     log: &'l mut Log<'a, 'b>,
     live: Live,
     phase: Phase,
+    /// The phases entered so far, the last one still open.
+    spans: Vec<Span>,
     /// What the progress line says besides the counters (what a settle waits for).
     status: String,
 }
@@ -532,6 +541,8 @@ struct Walked {
     /// or the same check when there is none).
     after_steady: Check,
     at_end: Check,
+    /// Each phase's span; with a warm-up, only the measured part of the steady phase.
+    spans: Vec<Span>,
 }
 
 impl Phases<'_, '_, '_> {
@@ -541,6 +552,16 @@ impl Phases<'_, '_, '_> {
 
     fn enter(&mut self, phase: Phase) -> Nanos {
         let now = self.now();
+        if let Some(open) = self.spans.last_mut() {
+            open.end = now;
+        }
+        if phase != Phase::Stop {
+            self.spans.push(Span {
+                phase,
+                start: now,
+                end: now,
+            });
+        }
         self.shared.set_phase(phase, now);
         self.phase = phase;
         self.status.clear();
@@ -565,6 +586,7 @@ impl Phases<'_, '_, '_> {
             end,
             after_steady,
             at_end,
+            spans: std::mem::take(&mut self.spans),
         }
     }
 
@@ -645,13 +667,14 @@ impl Phases<'_, '_, '_> {
                 break;
             }
         }
-        let outstanding = self.shared.sum(|p| &p.outstanding);
-        self.live.update(
-            self.phase,
-            self.collector.latest.as_ref(),
-            outstanding,
-            &self.status,
-        );
+        let now = output::Now {
+            phase: self.phase,
+            rates: self.shared.plan.rates(self.phase),
+            latest: self.collector.latest.as_ref(),
+            errors: self.shared.errors(),
+            outstanding: self.shared.sum(|p| &p.outstanding),
+        };
+        self.live.update(&now, &self.status);
     }
 
     /// Pumps until `done` holds or `limit` passes; returns whether it held.
@@ -728,16 +751,24 @@ impl Phases<'_, '_, '_> {
                 m.stats.add(&interval.stats);
             }
         }
-        if let Some(server) = self.metrics {
+        if self.metrics.is_some() {
             self.running.add(&interval.stats);
-            let live = metrics::Live {
-                phase: self.phase,
-                outstanding: self.shared.sum(|p| &p.outstanding),
-                elapsed_s: self.now() as f64 / SECOND as f64,
-            };
-            server.publish(metrics::render(&self.running, &live));
         }
         self.collector.absorb(interval, Some(&mut *self.log));
+        if let Some(server) = self.metrics {
+            let now = output::Now {
+                phase: self.phase,
+                rates: self.shared.plan.rates(self.phase),
+                latest: self.collector.latest.as_ref(),
+                errors: self.shared.errors(),
+                outstanding: self.shared.sum(|p| &p.outstanding),
+            };
+            server.publish(metrics::render(
+                &self.running,
+                &now,
+                self.now() as f64 / SECOND as f64,
+            ));
+        }
     }
 
     /// Takes the seconds the workers sent last; returns the run's timeline and, with a
@@ -783,8 +814,18 @@ fn new_report(
     )
 }
 
-/// One entry per operation that was scheduled or done.
-fn add_operations(report: &mut Report, total: &Stats) -> anyhow::Result<()> {
+/// One entry per operation that was scheduled or done, and the phases' rates.
+///
+/// A rate-driven operation's target is the plan's rate over the phases as they
+/// actually ran ([`Plan::intended_rate`]): counting what was intended by the time it
+/// was sent would read 100 % however late the generator ran.
+fn add_operations(
+    report: &mut Report,
+    total: &Stats,
+    plan: &Plan,
+    spans: &[Span],
+) -> anyhow::Result<()> {
+    report.phases = plan.phase_rates(spans, total);
     for op in Op::ALL {
         let figures = total.op(op);
         if figures.count == 0 && figures.intended == 0 {
@@ -803,8 +844,12 @@ fn add_operations(report: &mut Report, total: &Stats) -> anyhow::Result<()> {
                 .errors_by_class
                 .insert(class.key().to_owned(), figures.errors[class as usize]);
         }
-        entry.target_rate = Some(reports::report::rate(figures.intended, report.duration_s));
+        entry.target_rate = Some(
+            plan.intended_rate(spans, op)
+                .unwrap_or_else(|| reports::report::rate(figures.intended, report.duration_s)),
+        );
         entry.skipped = figures.skipped;
+        entry.send_lag = Some(LatencyBlock::from_histogram(&figures.send_lag)?);
         report.operations.push(entry);
     }
     Ok(())

@@ -38,7 +38,7 @@ use crate::fleet::{Change, Instances, Life, Naming, SetHash, Subscriber, Watch};
 use crate::plan::{Phase, Plan};
 use crate::profile::{BeatStyle, Profile};
 use crate::recorder::{ErrorClass, Op, Progress, Recorder, Stats};
-use crate::schedule::{share, Clock, Nanos, Pacer, MILLI, SECOND};
+use crate::schedule::{next_wake, share, wait_until, Clock, Nanos, Pacer, Waiter, MILLI, SECOND};
 use crate::subscriber::{self, HostList, Inbox};
 use crate::template::{self, Templates};
 
@@ -134,6 +134,14 @@ impl Shared {
         self.progress
             .iter()
             .map(|p| f(p).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Failed operations so far, over workers and operations.
+    pub fn errors(&self) -> u64 {
+        self.progress
+            .iter()
+            .flat_map(|p| Op::ALL.map(|op| p.counts(op).1))
             .sum()
     }
 
@@ -687,7 +695,7 @@ impl Exchange for Ctx {
 
     fn sent(&self, req: &Request, sent: Nanos) {
         let mut state = self.state.borrow_mut();
-        state.recorder.sent(req.intended, sent);
+        state.recorder.sent(req.op, req.intended, sent);
         if matches!(req.op, Op::Register | Op::Reregister | Op::Deregister) {
             let n = self.naming();
             let global = state.instances.global(req.id);
@@ -792,6 +800,9 @@ impl Inbox for Ctx {
     }
 }
 
+/// How long after the runner starts a phase its schedules begin.
+const PHASE_LEAD: Nanos = 2 * MILLI;
+
 /// The pacers of the current phase: each turns one of its rates into intended times.
 #[derive(Default)]
 struct Pacers {
@@ -805,8 +816,25 @@ struct Pacers {
 }
 
 impl Pacers {
+    /// Each pacer's next due time.
+    fn peeks(&self) -> [Option<Nanos>; 7] {
+        [
+            &self.load,
+            &self.register,
+            &self.deregister,
+            &self.query,
+            &self.churn,
+            &self.join,
+            &self.drain,
+        ]
+        .map(|p| p.as_ref().and_then(Pacer::peek))
+    }
+
     /// The pacers of `phase`, which started at `start`, for worker `index`.
     fn for_phase(shared: &Shared, phase: Phase, start: Nanos, index: u32) -> Pacers {
+        // A worker sees the runner's phase word within one wake-up: a schedule that
+        // began at once would have its first items late before it was seen.
+        let start = start + PHASE_LEAD;
         let rates = shared.plan.rates(phase);
         let pace = |rate: f64, limit: Option<u64>| {
             Some(Pacer::for_worker(start, rate, limit, index, shared.workers))
@@ -940,8 +968,7 @@ pub async fn drive(
         .busy_poll
         .then(|| tokio::task::spawn_local(spin()));
     let mut driver = Driver::new(ctx, tx);
-    let sleep = tokio::time::sleep(Duration::ZERO);
-    tokio::pin!(sleep);
+    let mut waiter = Waiter::new(clock);
     loop {
         let now = clock.now();
         driver.follow_phase();
@@ -951,9 +978,10 @@ pub async fn drive(
         driver.send_due(now);
         driver.publish_progress(now, lane_config.timeout);
         driver.roll_second(now);
-        let next_tick = (now / MILLI + 1) * MILLI;
-        sleep.as_mut().reset(clock.instant(next_tick));
-        sleep.as_mut().await;
+        // Wake exactly when the next rate-driven item is due, or at the next tick
+        // (the wheels' resolution): not at the tick after a mid-millisecond item.
+        let next = next_wake(now, driver.pacers.peeks());
+        wait_until(&mut waiter, next).await;
     }
     if let Some(s) = spinner {
         s.abort();
@@ -1018,6 +1046,7 @@ impl Driver {
             return;
         }
         self.phase = phase;
+        self.ctx.state.borrow_mut().recorder.set_phase(phase);
         self.pacers = Pacers::for_phase(shared, phase, start, self.ctx.index);
         if phase == Phase::Drain {
             self.ctx.state.borrow_mut().drain_cursor = 0;

@@ -147,10 +147,35 @@ impl Chart {
     /// The chart as an `<svg>` element.
     pub fn to_svg(&self) -> String {
         let points: Vec<(f64, f64)> = self.visible_points().collect();
-        let plot_w = WIDTH - LEFT - RIGHT;
-        let plot_h = HEIGHT - TOP - BOTTOM;
+        let f = self.frame(&points);
+        let mut svg = String::new();
+        let _ = write!(
+            svg,
+            r#"<svg class="chart" data-chart="{id}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{title}"><title>{title}</title>"#,
+            id = escape(&self.id),
+            title = escape(&self.title),
+        );
+        let _ = write!(
+            svg,
+            r#"<text class="chart-title" x="{LEFT}" y="16">{}</text>"#,
+            escape(&self.title)
+        );
+        self.y_axis(&f, &mut svg);
+        self.x_axis(&f, &mut svg);
+        if self.lines(&f, &mut svg) == 0 {
+            let _ = write!(
+                svg,
+                r#"<text class="empty" x="{:.1}" y="{:.1}" text-anchor="middle">no data</text>"#,
+                LEFT + f.plot_w / 2.0,
+                TOP + f.plot_h / 2.0
+            );
+        }
+        svg.push_str("</svg>");
+        svg
+    }
 
-        // x scale.
+    /// The scales that fit `points`.
+    fn frame(&self, points: &[(f64, f64)]) -> Frame {
         let (x_lo, x_hi) = match self.x {
             XAxis::Seconds | XAxis::OfferedLoad => {
                 let lo = points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
@@ -168,87 +193,54 @@ impl Chart {
                 (0.0, hi.ceil())
             }
         };
-        let to_x = |x: f64| {
-            let v = match self.x {
-                XAxis::Seconds | XAxis::OfferedLoad => x,
-                XAxis::Percentile => x.log10(),
-            };
-            LEFT + (v - x_lo) / (x_hi - x_lo) * plot_w
-        };
         // y scale: from 0 to a 1-2-5 multiple above the largest value.
         let y_max_value = points.iter().map(|p| p.1).fold(0.0, f64::max);
         let y_step = nice_step(y_max_value / 5.0);
         // One step of headroom above the largest value, so a flat line never sits on the frame.
         let y_hi = ((y_max_value / y_step).floor() + 1.0) * y_step;
-        let to_y = |y: f64| TOP + plot_h - (y / y_hi) * plot_h;
+        Frame {
+            x: self.x,
+            x_lo,
+            x_hi,
+            y_step,
+            y_hi,
+            plot_w: WIDTH - LEFT - RIGHT,
+            plot_h: HEIGHT - TOP - BOTTOM,
+        }
+    }
 
-        let mut svg = String::new();
-        let _ = write!(
-            svg,
-            r#"<svg class="chart" data-chart="{id}" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{title}"><title>{title}</title>"#,
-            id = escape(&self.id),
-            title = escape(&self.title),
-        );
-        let _ = write!(
-            svg,
-            r#"<text class="chart-title" x="{LEFT}" y="16">{}</text>"#,
-            escape(&self.title)
-        );
-
-        // Grid and y labels.
+    /// Grid lines and y labels.
+    fn y_axis(&self, f: &Frame, svg: &mut String) {
         svg.push_str(r#"<g class="axis y-axis">"#);
         let mut tick = 0.0;
-        while tick <= y_hi + y_step / 2.0 {
-            let y = to_y(tick);
+        while tick <= f.y_hi + f.y_step / 2.0 {
+            let y = f.to_y(tick);
             let label = match self.y {
-                YAxis::Latency => latency_label(tick, y_hi),
+                YAxis::Latency => latency_label(tick, f.y_hi),
                 YAxis::Rate => rate_label(tick),
             };
             let _ = write!(
                 svg,
                 r#"<line class="grid" x1="{LEFT}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}"/><text x="{:.1}" y="{:.1}" text-anchor="end">{label}</text>"#,
-                LEFT + plot_w,
+                LEFT + f.plot_w,
                 LEFT - 6.0,
                 y + 4.0
             );
-            tick += y_step;
+            tick += f.y_step;
         }
         svg.push_str("</g>");
+    }
 
-        // x labels.
+    /// x labels, their grid lines and the axis title.
+    fn x_axis(&self, f: &Frame, svg: &mut String) {
         svg.push_str(r#"<g class="axis x-axis">"#);
-        let x_ticks: Vec<(f64, String)> = match self.x {
-            XAxis::Seconds => {
-                let step = nice_step((x_hi - x_lo) / 6.0).max(1.0);
-                let mut ticks = Vec::new();
-                let mut t = (x_lo / step).ceil() * step;
-                while t <= x_hi + 1e-9 {
-                    ticks.push((t, format!("{}s", trim(t))));
-                    t += step;
-                }
-                ticks
-            }
-            XAxis::Percentile => (0..=x_hi as i32)
-                .map(|k| (10f64.powi(k), percentile_label(k)))
-                .collect(),
-            XAxis::OfferedLoad => {
-                let step = nice_step((x_hi - x_lo) / 6.0);
-                let mut ticks = Vec::new();
-                let mut t = (x_lo / step).ceil() * step;
-                while t <= x_hi + 1e-9 {
-                    ticks.push((t, rate_label(t)));
-                    t += step;
-                }
-                ticks
-            }
-        };
-        for (value, label) in x_ticks {
-            let x = to_x(value);
+        for (value, label) in f.x_ticks() {
+            let x = f.to_x(value);
             let _ = write!(
                 svg,
                 r#"<line class="grid" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{:.1}"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{label}</text>"#,
-                TOP + plot_h,
-                TOP + plot_h + 16.0
+                TOP + f.plot_h,
+                TOP + f.plot_h + 16.0
             );
         }
         let x_title = match self.x {
@@ -259,11 +251,14 @@ impl Chart {
         let _ = write!(
             svg,
             r#"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle">{x_title}</text></g>"#,
-            LEFT + plot_w / 2.0,
+            LEFT + f.plot_w / 2.0,
             HEIGHT - 6.0
         );
+    }
 
-        // Lines.
+    /// Each series with points as a path and a legend entry; returns how
+    /// many were drawn.
+    fn lines(&self, f: &Frame, svg: &mut String) -> usize {
         let mut drawn = 0;
         for (index, series) in self.series.iter().enumerate() {
             let mut d = String::new();
@@ -274,8 +269,8 @@ impl Chart {
                     d,
                     "{}{:.1},{:.1}",
                     if d.is_empty() { "M" } else { " L" },
-                    to_x(x),
-                    to_y(y)
+                    f.to_x(x),
+                    f.to_y(y)
                 );
             }
             if d.is_empty() {
@@ -300,16 +295,62 @@ impl Chart {
                 name = escape(&series.name)
             );
         }
-        if drawn == 0 {
-            let _ = write!(
-                svg,
-                r#"<text class="empty" x="{:.1}" y="{:.1}" text-anchor="middle">no data</text>"#,
-                LEFT + plot_w / 2.0,
-                TOP + plot_h / 2.0
-            );
+        drawn
+    }
+}
+
+/// A chart's scales: data values to SVG coordinates.
+struct Frame {
+    x: XAxis,
+    x_lo: f64,
+    x_hi: f64,
+    y_step: f64,
+    y_hi: f64,
+    plot_w: f64,
+    plot_h: f64,
+}
+
+impl Frame {
+    fn to_x(&self, x: f64) -> f64 {
+        let v = match self.x {
+            XAxis::Seconds | XAxis::OfferedLoad => x,
+            XAxis::Percentile => x.log10(),
+        };
+        LEFT + (v - self.x_lo) / (self.x_hi - self.x_lo) * self.plot_w
+    }
+
+    fn to_y(&self, y: f64) -> f64 {
+        TOP + self.plot_h - (y / self.y_hi) * self.plot_h
+    }
+
+    /// Where the x labels go, and what they say.
+    fn x_ticks(&self) -> Vec<(f64, String)> {
+        let (x_lo, x_hi) = (self.x_lo, self.x_hi);
+        match self.x {
+            XAxis::Seconds => {
+                let step = nice_step((x_hi - x_lo) / 6.0).max(1.0);
+                let mut ticks = Vec::new();
+                let mut t = (x_lo / step).ceil() * step;
+                while t <= x_hi + 1e-9 {
+                    ticks.push((t, format!("{}s", trim(t))));
+                    t += step;
+                }
+                ticks
+            }
+            XAxis::Percentile => (0..=x_hi as i32)
+                .map(|k| (10f64.powi(k), percentile_label(k)))
+                .collect(),
+            XAxis::OfferedLoad => {
+                let step = nice_step((x_hi - x_lo) / 6.0);
+                let mut ticks = Vec::new();
+                let mut t = (x_lo / step).ceil() * step;
+                while t <= x_hi + 1e-9 {
+                    ticks.push((t, rate_label(t)));
+                    t += step;
+                }
+                ticks
+            }
         }
-        svg.push_str("</svg>");
-        svg
     }
 }
 

@@ -79,6 +79,10 @@ pub enum Verdict {
     Warning,
     /// Worse beyond threshold, floor and significance on a gating metric.
     Regression,
+    /// Would be a regression, but the operation's latency is generator-limited on a
+    /// side (send lag over 10 % of a corrected percentile): it may be loadgen's, so
+    /// it is not called the server's without `--allow-generator-limited`.
+    GeneratorLimited,
     /// Present on only one side (operation added or removed); never fails.
     Missing,
 }
@@ -93,6 +97,7 @@ impl Verdict {
             Verdict::NotSignificant => "not significant",
             Verdict::Warning => "warning",
             Verdict::Regression => "**REGRESSION**",
+            Verdict::GeneratorLimited => "generator-limited",
             Verdict::Missing => "missing",
         }
     }
@@ -180,6 +185,20 @@ impl Comparison {
         for warning in &self.warnings {
             let _ = writeln!(out, "> warning: {warning}");
         }
+        let limited = self
+            .rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::GeneratorLimited)
+            .count();
+        if limited > 0 {
+            let _ = writeln!(
+                out,
+                "> {limited} worse latency figure(s) not judged: generator-limited (send lag over \
+                 {:.0}% of a corrected percentile); rerun with the generator on time, or pass \
+                 --allow-generator-limited",
+                crate::lag::LIMIT_PCT
+            );
+        }
         if !self.warnings.is_empty() {
             out.push('\n');
         }
@@ -251,14 +270,25 @@ pub fn compare(
                 continue;
             }
             let rule = policy.rule(subject, metric);
-            rows.push(judge(
+            let mut row = judge(
                 subject,
                 metric,
                 rule,
                 policy.alpha,
                 &base_values,
                 &head_values,
-            ));
+            );
+            if row.verdict == Verdict::Regression
+                && !policy.allow_generator_limited
+                && LATENCY_METRICS.contains(&metric)
+                && base
+                    .iter()
+                    .chain(head)
+                    .any(|r| crate::lag::op_limited(r, subject))
+            {
+                row.verdict = Verdict::GeneratorLimited;
+            }
+            rows.push(row);
         }
     }
     Ok(Comparison {

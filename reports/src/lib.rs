@@ -43,6 +43,7 @@
 //! - [`merge`](mod@merge): [`merge()`](merge::merge) reports of concurrent processes losslessly.
 //! - [`policy`]: the comparison [`Policy`] (thresholds, noise floors, alpha) from TOML.
 //! - [`significance`]: Welch's t-test for repeated runs.
+//! - [`lag`]: how much of a corrected latency is send lag; generator-limited figures.
 //! - [`compare`](mod@compare): [`compare()`](compare::compare), pure, from reports and a policy to a [`Comparison`].
 //! - [`gates`]: instruction counts of the hot paths ([`gates::GateReport`]) and
 //!   their tight, deterministic comparison ([`gates::compare_gates`]).
@@ -59,6 +60,7 @@ pub mod chart;
 pub mod compare;
 pub mod environment;
 pub mod gates;
+pub mod lag;
 pub mod latency;
 pub mod merge;
 pub mod page;
@@ -78,8 +80,8 @@ pub use merge::{merge, MergeError};
 pub use page::render_html;
 pub use policy::{Metric, MetricRule, Policy, PolicyError};
 pub use report::{
-    GeneratorHealth, Operation, ProfileInfo, PushStats, Report, ReportError, ServerStats, Target,
-    ThresholdResult, TimelineOp, TimelinePoint, Verification, SCHEMA_VERSION,
+    GeneratorHealth, Operation, PhaseOp, PhaseRates, ProfileInfo, PushStats, Report, ReportError,
+    ServerStats, Target, ThresholdResult, TimelineOp, TimelinePoint, Verification, SCHEMA_VERSION,
 };
 pub use schema::validate_against_schema;
 pub use show::Format;

@@ -71,6 +71,13 @@ enum Command {
         /// Compare even if profiles or machines differ.
         #[arg(long)]
         force: bool,
+        /// Output format (Markdown for a CI job summary).
+        #[arg(long, value_enum, default_value = "markdown")]
+        format: ShowFormat,
+        /// Call a worse latency a regression even when send lag is over 10 % of it
+        /// on either side (by default such a figure is reported as generator-limited).
+        #[arg(long)]
+        allow_generator_limited: bool,
     },
     /// Print the default compare policy as TOML, a starting point for --policy.
     Policy,
@@ -140,6 +147,8 @@ fn run(cli: Cli) -> Result<bool> {
             repeat_head,
             policy,
             force,
+            format,
+            allow_generator_limited,
         } => {
             let mut policy = match policy {
                 Some(path) => Policy::load(&path)
@@ -147,11 +156,15 @@ fn run(cli: Cli) -> Result<bool> {
                 None => Policy::default(),
             };
             policy.force = force;
+            policy.allow_generator_limited = allow_generator_limited;
             let base = load_all(&base, &repeat_base)?;
             let head = load_all(&head, &repeat_head)?;
             let comparison =
                 reports::compare(&base, &head, &policy).context("comparing reports")?;
-            print!("{}", comparison.to_markdown());
+            match format {
+                ShowFormat::Markdown => print!("{}", comparison.to_markdown()),
+                ShowFormat::Text => print!("{}", comparison.table().to_text()),
+            }
             return Ok(comparison.has_regression());
         }
         Command::Policy => print!("{}", Policy::default()),

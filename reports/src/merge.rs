@@ -143,7 +143,32 @@ pub fn merge(reports: &[Report]) -> Result<Report, MergeError> {
         },
     };
     merged.thresholds = merge_thresholds(reports);
+    merged.phases = merge_phases(reports);
     Ok(merged)
+}
+
+/// Concurrent processes ran the same phases: rates add, the longest one's length
+/// is the phase's.
+fn merge_phases(reports: &[Report]) -> Vec<crate::report::PhaseRates> {
+    let mut out: Vec<crate::report::PhaseRates> = Vec::new();
+    for phase in reports.iter().flat_map(|r| &r.phases) {
+        let Some(m) = out.iter_mut().find(|m| m.phase == phase.phase) else {
+            out.push(phase.clone());
+            continue;
+        };
+        m.planned_s = m.planned_s.max(phase.planned_s);
+        m.actual_s = m.actual_s.max(phase.actual_s);
+        for op in &phase.ops {
+            match m.ops.iter_mut().find(|o| o.name == op.name) {
+                Some(o) => {
+                    o.intended_rate += op.intended_rate;
+                    o.achieved_rate += op.achieved_rate;
+                }
+                None => m.ops.push(op.clone()),
+            }
+        }
+    }
+    out
 }
 
 /// Whether the inputs are segments; an error unless they are all segments 1..=N of
@@ -267,6 +292,10 @@ fn merge_operations(reports: &[Report]) -> Result<Vec<Operation>, MergeError> {
                 corrected: merge_block(name, parts.iter().map(|p| &p.corrected))?,
                 uncorrected: merge_block(name, parts.iter().map(|p| &p.uncorrected))?,
                 skipped: parts.iter().map(|p| p.skipped).sum(),
+                send_lag: merge_optional_blocks(
+                    name,
+                    parts.iter().filter_map(|p| p.send_lag.as_ref()),
+                )?,
             })
         })
         .collect()

@@ -186,6 +186,10 @@ pub struct Policy {
     pub alpha: f64,
     /// Compare reports of different profiles or environments anyway (the `--force` flag).
     pub force: bool,
+    /// Judge generator-limited latencies like any other (`--allow-generator-limited`):
+    /// by default a worse latency whose send lag is over 10 % of it on either side is
+    /// not called a server regression (see [`crate::lag`]).
+    pub allow_generator_limited: bool,
     /// Rule per metric, for every subject; holds every [`Metric`].
     pub metrics: BTreeMap<Metric, MetricRule>,
     /// Per-subject adjustments layered over `metrics`.
@@ -282,6 +286,7 @@ impl Default for Policy {
         Policy {
             alpha: 0.05,
             force: false,
+            allow_generator_limited: false,
             metrics,
             subjects,
         }

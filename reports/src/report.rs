@@ -63,6 +63,47 @@ pub struct Report {
     /// the merge of every segment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<String>,
+    /// Each phase of the run (load, steady, drain) with the rates the profile
+    /// intended and those achieved: an operation's run-wide rate cannot show a phase
+    /// that took twice its planned length. Absent in older reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseRates>,
+}
+
+/// One phase of a run: how long it was planned to take and took, and per scheduled
+/// operation the rate the profile intended against the rate achieved.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRates {
+    /// `load`, `steady` or `drain`.
+    pub phase: String,
+    /// The plan's length of the phase, seconds (load and drain: count / rate).
+    pub planned_s: f64,
+    /// How long it took, seconds.
+    pub actual_s: f64,
+    /// The operations the phase schedules at a rate.
+    pub ops: Vec<PhaseOp>,
+}
+
+/// One operation's rates in one phase.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseOp {
+    /// Operation name.
+    pub name: String,
+    /// The profile's rate, operations per second.
+    pub intended_rate: f64,
+    /// Operations sent during the phase over its actual length.
+    pub achieved_rate: f64,
+}
+
+impl PhaseOp {
+    /// Achieved over intended (1 when nothing was intended).
+    pub fn ratio(&self) -> f64 {
+        if self.intended_rate > 0.0 {
+            self.achieved_rate / self.intended_rate
+        } else {
+            1.0
+        }
+    }
 }
 
 /// The load profile a run used.
@@ -109,6 +150,11 @@ pub struct Operation {
     /// never offered. Absent in reports written before it existed.
     #[serde(default)]
     pub skipped: u64,
+    /// This operation's send lag (actual write minus intended send time): the part of
+    /// `corrected` that is the generator's own lateness (see [`crate::lag`]). Absent
+    /// in reports written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_lag: Option<LatencyBlock>,
 }
 
 impl Operation {
@@ -132,6 +178,7 @@ impl Operation {
             corrected,
             uncorrected,
             skipped: 0,
+            send_lag: None,
         }
     }
 
@@ -289,6 +336,7 @@ impl Report {
             generator: GeneratorHealth::default(),
             thresholds: Vec::new(),
             segment: None,
+            phases: Vec::new(),
         }
     }
 

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use crate::latency::Summary;
-use crate::report::Report;
+use crate::report::{PushStats, Report, ServerStats, Verification};
 use crate::table::{self, Table};
 
 /// Output format of `report show`.
@@ -77,8 +77,19 @@ fn latency_table(first_header: &str, rows: &[(String, &Summary)]) -> Table {
 
 /// The report as sections, in display order.
 pub fn sections(report: &Report) -> Vec<Section> {
-    let mut out = Vec::new();
+    let mut out = vec![run_section(report), operations_section(report)];
+    out.extend(phases_section(report));
+    out.extend(errors_section(report));
+    out.extend(report.push.as_ref().map(push_section));
+    out.push(generator_section(report));
+    out.extend(report.server.as_ref().map(server_section));
+    out.extend(report.verification.as_ref().map(verification_section));
+    out.extend(thresholds_section(report));
+    out
+}
 
+/// Tool, profile, target and machine.
+fn run_section(report: &Report) -> Section {
     let mut run = Section::new("Run");
     run.lines.push(format!(
         "{} {}: profile {} (config {}), started {}, {:.1} s",
@@ -112,8 +123,11 @@ pub fn sections(report: &Report) -> Vec<Section> {
             .map(|p| format!(", pinning {p}"))
             .unwrap_or_default()
     ));
-    out.push(run);
+    run
+}
 
+/// One corrected and one uncorrected row per operation, wrk2's columns.
+fn operations_section(report: &Report) -> Section {
     let mut ops = Section::new("Operations");
     ops.lines.push(
         "corrected: from the intended send time (what clients see); uncorrected: from the actual send"
@@ -132,6 +146,7 @@ pub fn sections(report: &Report) -> Vec<Section> {
         "p99.99",
         "max",
         "errors",
+        "send lag p50/p99",
     ]);
     for op in &report.operations {
         let target = match op.target_rate {
@@ -157,12 +172,21 @@ pub fn sections(report: &Report) -> Vec<Section> {
             ];
             cells.extend(latency_cells(&block.summary));
             cells.push(errors.clone());
+            cells.push(if kind == "corrected" {
+                lag_cell(op)
+            } else {
+                String::new()
+            });
             t.push(cells);
         }
     }
     ops.table = Some(t);
-    out.push(ops);
+    ops.lines.extend(crate::lag::note(report));
+    ops
+}
 
+/// Errors by operation and class; none when there were no errors.
+fn errors_section(report: &Report) -> Option<Section> {
     let classes: Vec<(String, String, u64)> = report
         .operations
         .iter()
@@ -173,39 +197,44 @@ pub fn sections(report: &Report) -> Vec<Section> {
                 .map(|(class, n)| (op.name.clone(), class.clone(), *n))
         })
         .collect();
-    if !classes.is_empty() {
-        let mut errors = Section::new("Errors by class");
-        let mut t = Table::new(["operation", "class", "count"]);
-        for (op, class, n) in classes {
-            t.push([op, class, n.to_string()]);
+    if classes.is_empty() {
+        return None;
+    }
+    let mut errors = Section::new("Errors by class");
+    let mut t = Table::new(["operation", "class", "count"]);
+    for (op, class, n) in classes {
+        t.push([op, class, n.to_string()]);
+    }
+    errors.table = Some(t);
+    Some(errors)
+}
+
+/// Subscribers, pushes and their latency.
+fn push_section(push: &PushStats) -> Section {
+    let mut s = Section::new("Push propagation");
+    s.lines.push(format!(
+        "{} subscribers, {} pushes received, {} acks sent, {}",
+        push.subscribers,
+        push.pushes_received,
+        push.acks_sent,
+        if push.converged {
+            "converged".to_owned()
+        } else {
+            format!(
+                "NOT converged ({} subscribers mismatched)",
+                push.mismatched_subscribers
+            )
         }
-        errors.table = Some(t);
-        out.push(errors);
-    }
+    ));
+    s.table = Some(latency_table(
+        "latency",
+        &[("change to receipt".to_owned(), &push.latency.summary)],
+    ));
+    s
+}
 
-    if let Some(push) = &report.push {
-        let mut s = Section::new("Push propagation");
-        s.lines.push(format!(
-            "{} subscribers, {} pushes received, {} acks sent, {}",
-            push.subscribers,
-            push.pushes_received,
-            push.acks_sent,
-            if push.converged {
-                "converged".to_owned()
-            } else {
-                format!(
-                    "NOT converged ({} subscribers mismatched)",
-                    push.mismatched_subscribers
-                )
-            }
-        ));
-        s.table = Some(latency_table(
-            "latency",
-            &[("change to receipt".to_owned(), &push.latency.summary)],
-        ));
-        out.push(s);
-    }
-
+/// Whether the generator kept up with its schedule.
+fn generator_section(report: &Report) -> Section {
     let mut generator = Section::new("Generator");
     generator.lines.push(format!(
         "{}; send lag p99 {}, max {}",
@@ -229,52 +258,109 @@ pub fn sections(report: &Report) -> Vec<Section> {
             &[("actual - intended".to_owned(), &lag.summary)],
         ));
     }
-    out.push(generator);
+    generator
+}
 
-    if let Some(server) = &report.server {
-        let mut s = Section::new("Server");
-        let opt_bytes = |b: Option<u64>| b.map_or("-".to_owned(), |b| table::bytes(b as f64));
-        s.lines.push(format!(
-            "RSS {}, peak RSS {}, CPU {}",
-            opt_bytes(server.rss_bytes),
-            opt_bytes(server.peak_rss_bytes),
-            server
-                .cpu_seconds
-                .map_or("-".to_owned(), |c| format!("{c:.2} s"))
-        ));
-        out.push(s);
+/// The server's memory and CPU.
+fn server_section(server: &ServerStats) -> Section {
+    let mut s = Section::new("Server");
+    let opt_bytes = |b: Option<u64>| b.map_or("-".to_owned(), |b| table::bytes(b as f64));
+    s.lines.push(format!(
+        "RSS {}, peak RSS {}, CPU {}",
+        opt_bytes(server.rss_bytes),
+        opt_bytes(server.peak_rss_bytes),
+        server
+            .cpu_seconds
+            .map_or("-".to_owned(), |c| format!("{c:.2} s"))
+    ));
+    s
+}
+
+/// Whether the server holds what the run registered.
+fn verification_section(v: &Verification) -> Section {
+    let mut s = Section::new("Verification");
+    s.lines.push(format!(
+        "{}: expected {} instances, server has {}{}",
+        if v.ok { "ok" } else { "FAILED" },
+        v.expected_instances,
+        v.server_instances,
+        if v.detail.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", v.detail)
+        }
+    ));
+    s
+}
+
+/// Each threshold with its actual value; none when the run had none.
+fn thresholds_section(report: &Report) -> Option<Section> {
+    if report.thresholds.is_empty() {
+        return None;
     }
-
-    if let Some(v) = &report.verification {
-        let mut s = Section::new("Verification");
-        s.lines.push(format!(
-            "{}: expected {} instances, server has {}{}",
-            if v.ok { "ok" } else { "FAILED" },
-            v.expected_instances,
-            v.server_instances,
-            if v.detail.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", v.detail)
-            }
-        ));
-        out.push(s);
+    let mut s = Section::new("Thresholds");
+    let mut t = Table::new(["threshold", "actual", "result"]);
+    for th in &report.thresholds {
+        t.push([
+            th.expr.clone(),
+            format!("{}", th.actual),
+            if th.passed { "pass" } else { "FAIL" }.to_owned(),
+        ]);
     }
+    s.table = Some(t);
+    Some(s)
+}
 
-    if !report.thresholds.is_empty() {
-        let mut s = Section::new("Thresholds");
-        let mut t = Table::new(["threshold", "actual", "result"]);
-        for th in &report.thresholds {
+/// How much of an operation's corrected p50 and p99 is send lag: `12µs 3% / 80µs 8%`.
+fn lag_cell(op: &crate::report::Operation) -> String {
+    match crate::lag::share(op) {
+        Some(s) => format!(
+            "{} {:.0}% / {} {:.0}%{}",
+            table::micros(s.lag_p50_us as f64),
+            s.p50_pct,
+            table::micros(s.lag_p99_us as f64),
+            s.p99_pct,
+            if s.limited() { " LIMITED" } else { "" }
+        ),
+        None => "-".to_owned(),
+    }
+}
+
+/// Per phase: planned and actual length, and each scheduled operation's intended
+/// against achieved rate.
+fn phases_section(report: &Report) -> Option<Section> {
+    if report.phases.is_empty() {
+        return None;
+    }
+    let mut s = Section::new("Phases");
+    s.lines
+        .push("rates the profile intended against those achieved, per phase".to_owned());
+    let mut t = Table::new([
+        "phase",
+        "planned",
+        "took",
+        "operation",
+        "intended",
+        "achieved",
+    ]);
+    for phase in &report.phases {
+        for op in &phase.ops {
             t.push([
-                th.expr.clone(),
-                format!("{}", th.actual),
-                if th.passed { "pass" } else { "FAIL" }.to_owned(),
+                phase.phase.clone(),
+                format!("{:.1}s", phase.planned_s),
+                format!("{:.1}s", phase.actual_s),
+                op.name.clone(),
+                table::per_second(op.intended_rate),
+                format!(
+                    "{} ({:.1}%)",
+                    table::per_second(op.achieved_rate),
+                    op.ratio() * 100.0
+                ),
             ]);
         }
-        s.table = Some(t);
-        out.push(s);
     }
-    out
+    s.table = Some(t);
+    Some(s)
 }
 
 /// Renders a report in the given format.

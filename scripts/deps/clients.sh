@@ -34,7 +34,7 @@ fi
 if ! "$compat/venv-admin/bin/python" -c 'import use_nacos' 2>/dev/null; then
     echo "installing use-nacos==0.1.6 into $compat/venv-admin" >&2
     python3 -m venv "$compat/venv-admin"
-    "$compat/venv-admin/bin/pip" install --quiet --disable-pip-version-check use-nacos==0.1.6
+    "$compat/venv-admin/bin/pip" install --quiet --disable-pip-version-check use-nacos==0.1.6 pyyaml  # use_nacos imports yaml without declaring it
 fi
 
 if [ ! -f "$compat/node/node_modules/nacos/package.json" ]; then

@@ -752,7 +752,7 @@ impl ExactSizeIterator for Iter<'_> {}
 /// FNV-1a over every field of `i` a reader of the list can see, finished
 /// with a 64-bit mix so that a sum of hashes spreads over all bits.
 /// Deterministic across processes, so two servers with the same state agree.
-fn instance_hash(i: &Instance) -> u64 {
+pub(crate) fn instance_hash(i: &Instance) -> u64 {
     const PRIME: u64 = 0x100_0000_01b3;
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {

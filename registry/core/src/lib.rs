@@ -19,6 +19,8 @@
 //! - [`event`]: change events for the notifier.
 //! - [`coalesce`]: merging change events per service within a window.
 //! - [`subscribers`]: push subscriptions, their leases and limits.
+//! - [`clients`]: Nacos 2.x client sets (native and synced) and the holders
+//!   of each connection-held instance across the cluster.
 //! - [`error`]: what an operation can refuse.
 //! - [`namespace`]: namespaces as records, with their quotas.
 //!
@@ -30,6 +32,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod clients;
 pub mod coalesce;
 pub mod error;
 pub mod event;
@@ -45,6 +48,7 @@ pub mod snapshot;
 pub mod store;
 pub mod subscribers;
 
+pub use clients::{ClientInstance, ClientState, Clients, Effect, Place, Replaced};
 pub use coalesce::{Coalescer, Due};
 pub use error::RegistryError;
 pub use event::ChangeEvent;

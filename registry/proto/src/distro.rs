@@ -13,6 +13,15 @@
 //! | `PUT /nacos/v1/ns/distro/checksum` | [`Checksums`] | `ok` |
 //! | `POST /nacos/v1/ns/distro/datum` | [`Fetch`] | [`Datums`] |
 //! | `POST /nacos/v1/ns/distro/datums` | [`SnapshotPart`] | [`Datums`] |
+//! | `PUT /nacos/v1/ns/distro/clients` | [`ClientSets`] (2.x clients) | `ok` |
+//! | `PUT /nacos/v1/ns/distro/clients/verify` | [`ClientVerify`] | [`ClientVerifyAnswer`] |
+//!
+//! Nacos 2.x clients are replicated per client, not per service: the node
+//! holding a client's gRPC connection sends the client's whole instance set
+//! with its revision ([`ClientPart`]), in parts of at most one message each,
+//! and the receiver applies a revision only once every part has arrived.
+//! A service state larger than one message travels the same way, as
+//! [`Datum`]s with `part`/`parts`.
 //!
 //! Client writes that reach a node not responsible for their service are
 //! relayed to the responsible one with [`write_relayed`], which marks them
@@ -28,8 +37,10 @@ use serde::{Deserialize, Serialize};
 use crate::http1::Method;
 
 /// The protocol version this build speaks. A peer with another version is
-/// refused: replication across versions is not defined.
-pub const VERSION: u32 = 1;
+/// refused: replication across versions is not defined. Version 2 added
+/// 2.x client sets and services in parts; service states no longer carry
+/// connection-held instances.
+pub const VERSION: u32 = 2;
 
 /// Query parameter marking a client request relayed by a peer; its value
 /// is the relaying node's advertised address.
@@ -48,6 +59,10 @@ pub const DATUM_PATH: &str = "/nacos/v1/ns/distro/datum";
 pub const CHECKSUM_PATH: &str = "/nacos/v1/ns/distro/checksum";
 /// Path of the full snapshot, in parts.
 pub const SNAPSHOT_PATH: &str = "/nacos/v1/ns/distro/datums";
+/// Replicated 2.x client sets.
+pub const CLIENTS_PATH: &str = "/nacos/v1/ns/distro/clients";
+/// A responsible node's client revisions, for renewal and repair.
+pub const CLIENT_VERIFY_PATH: &str = "/nacos/v1/ns/distro/clients/verify";
 /// Path of the readiness endpoint (Nacos 2.x's).
 pub const READINESS_PATH: &str = "/nacos/v1/console/health/readiness";
 /// Path of every Raft peer message (`POST`). Here rather than in `raft`,
@@ -155,6 +170,21 @@ pub struct Report {
     /// Its Raft role and log position, in a cluster with Raft.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raft: Option<RaftMemberView>,
+    /// Its 2.x connections and clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<ClientCounts>,
+}
+
+/// A node's 2.x connections and clients, for the member list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientCounts {
+    /// gRPC connections set up on it.
+    pub connections: u64,
+    /// Its own clients holding instances (one per connection).
+    pub native_clients: u64,
+    /// Copies of other members' clients it holds.
+    pub synced_clients: u64,
 }
 
 /// Service states from the node that wrote them (`node`).
@@ -181,6 +211,118 @@ pub struct Datum {
     pub changed_ms: u64,
     /// The state; `None` when the service was deleted.
     pub state: Option<ServiceState>,
+    /// Which part of the state this is (0-based): a state larger than one
+    /// message is sent as `parts` datums of one revision, each with a
+    /// share of the instances and the same settings.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub part: u32,
+    /// How many parts the state has (1 when whole).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub parts: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Most parts one state or client set may be split into.
+pub const MAX_PARTS: u32 = 4096;
+
+/// 2.x client sets, or parts of them, written by the node `node`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientSets {
+    /// The sender's incarnation.
+    pub node: u64,
+    /// The parts, in any order.
+    pub items: Vec<ClientPart>,
+}
+
+/// A part of one client's whole instance set at a revision, or its removal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientPart {
+    /// The client id (Nacos's connection id).
+    pub client: String,
+    /// The client's revision on its responsible node.
+    pub revision: u64,
+    /// Wall-clock ms when the owner first saw the change (0 when not a
+    /// fresh change), for the replication-lag metric.
+    #[serde(default)]
+    pub changed_ms: u64,
+    /// True when the client is gone (its connection closed); then there
+    /// are no instances and one part.
+    #[serde(default)]
+    pub removed: bool,
+    /// This part's index.
+    #[serde(default)]
+    pub part: u32,
+    /// How many parts this revision has.
+    #[serde(default = "one")]
+    pub parts: u32,
+    /// This part's share of the instances.
+    #[serde(default)]
+    pub instances: Vec<ClientInstanceState>,
+}
+
+impl ClientPart {
+    /// Checks what the types cannot say.
+    ///
+    /// # Errors
+    /// A description of what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        if self.client.is_empty() || self.client.len() > 256 {
+            return Err("a client id must have 1 to 256 bytes".into());
+        }
+        if self.parts == 0 || self.parts > MAX_PARTS || self.part >= self.parts {
+            return Err(format!(
+                "part {} of {} is out of range (at most {MAX_PARTS} parts)",
+                self.part, self.parts
+            ));
+        }
+        if self.removed && (self.parts != 1 || !self.instances.is_empty()) {
+            return Err("a removal has one part and no instances".into());
+        }
+        if self.instances.iter().any(|i| !i.instance.ephemeral) {
+            return Err("a client set holds ephemeral instances only".into());
+        }
+        Ok(())
+    }
+}
+
+/// One instance of a client set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientInstanceState {
+    /// Namespace id.
+    pub ns: String,
+    /// Grouped service name.
+    pub service: String,
+    /// The instance.
+    #[serde(rename = "i")]
+    pub instance: InstanceState,
+}
+
+/// The revisions of the clients a node is responsible for: a receiver
+/// holding each at that revision renews it, and names the others in its
+/// answer so the owner sends them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientVerify {
+    /// (client id, revision) pairs.
+    pub items: Vec<(String, u64)>,
+}
+
+/// The clients of a [`ClientVerify`] the receiver does not hold at the
+/// listed revision.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientVerifyAnswer {
+    /// Client ids the owner should send in full.
+    pub resend: Vec<String>,
 }
 
 /// A service's whole state.
@@ -356,6 +498,8 @@ pub struct MemberView<'a> {
     pub fail_count: u32,
     /// The member's Raft role and log position, in a cluster with Raft.
     pub raft: Option<RaftMemberView>,
+    /// Its 2.x connections and clients, as it last reported them.
+    pub clients: Option<ClientCounts>,
 }
 
 /// A member's Raft state as one node knows it, shown in `extendInfo`.
@@ -372,6 +516,24 @@ pub struct RaftMemberView {
     pub applied_index: u64,
 }
 
+/// A member's `extendInfo`: Nacos's `lastRefreshTime`, then its Raft
+/// state and its 2.x connections and clients where known.
+fn extend_info(m: &MemberView<'_>) -> serde_json::Value {
+    let mut info = serde_json::json!({ "lastRefreshTime": m.last_refresh_ms });
+    if let Some(r) = &m.raft {
+        info["raftRole"] = r.role.clone().into();
+        info["raftTerm"] = r.term.into();
+        info["raftLastLogIndex"] = r.last_log_index.into();
+        info["raftAppliedIndex"] = r.applied_index.into();
+    }
+    if let Some(c) = &m.clients {
+        info["connections"] = c.connections.into();
+        info["nativeClients"] = c.native_clients.into();
+        info["syncedClients"] = c.synced_clients.into();
+    }
+    info
+}
+
 /// Encodes `GET /nacos/v1/core/cluster/nodes`'s answer as Nacos 1.4 does:
 /// `{"code":200,"message":null,"data":[{"ip","port","state","extendInfo":
 /// {"lastRefreshTime"},"address","failAccessCnt"}]}`.
@@ -384,16 +546,7 @@ pub fn encode_members(out: &mut Vec<u8>, members: &[MemberView<'_>]) {
                 "ip": ip.trim_start_matches('[').trim_end_matches(']'),
                 "port": port.parse::<u16>().unwrap_or(0),
                 "state": m.state,
-                "extendInfo": match &m.raft {
-                    None => serde_json::json!({ "lastRefreshTime": m.last_refresh_ms }),
-                    Some(r) => serde_json::json!({
-                        "lastRefreshTime": m.last_refresh_ms,
-                        "raftRole": r.role,
-                        "raftTerm": r.term,
-                        "raftLastLogIndex": r.last_log_index,
-                        "raftAppliedIndex": r.applied_index,
-                    }),
-                },
+                "extendInfo": extend_info(m),
                 "address": m.address,
                 "failAccessCnt": m.fail_count,
             })
@@ -471,10 +624,59 @@ mod tests {
                         metadata: vec![],
                     }],
                 }),
+                part: 2,
+                parts: 3,
             }],
         });
         let bytes = encode(&m);
         assert_eq!(decode::<Datums>(&bytes, 1 << 20), Ok(m));
+    }
+
+    #[test]
+    fn client_sets_round_trip_and_bad_parts_are_refused_with_a_reason() {
+        let part = ClientPart {
+            client: "1700000000000_127.0.0.1_5000".into(),
+            revision: 4,
+            changed_ms: 9,
+            removed: false,
+            part: 1,
+            parts: 2,
+            instances: vec![ClientInstanceState {
+                ns: "public".into(),
+                service: "DEFAULT_GROUP@@a".into(),
+                instance: InstanceState {
+                    ip: "10.0.0.1".into(),
+                    port: 80,
+                    cluster: "DEFAULT".into(),
+                    weight: 1.0,
+                    healthy: true,
+                    enabled: true,
+                    ephemeral: true,
+                    metadata: vec![],
+                },
+            }],
+        };
+        let m = envelope(ClientSets {
+            node: 3,
+            items: vec![part.clone()],
+        });
+        assert_eq!(decode::<ClientSets>(&encode(&m), 1 << 20), Ok(m));
+        assert_eq!(part.check(), Ok(()));
+        let out_of_range = ClientPart {
+            part: 2,
+            ..part.clone()
+        };
+        assert!(out_of_range.check().unwrap_err().contains("out of range"));
+        let removal_with_instances = ClientPart {
+            removed: true,
+            parts: 1,
+            part: 0,
+            ..part.clone()
+        };
+        assert!(removal_with_instances.check().is_err());
+        let mut persistent = part;
+        persistent.instances[0].instance.ephemeral = false;
+        assert!(persistent.check().unwrap_err().contains("ephemeral"));
     }
 
     /// Found by `cargo fuzz run distro_message`: a threshold beyond `f32`
@@ -483,7 +685,7 @@ mod tests {
     fn a_threshold_beyond_f32_is_refused() {
         let datums = |threshold: &str| {
             format!(
-                r#"{{"v":1,"from":"a","node":1,"body":{{"node":2,"items":[{{"ns":"public","service":"s","revision":1,"state":{{"protect_threshold":{threshold},"instances":[]}}}}]}}}}"#
+                r#"{{"v":2,"from":"a","node":1,"body":{{"node":2,"items":[{{"ns":"public","service":"s","revision":1,"state":{{"protect_threshold":{threshold},"instances":[]}}}}]}}}}"#
             )
         };
         let decoded = decode::<Datums>(datums("0.25").as_bytes(), 1 << 20).unwrap();
@@ -506,6 +708,7 @@ mod tests {
             node: 1,
             ready: true,
             raft: None,
+            clients: None,
         }));
         assert!(matches!(
             decode::<Report>(&bytes, 10),
@@ -513,7 +716,7 @@ mod tests {
         ));
         let old = String::from_utf8(bytes.clone())
             .unwrap()
-            .replace("\"v\":1", "\"v\":0");
+            .replace("\"v\":2", "\"v\":0");
         assert_eq!(
             decode::<Report>(old.as_bytes(), 1 << 20),
             Err(DistroError::Version { got: 0 })
@@ -559,6 +762,11 @@ mod tests {
                 last_refresh_ms: 5,
                 fail_count: 0,
                 raft: None,
+                clients: Some(ClientCounts {
+                    connections: 3,
+                    native_clients: 2,
+                    synced_clients: 7,
+                }),
             }],
         );
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -567,6 +775,8 @@ mod tests {
         assert_eq!(v["data"][0]["port"], 8848);
         assert_eq!(v["data"][0]["state"], "UP");
         assert_eq!(v["data"][0]["extendInfo"]["lastRefreshTime"], 5);
+        assert_eq!(v["data"][0]["extendInfo"]["connections"], 3);
+        assert_eq!(v["data"][0]["extendInfo"]["syncedClients"], 7);
     }
 
     #[test]

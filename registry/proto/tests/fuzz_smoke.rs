@@ -164,6 +164,42 @@ fn distro_pipeline(data: &[u8]) {
     round_trip::<SnapshotPart>(data);
 }
 
+/// `fuzz/fuzz_targets/distro_clients.rs`.
+fn clients_pipeline(data: &[u8]) {
+    use registry_proto::distro::{
+        decode, decode_answer, encode, encode_answer, ClientSets, ClientVerify, ClientVerifyAnswer,
+    };
+    const MAX: usize = 64 * 1024;
+    match decode::<ClientSets>(data, MAX) {
+        Ok(m) => {
+            assert_eq!(
+                decode::<ClientSets>(&encode(&m), usize::MAX).as_ref(),
+                Ok(&m)
+            );
+            for part in &m.body.items {
+                match part.check() {
+                    Ok(()) => assert!(part.part < part.parts),
+                    Err(why) => assert!(!why.is_empty()),
+                }
+            }
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+    match decode::<ClientVerify>(data, MAX) {
+        Ok(m) => assert_eq!(
+            decode::<ClientVerify>(&encode(&m), usize::MAX).as_ref(),
+            Ok(&m)
+        ),
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+    if let Ok(a) = decode_answer::<ClientVerifyAnswer>(data, MAX) {
+        assert_eq!(
+            decode_answer::<ClientVerifyAnswer>(&encode_answer(&a), usize::MAX),
+            Ok(a)
+        );
+    }
+}
+
 /// `fuzz/fuzz_targets/raft_message.rs`.
 fn raft_pipeline(data: &[u8]) {
     use registry_proto::distro::{decode, decode_answer, encode, encode_answer};
@@ -283,8 +319,9 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "open_api" => b"PUT /nacos/v3/admin/ns/instance/metadata/batch?serviceName=s&metadata=k%3Dv&instances=%5B%7B%22ip%22%3A%221.1.1.1%22%2C%22port%22%3A1%7D%5D&namespaceName=n&pageSize=0 HTTP/1.1\r\nContent-Length: 0\r\n\r\n".to_vec(),
         "beat_json" => br#"{"port":1,"ip":"1.1.1.1","weight":1.0,"cluster":"c","metadata":{"k":"v"}}"#.to_vec(),
         "udp_ack" => br#"{"type":"push-ack","lastRefTime":"7","data":""}"#.to_vec(),
-        "distro_message" => br#"{"v":1,"from":"127.0.0.1:1","node":1,"body":{"part":0,"parts":1,"items":[]}}"#.to_vec(),
+        "distro_message" => br#"{"v":2,"from":"127.0.0.1:1","node":1,"body":{"part":0,"parts":1,"items":[]}}"#.to_vec(),
         "raft_message" => RAFT_SEED.to_vec(),
+        "distro_clients" => br#"{"v":2,"from":"127.0.0.1:1","node":1,"body":{"node":1,"items":[{"client":"c","revision":1,"part":0,"parts":2,"instances":[]}]}}"#.to_vec(),
         "grpc_payload" => br#"{"requestId":"1","serviceName":"s","type":"registerInstance","instance":{"ip":"1.1.1.1","port":1}}"#.to_vec(),
         _ => br#"{"type":"dom","data":"{}","lastRefTime":1}"#.to_vec(),
     });
@@ -292,7 +329,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
 }
 
 /// An append carrying one entry with one command (as a leader sends it).
-const RAFT_SEED: &[u8] = br#"{"v":1,"from":"127.0.0.1:1","node":1,"body":{"append":{"vote":{"leader_id":{"term":1,"node_id":1},"committed":true},"prev_log_id":{"leader_id":{"term":1,"node_id":1},"index":3},"entries":[{"log_id":{"leader_id":{"term":1,"node_id":1},"index":4},"payload":{"Normal":[{"kind":"write","op":"register","params":"serviceName=a&ip=1.1.1.1&port=1&ephemeral=false"},{"kind":"health","namespace":"public","service":"DEFAULT_GROUP@@a","cluster":"DEFAULT","ip":"1.1.1.1","port":1,"healthy":false}]}}],"leader_commit":{"leader_id":{"term":1,"node_id":1},"index":3}}}}"#;
+const RAFT_SEED: &[u8] = br#"{"v":2,"from":"127.0.0.1:1","node":1,"body":{"append":{"vote":{"leader_id":{"term":1,"node_id":1},"committed":true},"prev_log_id":{"leader_id":{"term":1,"node_id":1},"index":3},"entries":[{"log_id":{"leader_id":{"term":1,"node_id":1},"index":4},"payload":{"Normal":[{"kind":"write","op":"register","params":"serviceName=a&ip=1.1.1.1&port=1&ephemeral=false"},{"kind":"health","namespace":"public","service":"DEFAULT_GROUP@@a","cluster":"DEFAULT","ip":"1.1.1.1","port":1,"healthy":false}]}}],"leader_commit":{"leader_id":{"term":1,"node_id":1},"index":3}}}}"#;
 
 fn cases() -> u32 {
     std::env::var("FUZZ_SMOKE_CASES")
@@ -380,6 +417,11 @@ fn udp_push_smoke() {
 #[test]
 fn distro_message_smoke() {
     run("distro_message", distro_pipeline);
+}
+
+#[test]
+fn distro_clients_smoke() {
+    run("distro_clients", clients_pipeline);
 }
 
 #[test]

@@ -50,6 +50,7 @@ use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::metrics::Counter;
+use crate::prometheus::{Exposition, Kind};
 
 /// Fewest PBKDF2 iterations a users file may use.
 pub const MIN_ITERATIONS: u32 = 10_000;
@@ -173,20 +174,15 @@ pub struct AuthStats {
 }
 
 impl AuthStats {
-    /// Appends the Prometheus text.
-    pub fn render(&self, out: &mut Vec<u8>) {
-        use std::io::Write as _;
-        let _ = write!(
-            out,
-            "# HELP registry_auth_logins_total Logins, by result.\n\
-             # TYPE registry_auth_logins_total counter\n\
-             registry_auth_logins_total{{result=\"ok\"}} {}\n\
-             registry_auth_logins_total{{result=\"refused\"}} {}\n\
-             # HELP registry_auth_refused_total Requests refused for a missing, invalid or expired token.\n\
-             # TYPE registry_auth_refused_total counter\n\
-             registry_auth_refused_total {}\n",
-            self.logins.get(),
-            self.login_failures.get(),
+    /// Appends the login and token families.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        const LOGINS: &str = "registry_auth_logins_total";
+        e.family(LOGINS, Kind::Counter, "Logins, by result.");
+        e.sample(LOGINS, &[("result", "ok")], self.logins.get());
+        e.sample(LOGINS, &[("result", "refused")], self.login_failures.get());
+        e.counter(
+            "registry_auth_refused_total",
+            "Requests refused for a missing, invalid or expired token.",
             self.refused.get(),
         );
     }

@@ -339,6 +339,26 @@ pub struct Config {
     )]
     pub distro_verify_interval_ms: u64,
 
+    /// How long a synced Nacos 2.x client outlives its responsible node's
+    /// last renewal, in ms: it covers the client's reconnect to another
+    /// node and its redo (Nacos keeps them 3 minutes:
+    /// `nacos.naming.client.expired.time`).
+    #[arg(
+        long,
+        env = "REGISTRY_CLIENT_EXPIRE_GRACE_MS",
+        default_value_t = 10_000
+    )]
+    pub client_expire_grace_ms: u64,
+
+    /// How often a node sends the revisions of its 2.x clients to its
+    /// peers (renewal and repair), in ms; well under the grace.
+    #[arg(
+        long,
+        env = "REGISTRY_CLIENT_VERIFY_INTERVAL_MS",
+        default_value_t = 2_000
+    )]
+    pub client_verify_interval_ms: u64,
+
     /// File holding the secret peers present to each other (at least 16
     /// characters). Required with `--auth-users` in a cluster; there is
     /// no built-in one.
@@ -396,6 +416,15 @@ impl Config {
     /// A message naming the bad setting.
     pub fn validate(&self) -> Result<(), String> {
         self.store_config().validate()?;
+        if self.client_verify_interval_ms == 0
+            || self.client_verify_interval_ms >= self.client_expire_grace_ms
+        {
+            return Err(format!(
+                "--client-verify-interval-ms ({}) must be above 0 and below \
+                 --client-expire-grace-ms ({}): renewals must come within the grace",
+                self.client_verify_interval_ms, self.client_expire_grace_ms
+            ));
+        }
         if self.max_connections == 0 || self.max_inflight == 0 {
             return Err("--max-connections and --max-inflight must be positive".into());
         }

@@ -21,10 +21,10 @@
 //! allocator (tests), its figures are near zero and the allocator parts read
 //! as zero rather than as nonsense: every difference saturates.
 
-use std::io::Write as _;
-
 use registry_core::StoreStats;
 use tikv_jemalloc_ctl::{epoch, stats};
+
+use crate::prometheus::{Exposition, Kind};
 
 /// The allocator's own counters, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,27 +98,27 @@ pub fn breakdown(parts: &Parts, alloc: AllocatorStats, rss: usize) -> Vec<(&'sta
     rows
 }
 
-/// Appends the Prometheus text: the RSS, its breakdown, and jemalloc's
+/// Appends the memory families: the RSS, its breakdown, and jemalloc's
 /// counters as they are.
-pub fn render(parts: &Parts, out: &mut Vec<u8>) {
+pub fn render(parts: &Parts, e: &mut Exposition<'_>) {
     let rss = rss_bytes().unwrap_or(0);
     let alloc = AllocatorStats::read().unwrap_or_default();
-    let _ = write!(
-        out,
-        "# HELP registry_memory_rss_bytes Resident set size of the process.\n\
-         # TYPE registry_memory_rss_bytes gauge\n\
-         registry_memory_rss_bytes {rss}\n\
-         # HELP registry_memory_bytes The resident set by part (estimates for the store; see footprint.rs).\n\
-         # TYPE registry_memory_bytes gauge\n"
+    e.gauge(
+        "registry_memory_rss_bytes",
+        "Resident set size of the process.",
+        rss,
+    );
+    const PARTS: &str = "registry_memory_bytes";
+    e.family(
+        PARTS,
+        Kind::Gauge,
+        "The resident set by part (estimates for the store; see footprint.rs).",
     );
     for (part, bytes) in breakdown(parts, alloc, rss) {
-        let _ = writeln!(out, "registry_memory_bytes{{part=\"{part}\"}} {bytes}");
+        e.sample(PARTS, &[("part", part)], bytes);
     }
-    let _ = writeln!(
-        out,
-        "# HELP registry_allocator_bytes jemalloc's statistics.\n\
-         # TYPE registry_allocator_bytes gauge"
-    );
+    const ALLOCATOR: &str = "registry_allocator_bytes";
+    e.family(ALLOCATOR, Kind::Gauge, "jemalloc's statistics.");
     for (stat, bytes) in [
         ("allocated", alloc.allocated),
         ("active", alloc.active),
@@ -126,7 +126,7 @@ pub fn render(parts: &Parts, out: &mut Vec<u8>) {
         ("metadata", alloc.metadata),
         ("retained", alloc.retained),
     ] {
-        let _ = writeln!(out, "registry_allocator_bytes{{stat=\"{stat}\"}} {bytes}");
+        e.sample(ALLOCATOR, &[("stat", stat)], bytes);
     }
 }
 
@@ -174,9 +174,7 @@ mod tests {
 
     #[test]
     fn rendered_text_names_every_part() {
-        let mut out = Vec::new();
-        render(&Parts::default(), &mut out);
-        let text = String::from_utf8(out).unwrap();
+        let text = crate::prometheus::text(|e| render(&Parts::default(), e));
         for part in ["store_instances", "list_cache", "allocator_overhead"] {
             assert!(text.contains(&format!("part=\"{part}\"")), "{text}");
         }

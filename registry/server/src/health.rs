@@ -5,7 +5,7 @@
 //! persistent instances of the services in [`Targets`], and probes them with
 //! at most `--health-check-concurrency` checks in flight, each bounded by
 //! `--health-check-timeout-ms`. An instance flips (through
-//! [`Store::set_health`], published to the notifier like any change) after
+//! the write path's [`Command::Health`], published to the notifier like any change) after
 //! `--health-check-threshold` consecutive results that disagree with its
 //! current health, as Nacos's `checkTimes` does.
 //!
@@ -28,13 +28,12 @@
 //!
 //! [`Store::set_health`]: registry_core::Store::set_health
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use registry_core::{InstanceAddr, ServiceKey, ServiceRef, SharedStr, Store};
+use registry_core::{InstanceAddr, ServiceKey, SharedStr, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
@@ -42,8 +41,10 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::events::ChangeFeed;
 use crate::metrics::Counter;
+use crate::prometheus::{Exposition, Kind};
+pub use crate::write::Targets;
+use crate::write::{Command, Outcome, Writer};
 
 /// Metadata key naming the checker of all of a service's clusters; append
 /// `.<cluster>` for one cluster.
@@ -88,39 +89,6 @@ impl Checker {
     }
 }
 
-/// Services that hold (or held) persistent instances: the ones the checker
-/// visits. Written by persistent writes and the restore (one short lock
-/// each, off the ephemeral paths); pruned by the checker.
-#[derive(Default)]
-pub struct Targets(Mutex<HashSet<ServiceKey>>);
-
-impl Targets {
-    /// Adds a service with a persistent instance.
-    pub fn insert(&self, service: ServiceRef<'_>) {
-        let key = ServiceKey::new(service.namespace, service.name);
-        self.0.lock().insert(key);
-    }
-
-    fn list(&self) -> Vec<ServiceKey> {
-        self.0.lock().iter().cloned().collect()
-    }
-
-    /// Drops `service` unless it holds persistent instances. The store is
-    /// read under the lock: a writer inserts after applying, so either its
-    /// instance is visible here or its insert comes after this removal.
-    fn prune(&self, store: &Store, service: &ServiceKey) {
-        let mut set = self.0.lock();
-        let holds = store
-            .read(service.as_ref(), |s| {
-                s.instances().iter().any(|i| !i.ephemeral)
-            })
-            .unwrap_or(false);
-        if !holds {
-            set.remove(service);
-        }
-    }
-}
-
 /// Counters for `/metrics`.
 #[derive(Default)]
 pub struct HealthStats {
@@ -135,24 +103,24 @@ pub struct HealthStats {
 }
 
 impl HealthStats {
-    /// Appends the Prometheus text.
-    pub fn render(&self, out: &mut Vec<u8>) {
-        use std::io::Write as _;
-        let _ = write!(
-            out,
-            "# HELP registry_health_checks_total Health probes of persistent instances, by result.\n\
-             # TYPE registry_health_checks_total counter\n\
-             registry_health_checks_total{{result=\"up\"}} {}\n\
-             registry_health_checks_total{{result=\"down\"}} {}\n\
-             # HELP registry_health_transitions_total Persistent instances whose health flipped.\n\
-             # TYPE registry_health_transitions_total counter\n\
-             registry_health_transitions_total{{to=\"healthy\"}} {}\n\
-             registry_health_transitions_total{{to=\"unhealthy\"}} {}\n",
-            self.up.get(),
-            self.down.get(),
-            self.revived.get(),
-            self.failed.get(),
+    /// Appends the health checker's families.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        const CHECKS: &str = "registry_health_checks_total";
+        e.family(
+            CHECKS,
+            Kind::Counter,
+            "Health probes of persistent instances, by result.",
         );
+        e.sample(CHECKS, &[("result", "up")], self.up.get());
+        e.sample(CHECKS, &[("result", "down")], self.down.get());
+        const FLIPS: &str = "registry_health_transitions_total";
+        e.family(
+            FLIPS,
+            Kind::Counter,
+            "Persistent instances whose health flipped.",
+        );
+        e.sample(FLIPS, &[("to", "healthy")], self.revived.get());
+        e.sample(FLIPS, &[("to", "unhealthy")], self.failed.get());
     }
 }
 
@@ -185,8 +153,9 @@ pub struct HealthSettings {
 pub struct HealthChecks {
     /// The registry whose persistent instances are probed.
     pub store: Arc<Store>,
-    /// Where health flips are published for push.
-    pub feed: Arc<ChangeFeed>,
+    /// Where health flips are written: the one write path (in a Raft
+    /// cluster it proposes them; every node applies them once committed).
+    pub writer: Writer,
     /// The core's time for the writes.
     pub clock: Clock,
     /// Services holding persistent instances.
@@ -195,19 +164,17 @@ pub struct HealthChecks {
     pub stats: Arc<HealthStats>,
     /// Settings.
     pub settings: HealthSettings,
-    /// In a Raft cluster: where verdicts go instead of the store, and
-    /// whether this node checks at all (only the leader does).
+    /// In a Raft cluster: whether this node checks at all (only the
+    /// leader does).
     pub verdicts: Option<Arc<dyn Verdicts>>,
 }
 
-/// Where a replicated registry sends health verdicts.
+/// Who runs the checks in a replicated registry.
 pub trait Verdicts: Send + Sync {
     /// Whether this node runs the checks now (it is the Raft leader): one
     /// prober per cluster, and a new leader starts its streaks from zero,
     /// so a failover flips nothing by itself.
     fn checks_here(&self) -> bool;
-    /// Proposes a verdict; every node applies it once committed.
-    fn propose(&self, service: &ServiceKey, cluster: &str, ip: IpAddr, port: u16, healthy: bool);
 }
 
 /// Runs until `cancel` fires. Does nothing with an interval of 0.
@@ -303,43 +270,40 @@ async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
 }
 
 fn flip(checks: &HealthChecks, target: &Target, up: bool) {
-    if let Some(v) = &checks.verdicts {
-        if up {
-            checks.stats.revived.inc();
-        } else {
-            checks.stats.failed.inc();
-        }
-        v.propose(&target.service, &target.cluster, target.ip, target.port, up);
+    let command = Command::Health {
+        service: target.service.as_ref(),
+        addr: InstanceAddr {
+            cluster: &target.cluster,
+            ip: target.ip,
+            port: target.port,
+        },
+        ephemeral: false,
+        healthy: up,
+    };
+    let changed = match checks.writer.apply(command, checks.clock.now()) {
+        Ok(Outcome::Done(applied)) => applied.changed,
+        // Proposed to the Raft log: nobody waits, the next round sees the
+        // committed verdict.
+        Ok(Outcome::Later(_)) => true,
+        // Deregistered while being probed: nothing to mark.
+        Err(_) => false,
+    };
+    if !changed {
         return;
     }
-    let addr = InstanceAddr {
-        cluster: &target.cluster,
-        ip: target.ip,
-        port: target.port,
-    };
-    // An error means it was deregistered while being probed: nothing to mark.
-    if let Ok(written) =
-        checks
-            .store
-            .set_health(target.service.as_ref(), addr, false, up, checks.clock.now())
-    {
-        if written.event.is_some() {
-            if up {
-                checks.stats.revived.inc();
-            } else {
-                checks.stats.failed.inc();
-            }
-            tracing::info!(
-                service = target.service.grouped_name(),
-                namespace = target.service.namespace(),
-                cluster = &*target.cluster,
-                instance = %SocketAddr::new(target.ip, target.port),
-                healthy = up,
-                "health check changed a persistent instance"
-            );
-        }
-        checks.feed.publish(written.event);
+    if up {
+        checks.stats.revived.inc();
+    } else {
+        checks.stats.failed.inc();
     }
+    tracing::info!(
+        service = target.service.grouped_name(),
+        namespace = target.service.namespace(),
+        cluster = &*target.cluster,
+        instance = %SocketAddr::new(target.ip, target.port),
+        healthy = up,
+        "health check changed a persistent instance"
+    );
 }
 
 /// The checker of `cluster` from the service's metadata, else `default`.
@@ -407,6 +371,7 @@ fn status_is_success(head: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::ChangeFeed;
     use registry_core::{InstanceSpec, Millis, ServiceRef, StoreConfig};
 
     /// The checker alone: a store, a feed and a real socket that stops
@@ -432,7 +397,7 @@ mod tests {
         let mut events = feed.take_receiver().unwrap();
         let checks = HealthChecks {
             store: store.clone(),
-            feed,
+            writer: Writer::new(store.clone(), feed, targets.clone(), None, false),
             clock: Clock::start(),
             targets,
             stats: Arc::default(),

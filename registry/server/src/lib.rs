@@ -8,6 +8,8 @@
 //!   (`registry members add|remove`).
 //! - [`http`]: connections, framing, routing, the handlers and the one place
 //!   errors become Nacos statuses and texts.
+//! - [`write`]: the one write path: every door's and task's writes are
+//!   typed commands applied there (store, publish, durability).
 //! - [`convert`]: mapping between wire types (`registry-proto`) and the core.
 //! - [`list_cache`]: encoded instance lists, once per revision and view.
 //! - [`events`]: the change feed from every writer to the notifier.
@@ -27,7 +29,8 @@
 //!   `--members`; absent otherwise.
 //! - [`namespaces`]: the namespace table with its store checks, quotas and file.
 //! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
-//! - [`metrics`]: Prometheus counters and histograms;
+//! - [`metrics`]: the counters and histograms (`Relaxed` atomics);
+//!   [`prometheus`]: the one writer of their text on `/metrics`;
 //!   [`footprint`]: the resident set broken into parts.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
@@ -56,11 +59,13 @@ pub mod metrics;
 pub mod namespaces;
 pub mod notifier;
 pub mod persist;
+pub mod prometheus;
 pub mod pusher;
 pub mod shutdown;
 pub mod state;
 pub mod sweeper;
 pub mod users;
+pub mod write;
 
 pub use registry_convert as convert;
 

@@ -3,13 +3,15 @@
 //!
 //! Everything is a `Relaxed` atomic: each counter is independent and read
 //! only to render `/metrics`, so no ordering between them is needed. The
-//! renderer writes the text exposition format by hand.
+//! text is written by [`crate::prometheus`], the server's one writer of the
+//! exposition format.
 
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use registry_proto::naming::route::Route;
+
+use crate::prometheus::{Exposition, Kind};
 
 /// Status codes with their own counter; anything else counts as "other".
 const STATUSES: [u16; 14] = [
@@ -64,26 +66,19 @@ impl Histogram {
         self.count.load(Ordering::Relaxed)
     }
 
-    /// Writes the histogram in the text format, values divided by `scale`.
-    pub fn render(&self, out: &mut String, name: &str, labels: &str, scale: f64) {
-        let sep = if labels.is_empty() { "" } else { "," };
+    /// Writes the histogram's samples, values divided by `scale` (1e6 turns
+    /// microseconds into the seconds Prometheus expects).
+    pub fn render(&self, e: &mut Exposition<'_>, name: &str, labels: &[(&str, &str)], scale: f64) {
         let mut cumulative = 0;
+        let mut buckets = Vec::with_capacity(self.bounds.len() + 1);
         for (i, b) in self.bounds.iter().enumerate() {
             cumulative += self.buckets[i].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels}{sep}le=\"{}\"}} {cumulative}",
-                *b as f64 / scale
-            );
+            buckets.push((Some(*b as f64 / scale), cumulative));
         }
         cumulative += self.buckets[self.bounds.len()].load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {cumulative}"
-        );
+        buckets.push((None, cumulative));
         let sum = self.sum.load(Ordering::Relaxed) as f64 / scale;
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count());
+        e.histogram(name, labels, &buckets, sum, self.count());
     }
 }
 
@@ -285,95 +280,39 @@ impl Metrics {
         self.requests[route as usize][status_slot(status)].load(Ordering::Relaxed)
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self, store: &StoreGauges) -> String {
-        let mut out = String::with_capacity(16 * 1024);
-        out.push_str(
-            "# HELP registry_http_requests_total HTTP requests answered, by route and status.\n",
+    /// Appends the HTTP door's and push's families to `e`.
+    pub fn render(&self, store: &StoreGauges, e: &mut Exposition<'_>) {
+        self.render_requests(e);
+        e.gauge("registry_services", "Services held.", store.services);
+        e.gauge("registry_instances", "Instances held.", store.instances);
+        e.gauge(
+            "registry_http_connections",
+            "Open HTTP connections.",
+            self.connections.get(),
         );
-        out.push_str("# TYPE registry_http_requests_total counter\n");
-        for (ri, route) in Route::ALL.iter().enumerate() {
-            for slot in 0..STATUS_SLOTS {
-                let n = self.requests[ri][slot].load(Ordering::Relaxed);
-                if n > 0 {
-                    let _ = writeln!(
-                        out,
-                        "registry_http_requests_total{{route=\"{}\",status=\"{}\"}} {n}",
-                        route.name(),
-                        status_label(slot)
-                    );
-                }
-            }
-        }
-        for slot in 0..STATUS_SLOTS {
-            let n = self.unrouted[slot].load(Ordering::Relaxed);
-            if n > 0 {
-                let _ = writeln!(
-                    out,
-                    "registry_http_requests_total{{route=\"none\",status=\"{}\"}} {n}",
-                    status_label(slot)
-                );
-            }
-        }
-        out.push_str("# HELP registry_http_request_duration_seconds Time from parsed request to response written into the buffer.\n");
-        out.push_str("# TYPE registry_http_request_duration_seconds histogram\n");
-        for (ri, route) in Route::ALL.iter().enumerate() {
-            if self.latency[ri].count() > 0 {
-                let labels = format!("route=\"{}\"", route.name());
-                self.latency[ri].render(
-                    &mut out,
-                    "registry_http_request_duration_seconds",
-                    &labels,
-                    1e6,
-                );
-            }
-        }
-        let gauges: [(&str, &str, u64); 3] = [
-            ("registry_services", "Services held.", store.services as u64),
-            (
-                "registry_instances",
-                "Instances held.",
-                store.instances as u64,
-            ),
-            (
-                "registry_http_connections",
-                "Open HTTP connections.",
-                self.connections.get(),
-            ),
-        ];
-        for (name, help, v) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
-        }
-        out.push_str(
-            "# HELP registry_http_timeouts_total Connections closed at a deadline, by kind.\n\
-             # TYPE registry_http_timeouts_total counter\n",
+        e.family(
+            "registry_http_timeouts_total",
+            Kind::Counter,
+            "Connections closed at a deadline, by kind.",
         );
         for (kind, c) in [
             ("head", &self.head_timeouts),
             ("body", &self.body_timeouts),
             ("write", &self.write_timeouts),
         ] {
-            let _ = writeln!(
-                out,
-                "registry_http_timeouts_total{{kind=\"{kind}\"}} {}",
-                c.get()
-            );
+            e.sample("registry_http_timeouts_total", &[("kind", kind)], c.get());
         }
-        let _ = writeln!(
-            out,
-            "# HELP registry_sweeps_total Sweeper passes finished.\n\
-             # TYPE registry_sweeps_total counter\n\
-             registry_sweeps_total {}",
-            self.sweeps.get()
-        );
-        let _ = writeln!(
-            out,
-            "# HELP registry_http_buffer_refusals_total Connections refused or closed: read-buffer budget spent.\n\
-             # TYPE registry_http_buffer_refusals_total counter\n\
-             registry_http_buffer_refusals_total {}",
-            self.buffer_refusals.get()
-        );
-        let counters: [(&str, &str, &Counter); 13] = [
+        let counters: [(&str, &str, &Counter); 9] = [
+            (
+                "registry_sweeps_total",
+                "Sweeper passes finished.",
+                &self.sweeps,
+            ),
+            (
+                "registry_http_buffer_refusals_total",
+                "Connections refused or closed: read-buffer budget spent.",
+                &self.buffer_refusals,
+            ),
             (
                 "registry_beats_total",
                 "Beats that renewed a lease.",
@@ -409,72 +348,125 @@ impl Metrics {
                 "Requests answered 503 at the in-flight limit.",
                 &self.requests_shed,
             ),
+        ];
+        for (name, help, c) in counters {
+            e.counter(name, help, c.get());
+        }
+        self.push.render(e);
+    }
+
+    /// Requests by route and status (only the pairs seen), and their
+    /// latency per route.
+    fn render_requests(&self, e: &mut Exposition<'_>) {
+        const REQUESTS: &str = "registry_http_requests_total";
+        e.family(
+            REQUESTS,
+            Kind::Counter,
+            "HTTP requests answered, by route and status.",
+        );
+        let routes = Route::ALL
+            .iter()
+            .map(|r| (r.name(), &self.requests[*r as usize]));
+        for (route, slots) in routes.chain([("none", &self.unrouted)]) {
+            for (slot, n) in slots.iter().enumerate() {
+                let n = n.load(Ordering::Relaxed);
+                if n > 0 {
+                    let status = status_label(slot);
+                    e.sample(REQUESTS, &[("route", route), ("status", &status)], n);
+                }
+            }
+        }
+        const LATENCY: &str = "registry_http_request_duration_seconds";
+        e.family(
+            LATENCY,
+            Kind::Histogram,
+            "Time from parsed request to response written into the buffer.",
+        );
+        for (ri, route) in Route::ALL.iter().enumerate() {
+            if self.latency[ri].count() > 0 {
+                self.latency[ri].render(e, LATENCY, &[("route", route.name())], 1e6);
+            }
+        }
+    }
+}
+
+impl PushMetrics {
+    /// Appends the push families to `e`.
+    fn render(&self, e: &mut Exposition<'_>) {
+        let counters: [(&str, &str, &Counter); 6] = [
             (
                 "registry_push_sent_total",
                 "Push datagrams sent, resends included.",
-                &self.push.sent,
+                &self.sent,
             ),
             (
                 "registry_push_acked_total",
                 "Pushes acknowledged.",
-                &self.push.acked,
+                &self.acked,
             ),
             (
                 "registry_push_retried_total",
                 "Pushes resent after an ack timeout.",
-                &self.push.retried,
+                &self.retried,
             ),
             (
                 "registry_push_failed_total",
                 "Pushes given up after the resend.",
-                &self.push.failed,
+                &self.failed,
             ),
             (
                 "registry_push_skipped_total",
                 "Pushes not sent (too large, or ack table full).",
-                &self.push.skipped,
+                &self.skipped,
             ),
             (
                 "registry_push_bad_acks_total",
                 "Ack datagrams dropped as malformed, unknown or duplicate.",
-                &self.push.bad_acks,
+                &self.bad_acks,
             ),
         ];
         for (name, help, c) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                c.get()
-            );
+            e.counter(name, help, c.get());
         }
-        let _ = writeln!(
-            out,
-            "# HELP registry_push_subscribers Live push subscriptions.\n# TYPE registry_push_subscribers gauge\nregistry_push_subscribers {}",
-            self.push.subscribers.get()
+        e.gauge(
+            "registry_push_subscribers",
+            "Live push subscriptions.",
+            self.subscribers.get(),
         );
-        let _ = writeln!(
-            out,
-            "# HELP registry_push_subscribe_refused_total Polls refused a subscription by a limit.\n# TYPE registry_push_subscribe_refused_total counter\nregistry_push_subscribe_refused_total {}",
-            self.push.subscribe_refused.get()
+        e.counter(
+            "registry_push_subscribe_refused_total",
+            "Polls refused a subscription by a limit.",
+            self.subscribe_refused.get(),
         );
-        let _ = writeln!(
-            out,
-            "# HELP registry_push_pending_acks Pushes awaiting an ack.\n# TYPE registry_push_pending_acks gauge\nregistry_push_pending_acks {}",
-            self.push.pending.get()
+        e.gauge(
+            "registry_push_pending_acks",
+            "Pushes awaiting an ack.",
+            self.pending.get(),
         );
-        out.push_str("# HELP registry_push_batch_size Datagrams per batched send.\n# TYPE registry_push_batch_size histogram\n");
-        self.push
-            .batch_size
-            .render(&mut out, "registry_push_batch_size", "", 1.0);
-        out.push_str("# HELP registry_push_change_to_send_seconds From a service's first change in a window to its push.\n# TYPE registry_push_change_to_send_seconds histogram\n");
-        self.push
-            .change_to_send
-            .render(&mut out, "registry_push_change_to_send_seconds", "", 1e6);
-        out.push_str("# HELP registry_push_round_trip_seconds From push send to its ack.\n# TYPE registry_push_round_trip_seconds histogram\n");
-        self.push
-            .round_trip
-            .render(&mut out, "registry_push_round_trip_seconds", "", 1e6);
-        out
+        let histograms = [
+            (
+                "registry_push_batch_size",
+                "Datagrams per batched send.",
+                &self.batch_size,
+                1.0,
+            ),
+            (
+                "registry_push_change_to_send_seconds",
+                "From a service's first change in a window to its push.",
+                &self.change_to_send,
+                1e6,
+            ),
+            (
+                "registry_push_round_trip_seconds",
+                "From push send to its ack.",
+                &self.round_trip,
+                1e6,
+            ),
+        ];
+        for (name, help, h, scale) in histograms {
+            e.family(name, Kind::Histogram, help);
+            h.render(e, name, &[], scale);
+        }
     }
 }
 
@@ -488,8 +480,7 @@ mod tests {
         h.record(10);
         h.record(60);
         h.record(5_000_000);
-        let mut out = String::new();
-        h.render(&mut out, "x", "", 1.0);
+        let out = crate::prometheus::text(|e| h.render(e, "x", &[], 1.0));
         assert!(out.contains("x_bucket{le=\"25\"} 1\n"), "{out}");
         assert!(out.contains("x_bucket{le=\"100\"} 2\n"), "{out}");
         assert!(out.contains("x_bucket{le=\"1000000\"} 2\n"), "{out}");
@@ -508,10 +499,11 @@ mod tests {
             Duration::from_micros(30),
         );
         m.request(None, 418, Duration::ZERO);
-        let text = m.render(&StoreGauges {
+        let gauges = StoreGauges {
             services: 3,
             instances: 7,
-        });
+        };
+        let text = crate::prometheus::text(|e| m.render(&gauges, e));
         assert!(text
             .contains("registry_http_requests_total{route=\"instance_beat\",status=\"200\"} 2\n"));
         assert!(text.contains(

@@ -67,6 +67,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::convert::MetadataJson;
 use crate::metrics::Counter;
+use crate::prometheus::Exposition;
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "registry.redb";
@@ -137,38 +138,41 @@ pub struct PersistStats {
 }
 
 impl PersistStats {
-    /// Appends the Prometheus text.
-    pub fn render(&self, out: &mut Vec<u8>) {
-        use std::io::Write as _;
-        let _ = write!(
-            out,
-            "# HELP registry_persist_commits_total Write transactions committed (each one fsync).\n\
-             # TYPE registry_persist_commits_total counter\n\
-             registry_persist_commits_total {}\n\
-             # HELP registry_persist_writes_total Persistent writes acknowledged durable.\n\
-             # TYPE registry_persist_writes_total counter\n\
-             registry_persist_writes_total {}\n\
-             # HELP registry_persist_failures_total Commits that failed.\n\
-             # TYPE registry_persist_failures_total counter\n\
-             registry_persist_failures_total {}\n\
-             # HELP registry_persist_shed_total Persistent writes answered 503: queue full.\n\
-             # TYPE registry_persist_shed_total counter\n\
-             registry_persist_shed_total {}\n\
-             # HELP registry_persist_batch_max Largest number of writes in one commit.\n\
-             # TYPE registry_persist_batch_max gauge\n\
-             registry_persist_batch_max {}\n\
-             # HELP registry_persist_commit_seconds_total Time spent committing.\n\
-             # TYPE registry_persist_commit_seconds_total counter\n\
-             registry_persist_commit_seconds_total {}\n\
-             # HELP registry_persist_commit_seconds_max Longest commit.\n\
-             # TYPE registry_persist_commit_seconds_max gauge\n\
-             registry_persist_commit_seconds_max {}\n",
+    /// Appends the persistence writer's families.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        e.counter(
+            "registry_persist_commits_total",
+            "Write transactions committed (each one fsync).",
             self.commits.get(),
+        );
+        e.counter(
+            "registry_persist_writes_total",
+            "Persistent writes acknowledged durable.",
             self.writes.get(),
+        );
+        e.counter(
+            "registry_persist_failures_total",
+            "Commits that failed.",
             self.failures.get(),
+        );
+        e.counter(
+            "registry_persist_shed_total",
+            "Persistent writes answered 503: queue full.",
             self.shed.get(),
+        );
+        e.gauge(
+            "registry_persist_batch_max",
+            "Largest number of writes in one commit.",
             self.max_batch.load(Ordering::Relaxed),
+        );
+        e.counter(
+            "registry_persist_commit_seconds_total",
+            "Time spent committing.",
             self.commit_us.get() as f64 / 1e6,
+        );
+        e.gauge(
+            "registry_persist_commit_seconds_max",
+            "Longest commit.",
             self.max_commit_us.load(Ordering::Relaxed) as f64 / 1e6,
         );
     }

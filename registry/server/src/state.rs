@@ -44,6 +44,7 @@ use crate::http::BufferBudget;
 use crate::list_cache::ListCache;
 use crate::metrics::Metrics;
 use crate::persist::Persist;
+use crate::write::Writer;
 
 /// The server's shared state.
 pub struct App {
@@ -81,6 +82,8 @@ pub struct App {
     pub grpc: crate::grpc::Grpc,
     /// Change events on their way to the notifier.
     pub changes: Arc<ChangeFeed>,
+    /// The one write path every door and writing task goes through.
+    pub writer: Writer,
     /// The namespaces, with their quotas (see [`crate::namespaces`]).
     pub namespaces: Arc<crate::namespaces::NamespaceBook>,
 }
@@ -141,10 +144,11 @@ impl App {
             }
             None => None,
         };
-        let mut app = App::build(config, clock, persist, auth);
+        let mut app = App::build(config, clock, persist, auth, raft);
         app.namespaces = Arc::new(crate::namespaces::NamespaceBook::open(
             app.config.data_dir.as_deref(),
         )?);
+        app.writer = app.writer.clone().with_namespaces(app.namespaces.clone());
         if let Some(c) = cluster {
             // Replication consumes the same change events as the notifier.
             let tap = c.clone();
@@ -180,9 +184,20 @@ impl App {
         clock: Clock,
         persist: Option<Arc<Persist>>,
         auth: Option<Arc<Auth>>,
+        raft: bool,
     ) -> App {
+        let store = Arc::new(Store::new(config.store_config()));
+        let changes = Arc::<ChangeFeed>::default();
+        let health_targets = Arc::<Targets>::default();
+        let writer = Writer::new(
+            store.clone(),
+            changes.clone(),
+            health_targets.clone(),
+            persist.clone(),
+            raft,
+        );
         App {
-            store: Arc::new(Store::new(config.store_config())),
+            store,
             clock,
             metrics: Metrics::default(),
             http_limits: Limits {
@@ -204,12 +219,13 @@ impl App {
             inflight: AtomicUsize::new(0),
             buffers: BufferBudget::new(config.max_buffered_bytes),
             persist,
-            health_targets: Arc::default(),
+            health_targets,
             health_stats: Arc::default(),
             auth,
             cluster: None,
             grpc: crate::grpc::Grpc::new(config.grpc_limits()),
-            changes: Arc::default(),
+            changes,
+            writer,
             namespaces: Arc::default(),
             config,
         }
@@ -219,7 +235,7 @@ impl App {
     pub fn health_checks(&self) -> HealthChecks {
         HealthChecks {
             store: self.store.clone(),
-            feed: self.changes.clone(),
+            writer: self.writer.clone(),
             clock: self.clock.clone(),
             targets: self.health_targets.clone(),
             stats: self.health_stats.clone(),

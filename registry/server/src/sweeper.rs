@@ -125,18 +125,16 @@ fn sweep_at(app: &App, now: Millis) {
         .is_some_and(|c| c.may_act_as_owner(now));
     let owned = |key: &ServiceKey| current && app.cluster.as_ref().is_some_and(|c| c.owns(key));
     loop {
+        // Each step's events are published by the write path at once.
         let more = match app.cluster {
             None => app
-                .store
-                .expire_step(&mut pass, EXPIRE_STEP_BUDGET, &mut report),
+                .writer
+                .expire_step(&mut pass, EXPIRE_STEP_BUDGET, &mut report, None),
             Some(_) => {
-                app.store
-                    .expire_step_owned(&mut pass, EXPIRE_STEP_BUDGET, &mut report, &owned)
+                app.writer
+                    .expire_step(&mut pass, EXPIRE_STEP_BUDGET, &mut report, Some(&owned))
             }
         };
-        for event in report.events.drain(..) {
-            app.publish(Some(event));
-        }
         unhealthy += std::mem::take(&mut report.unhealthy);
         removed += std::mem::take(&mut report.removed);
         services += std::mem::take(&mut report.services_removed);

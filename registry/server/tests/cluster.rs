@@ -339,35 +339,35 @@ async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
     let cases: Vec<(&str, String, &'static str, u16, &str)> = vec![
         (
             "non-member source",
-            datum(1, &sender, secret),
+            datum(2, &sender, secret),
             "127.0.0.2",
             403,
             "only accepted from cluster members",
         ),
         (
             "wrong secret",
-            datum(1, &sender, "guess-guess-guess"),
+            datum(2, &sender, "guess-guess-guess"),
             "127.0.0.1",
             403,
             "cluster secret",
         ),
         (
             "no secret",
-            datum(1, &sender, "").replace(r#""secret":"","#, ""),
+            datum(2, &sender, "").replace(r#""secret":"","#, ""),
             "127.0.0.1",
             403,
             "cluster secret",
         ),
         (
             "non-member sender",
-            datum(1, "127.0.0.1:1", secret),
+            datum(2, "127.0.0.1:1", secret),
             "127.0.0.1",
             403,
             "not another member",
         ),
         (
             "itself as sender",
-            datum(1, &target.addr.to_string(), secret),
+            datum(2, &target.addr.to_string(), secret),
             "127.0.0.1",
             403,
             "not another member",
@@ -381,7 +381,7 @@ async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
         ),
         (
             "malformed",
-            "{\"v\":1,\"from\":".to_owned(),
+            "{\"v\":2,\"from\":".to_owned(),
             "127.0.0.1",
             400,
             "malformed peer message",
@@ -389,7 +389,7 @@ async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
         (
             "wrong shape",
             format!(
-                r#"{{"v":1,"from":"{sender}","node":5,"secret":"{secret}","body":{{"items":7}}}}"#
+                r#"{{"v":2,"from":"{sender}","node":5,"secret":"{secret}","body":{{"items":7}}}}"#
             ),
             "127.0.0.1",
             400,
@@ -397,7 +397,7 @@ async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
         ),
         (
             "oversized",
-            format!("{}{}", datum(1, &sender, secret), " ".repeat(70_000)),
+            format!("{}{}", datum(2, &sender, secret), " ".repeat(70_000)),
             "127.0.0.1",
             413,
             "",
@@ -435,7 +435,7 @@ async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
     // sender's checksum rounds never list it: the target drops it again
     // after two rounds (the repair path for missed removals).
     let ghost = c.service_owned_by(1, "ghost");
-    let body = datum(1, &sender, secret)
+    let body = datum(2, &sender, secret)
         .replace("DEFAULT_GROUP@@evil", &format!("DEFAULT_GROUP@@{ghost}"));
     let (status, answer) = put(body, "127.0.0.1").await;
     assert_eq!((status, answer.as_str()), (200, "ok"));

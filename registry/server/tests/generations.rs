@@ -1,8 +1,10 @@
 //! Every Nacos API generation over one store, with real sockets: golden
-//! bodies and error envelopes of the v1 completion, the v2 Open API and the
-//! v3 client and admin APIs (bodies and codes from the Nacos 3.x source,
-//! the controller named at each), namespaces through every door, and
-//! visibility across generations.
+//! round trips and error envelopes of the v1 completion, the v2 Open API
+//! and the v3 client and admin APIs (bodies and codes from the Nacos 3.x
+//! source, the controller named at each), namespaces and their quotas
+//! through every door, and visibility across generations (an instance
+//! registered through v1, v2, v3 or 2.x gRPC is listed by every other door;
+//! a push reaches UDP and gRPC subscribers).
 
 mod common;
 mod grpc_client;
@@ -12,7 +14,10 @@ use std::time::Duration;
 use common::{Reply, TestServer};
 use grpc_client::Raw;
 use registry_core::ServiceRef;
-use registry_proto::grpc::message::{InstanceRequest, InstanceResponse, NamingHead, WireInstance};
+use registry_proto::grpc::message::{
+    InstanceRequest, InstanceResponse, NamingHead, NotifySubscriberRequest, QueryServiceResponse,
+    ServiceQueryRequest, SubscribeServiceRequest, SubscribeServiceResponse, WireInstance,
+};
 use registry_proto::http1::Method;
 use serde_json::{json, Value};
 
@@ -642,5 +647,764 @@ async fn later_doors_see_v1_and_grpc_instances() {
     // The gRPC connection is a v2/v3 client.
     let r = s.call(Method::Get, &format!("{V3A}/client/list")).await;
     assert_eq!(r.json()["data"].as_array().unwrap().len(), 1);
+    s.stop().await;
+}
+
+// ----- writes ------------------------------------------------------------------
+
+/// `InstanceControllerV2`: register, list, update, detail, deregister.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_round_trip() {
+    let s = TestServer::spawn().await;
+    let q = "serviceName=orders&groupName=G&ip=10.0.0.1&port=8080";
+    // InstanceControllerV2.register → Result.success("ok").
+    let r = s
+        .call(
+            Method::Post,
+            &format!("{V2}/instance?{q}&weight=2&metadata=k%3Dv"),
+        )
+        .await;
+    assert_eq!((r.status, r.json()), (200, ok_envelope(json!("ok"))));
+    // InstanceControllerV2.list → Result<ServiceInfo>.
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/instance/list?serviceName=orders&groupName=G"),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(
+        (v["code"].clone(), v["message"].clone()),
+        (json!(0), json!("success"))
+    );
+    let info = &v["data"];
+    assert_eq!(info["name"], "G@@orders");
+    assert_eq!(info["groupName"], "G");
+    let host = &info["hosts"][0];
+    assert_eq!(
+        (
+            host["ip"].clone(),
+            host["port"].clone(),
+            host["weight"].clone()
+        ),
+        (json!("10.0.0.1"), json!(8080), json!(2.0))
+    );
+    assert_eq!(host["metadata"], json!({"k": "v"}));
+    // InstanceControllerV2.update: weight, enabled, metadata replaced.
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V2}/instance?{q}&weight=3&metadata=k%3Dw"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    // InstanceControllerV2.detail → InstanceDetailInfoVo.
+    let r = s.call(Method::Get, &format!("{V2}/instance?{q}")).await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!({
+            "serviceName": "G@@orders", "ip": "10.0.0.1", "port": 8080, "clusterName": "DEFAULT",
+            "weight": 3.0, "healthy": true, "instanceId": "10.0.0.1#8080#DEFAULT#G@@orders",
+            "metadata": {"k": "w"},
+        }))
+    );
+    // PATCH answers a raw `ok` (no @NacosApi envelope on success).
+    let r = s
+        .call(
+            Method::Patch,
+            &format!("{V2}/instance?{q}&weight=4&enabled=false&metadata="),
+        )
+        .await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    // A disabled instance is not listed to clients.
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/instance/list?serviceName=orders&groupName=G"),
+        )
+        .await;
+    assert_eq!(r.json()["data"]["hosts"], json!([]));
+    // The beat keeps v1's raw body (InstanceControllerV2.beat).
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V2}/instance/beat?serviceName=G%40%40orders&ip=10.0.0.1&port=8080"),
+        )
+        .await;
+    assert_eq!(r.json()["code"], 10200, "{}", r.body);
+    // ServiceControllerV2.list: grouped names in `services`.
+    let r = s
+        .call(Method::Get, &format!("{V2}/service/list?groupName=G"))
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!({"count": 1, "services": ["G@@orders"]}))
+    );
+    // InstanceControllerV2.deregister.
+    let r = s.call(Method::Delete, &format!("{V2}/instance?{q}")).await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    assert_eq!(instances(&s, "public", "G@@orders"), 0);
+    // ServiceControllerV2: create, detail, update, delete.
+    let r = s
+        .call(
+            Method::Post,
+            &format!("{V2}/service?serviceName=inventory&protectThreshold=0.5&metadata=a%3D1"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    let r = s
+        .call(Method::Get, &format!("{V2}/service?serviceName=inventory"))
+        .await;
+    let d = &r.json()["data"];
+    assert_eq!(
+        (
+            d["namespace"].clone(),
+            d["serviceName"].clone(),
+            d["groupName"].clone()
+        ),
+        (json!("public"), json!("inventory"), json!("DEFAULT_GROUP"))
+    );
+    assert_eq!(
+        (d["protectThreshold"].clone(), d["metadata"].clone()),
+        (json!(0.5), json!({"a": "1"}))
+    );
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V2}/service?serviceName=inventory&protectThreshold=0.25"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    let r = s
+        .call(
+            Method::Delete,
+            &format!("{V2}/service?serviceName=inventory"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    s.stop().await;
+}
+
+/// The v2 error envelope (`NacosApiExceptionHandler`, `ErrorCode`), and
+/// nothing applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_bad_input_gets_the_envelope_and_applies_nothing() {
+    let s = TestServer::spawn().await;
+    let cases: &[(Method, &str, u16, u64, &str)] = &[
+        // InstanceForm.validate: PARAMETER_MISSING, Spring's words.
+        (
+            Method::Post,
+            "/instance?ip=1.1.1.1&port=80",
+            400,
+            10000,
+            "Required parameter 'serviceName' type String is not present",
+        ),
+        (
+            Method::Post,
+            "/instance?serviceName=a&port=80",
+            400,
+            10000,
+            "Required parameter 'ip' type String is not present",
+        ),
+        (
+            Method::Post,
+            "/instance?serviceName=a&ip=1.1.1.1",
+            400,
+            10000,
+            "Required parameter 'port' type Integer is not present",
+        ),
+        // A port that does not parse: NumberFormatException → PARAMETER_VALIDATE_ERROR.
+        (
+            Method::Post,
+            "/instance?serviceName=a&ip=1.1.1.1&port=x",
+            400,
+            20002,
+            "",
+        ),
+        // NamingRequestUtil.checkWeight → WEIGHT_ERROR.
+        (
+            Method::Post,
+            "/instance?serviceName=a&ip=1.1.1.1&port=80&weight=10001",
+            400,
+            21001,
+            "instance format invalid: The weights range from 0.0 to 10000.0",
+        ),
+        // UtilsAndCommons.parseMetadata → INSTANCE_METADATA_ERROR.
+        (
+            Method::Post,
+            "/instance?serviceName=a&ip=1.1.1.1&port=80&metadata=nope",
+            400,
+            21002,
+            "metadata format incorrect:nope",
+        ),
+        // NamingUtils.checkServiceNameFormat → SERVICE_NAME_ERROR.
+        (
+            Method::Post,
+            "/instance?serviceName=G%40%40&ip=1.1.1.1&port=80",
+            400,
+            21000,
+            "",
+        ),
+        // An unknown cluster name shape → INSTANCE_ERROR.
+        (
+            Method::Post,
+            "/instance?serviceName=a&ip=1.1.1.1&port=80&clusterName=a%20b",
+            400,
+            21004,
+            "",
+        ),
+        // InstanceOperatorClientImpl.getInstance0 → RESOURCE_NOT_FOUND, 404.
+        (
+            Method::Get,
+            "/instance?serviceName=a&ip=1.1.1.1&port=80",
+            404,
+            20004,
+            "no ips found for cluster DEFAULT in service DEFAULT_GROUP@@a",
+        ),
+        // ServiceOperatorV2Impl.queryService → SERVICE_NOT_EXIST.
+        (
+            Method::Get,
+            "/service?serviceName=a",
+            400,
+            21008,
+            "service not found, namespace: public, serviceName: DEFAULT_GROUP@@a",
+        ),
+        (
+            Method::Delete,
+            "/service?serviceName=a",
+            400,
+            21008,
+            "service DEFAULT_GROUP@@a not found!",
+        ),
+        // A page that does not parse.
+        (
+            Method::Get,
+            "/service/list?pageNo=x",
+            400,
+            20002,
+            "For input string: \"x\"",
+        ),
+        // The PATCH form requires every field.
+        (
+            Method::Patch,
+            "/instance?serviceName=a&ip=1.1.1.1&port=80",
+            400,
+            10000,
+            "Required parameter 'weight' type String is not present",
+        ),
+    ];
+    for (method, path, status, code, detail) in cases {
+        let r = s.call(*method, &format!("{V2}{path}")).await;
+        let got = assert_error(&r, *status, *code, path);
+        if !detail.is_empty() {
+            assert_eq!(got, *detail, "{path}");
+        }
+    }
+    assert_eq!(s.app.store.stats().services, 0, "nothing was applied");
+    s.stop().await;
+}
+
+/// `InstanceOpenApiController` (client) and `InstanceControllerV3` (admin).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v3_round_trip() {
+    let s = TestServer::spawn().await;
+    let q = "serviceName=pay&ip=10.0.0.2&port=9000";
+    let r = s
+        .call_form(
+            Method::Post,
+            &format!("{V3C}/instance"),
+            &format!("{q}&metadata=%7B%22zone%22%3A%22a%22%7D"),
+        )
+        .await;
+    assert_eq!((r.status, r.json()), (200, ok_envelope(json!("ok"))));
+    // heartBeat=true renews (InstanceOpenApiController.register).
+    let r = s
+        .call(Method::Post, &format!("{V3C}/instance?{q}&heartBeat=true"))
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    // ...and for an unknown instance is HTTP 200 {21003, null}: never registered.
+    let r = s
+        .call(
+            Method::Post,
+            &format!("{V3C}/instance?serviceName=pay&ip=10.0.0.3&port=9000&heartBeat=true"),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            200,
+            json!({"code": 21003, "message": "instance not found", "data": null})
+        )
+    );
+    assert_eq!(instances(&s, "public", "DEFAULT_GROUP@@pay"), 1);
+    // The client list: `Instance` bodies (api/naming/pojo/Instance).
+    let r = s
+        .call(Method::Get, &format!("{V3C}/instance/list?serviceName=pay"))
+        .await;
+    let expected = json!({
+        "instanceId": "10.0.0.2#9000#DEFAULT#DEFAULT_GROUP@@pay", "ip": "10.0.0.2", "port": 9000,
+        "weight": 1.0, "healthy": true, "enabled": true, "ephemeral": true, "clusterName": "DEFAULT",
+        "serviceName": "DEFAULT_GROUP@@pay", "metadata": {"zone": "a"},
+        "instanceHeartBeatInterval": 5000, "instanceHeartBeatTimeOut": 15000, "ipDeleteTimeout": 30000,
+        "instanceIdGenerator": "simple",
+    });
+    assert_eq!(r.json(), ok_envelope(json!([expected.clone()])));
+    // The admin detail is the same `Instance`.
+    let r = s.call(Method::Get, &format!("{V3A}/instance?{q}")).await;
+    assert_eq!(r.json(), ok_envelope(expected));
+    // Admin update, then a partial update that (as Nacos's form fills its
+    // defaults) resets the omitted weight to 1.0.
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V3A}/instance?{q}&weight=5&enabled=false"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    let r = s
+        .call(Method::Get, &format!("{V3A}/instance/list?serviceName=pay"))
+        .await;
+    let host = &r.json()["data"][0];
+    assert_eq!(
+        (host["weight"].clone(), host["enabled"].clone()),
+        (json!(5.0), json!(false))
+    );
+    // The client list leaves a disabled instance out; the admin's keeps it.
+    let r = s
+        .call(Method::Get, &format!("{V3C}/instance/list?serviceName=pay"))
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!([])));
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V3A}/instance/partial?{q}&enabled=true"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    let r = s.call(Method::Get, &format!("{V3A}/instance?{q}")).await;
+    assert_eq!(r.json()["data"]["weight"], 1.0);
+    // ServiceControllerV3.list: a page of ServiceViews.
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/service/list?serviceNameParam=pa"),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(
+            json!({"totalCount": 1, "pageNumber": 1, "pagesAvailable": 1, "pageItems": [
+                {"name": "pay", "groupName": "DEFAULT_GROUP", "clusterCount": 1, "ipCount": 1, "healthyInstanceCount": 1, "triggerFlag": "false"}
+            ]})
+        )
+    );
+    // ServiceControllerV3.detail says namespaceId.
+    let r = s
+        .call(Method::Get, &format!("{V3A}/service?serviceName=pay"))
+        .await;
+    let d = &r.json()["data"];
+    assert_eq!(
+        (
+            d["namespaceId"].clone(),
+            d["clusterMap"]["DEFAULT"]["clusterName"].clone()
+        ),
+        (json!("public"), json!("DEFAULT"))
+    );
+    // Deleting a service with instances is refused (SERVICE_DELETE_FAILURE).
+    let r = s
+        .call(Method::Delete, &format!("{V3A}/service?serviceName=pay"))
+        .await;
+    assert_error(&r, 400, 21009, "delete non-empty");
+    let r = s.call(Method::Delete, &format!("{V3C}/instance?{q}")).await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    assert_eq!(instances(&s, "public", "DEFAULT_GROUP@@pay"), 0);
+    s.stop().await;
+}
+
+/// The v3 error envelope, and nothing applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v3_bad_input_gets_the_envelope_and_applies_nothing() {
+    let s = TestServer::spawn().await;
+    let cases: &[(Method, &str, u16, u64)] = &[
+        (
+            Method::Post,
+            "/nacos/v3/client/ns/instance?ip=1.1.1.1&port=80",
+            400,
+            10000,
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/client/ns/instance?serviceName=a&ip=1.1.1.1",
+            400,
+            10000,
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/client/ns/instance?serviceName=a&ip=999.1.1.1&port=80",
+            400,
+            21004,
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/client/ns/instance?serviceName=a&ip=1.1.1.1&port=80&weight=-1",
+            400,
+            21001,
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/admin/ns/instance?serviceName=a&ip=1.1.1.1&port=80&metadata=x",
+            400,
+            21002,
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/admin/ns/instance?serviceName=a&ip=1.1.1.1&port=70000",
+            400,
+            20002,
+        ),
+        (Method::Get, "/nacos/v3/client/ns/instance/list", 400, 10000),
+        // CatalogServiceV2Impl.listInstances: 404 {30000} for an unknown service.
+        (
+            Method::Get,
+            "/nacos/v3/admin/ns/instance/list?serviceName=none",
+            404,
+            30000,
+        ),
+        (
+            Method::Get,
+            "/nacos/v3/admin/ns/service/list?pageSize=0",
+            400,
+            20002,
+        ),
+        (
+            Method::Get,
+            "/nacos/v3/admin/ns/instance?serviceName=a&ip=1.1.1.1&port=80",
+            404,
+            20004,
+        ),
+        // NamespaceControllerV3.createNamespace.
+        (
+            Method::Post,
+            "/nacos/v3/admin/core/namespace?namespaceId=a%20b&namespaceName=A",
+            400,
+            22000,
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/admin/core/namespace?namespaceId=ok&namespaceName=a%40b",
+            400,
+            22000,
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/admin/core/namespace?namespaceId=public&namespaceName=P",
+            400,
+            22002,
+        ),
+        (
+            Method::Post,
+            "/nacos/v3/admin/core/namespace?namespaceId=x",
+            400,
+            10000,
+        ),
+        // NamespaceOperationService.getNamespace: 404 {22001}.
+        (
+            Method::Get,
+            "/nacos/v3/admin/core/namespace?namespaceId=nope",
+            404,
+            22001,
+        ),
+        (Method::Get, "/nacos/v3/admin/core/namespace", 400, 10000),
+    ];
+    for (method, path, status, code) in cases {
+        let r = s.call(*method, path).await;
+        assert_error(&r, *status, *code, path);
+    }
+    assert_eq!(s.app.store.stats().services, 0, "nothing was applied");
+    assert_eq!(
+        s.app.namespaces.table().list().len(),
+        1,
+        "no namespace was created"
+    );
+    s.stop().await;
+}
+
+/// v1 metadata batches (`InstanceController.batchUpdateInstanceMetadata`,
+/// `batchDeleteInstanceMetadata`) and health (`HealthController.update`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v1_batches_and_health() {
+    let s = TestServer::spawn().await;
+    let ns = "/nacos/v1/ns";
+    assert_eq!(
+        s.call(Method::Get, "/nacos/v1/console/health/liveness")
+            .await
+            .body,
+        "OK"
+    );
+    for port in [1, 2] {
+        let r = s
+            .call(
+                Method::Post,
+                &format!("{ns}/instance?serviceName=m&ip=10.0.0.1&port={port}"),
+            )
+            .await;
+        assert_eq!(r.body, "ok");
+    }
+    // Metadata batch: one named instance, then all of them.
+    let one = "%5B%7B%22ip%22%3A%2210.0.0.1%22%2C%22port%22%3A1%7D%5D";
+    let r = s.call(Method::Put, &format!("{ns}/instance/metadata/batch?serviceName=m&metadata=%7B%22a%22%3A%221%22%7D&instances={one}")).await;
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            200,
+            json!({"updated": ["10.0.0.1:1:unknown:DEFAULT:ephemeral"]})
+        )
+    );
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{ns}/instance/metadata/batch?serviceName=m&metadata=b%3D2"),
+        )
+        .await;
+    assert_eq!(r.json()["updated"].as_array().unwrap().len(), 2);
+    let r = s
+        .call(
+            Method::Delete,
+            &format!("{ns}/instance/metadata/batch?serviceName=m&metadata=a%3D1&instances=null"),
+        )
+        .await;
+    assert_eq!(r.json()["updated"].as_array().unwrap().len(), 2);
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{ns}/instance?serviceName=m&ip=10.0.0.1&port=1"),
+        )
+        .await;
+    assert_eq!(r.json()["metadata"], json!({"b": "2"}));
+    // A typo in `instances` is refused, not taken for "all".
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{ns}/instance/metadata/batch?serviceName=m&metadata=c%3D3&instances=oops"),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    // Health of an instance.
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{ns}/health/instance?serviceName=m&ip=10.0.0.1&port=2&healthy=false"),
+        )
+        .await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{ns}/health?serviceName=m&ip=10.0.0.1&port=2"),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (400, "Param 'healthy' is required.")
+    );
+    s.stop().await;
+}
+
+/// Namespace quotas, on every door that registers: the v3 envelope
+/// (`{23000}`) and the v1 text, nothing applied past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_quotas_bound_every_door() {
+    let s = TestServer::spawn().await;
+    // Quotas: one service, two instances.
+    let r = s.call(Method::Post, "/nacos/v3/admin/core/namespace?namespaceId=small&namespaceName=S&maxServices=1&maxInstances=2").await;
+    assert_eq!(r.json(), ok_envelope(json!(true)));
+    let reg = |svc: &str, port: u16| {
+        format!("/nacos/v3/client/ns/instance?serviceName={svc}&ip=10.0.0.1&port={port}&namespaceId=small")
+    };
+    assert_eq!(
+        s.call(Method::Post, &reg("a", 1)).await.json(),
+        ok_envelope(json!("ok"))
+    );
+    assert_eq!(
+        s.call(Method::Post, &reg("a", 2)).await.json(),
+        ok_envelope(json!("ok"))
+    );
+    let r = s.call(Method::Post, &reg("a", 3)).await;
+    assert_eq!(
+        assert_error(&r, 400, 23000, "instance quota"),
+        "namespace [small] holds its quota of 2 instances"
+    );
+    let r = s.call(Method::Post, &reg("b", 1)).await;
+    assert_eq!(
+        assert_error(&r, 400, 23000, "service quota"),
+        "namespace [small] holds its quota of 1 services"
+    );
+    // Updating an existing instance is not growth.
+    assert_eq!(
+        s.call(Method::Post, &format!("{}&weight=2", reg("a", 2)))
+            .await
+            .json(),
+        ok_envelope(json!("ok"))
+    );
+    // The v1 door enforces the same quota, in plain text.
+    let r = s
+        .call(
+            Method::Post,
+            "/nacos/v1/ns/instance?serviceName=a&ip=10.0.0.1&port=9&namespaceId=small",
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (400, "namespace [small] holds its quota of 2 instances")
+    );
+    assert_eq!(instances(&s, "small", "DEFAULT_GROUP@@a"), 2);
+    s.stop().await;
+}
+
+/// An instance registered through each door is listed by every other, and
+/// a change reaches a UDP (1.x) and a gRPC (2.x) subscriber.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_door_sees_every_other() {
+    let s = TestServer::spawn().await;
+    // Subscribers: 1.x over UDP, 2.x over gRPC.
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    s.call(
+        Method::Get,
+        &format!("/nacos/v1/ns/instance/list?serviceName=x&udpPort={udp_port}"),
+    )
+    .await;
+    let watcher = Raw::connect(s.grpc_addr).await;
+    let mut stream = watcher.set_up().await;
+    let _: SubscribeServiceResponse = watcher
+        .expect(&SubscribeServiceRequest {
+            naming: naming("x"),
+            subscribe: Some(true),
+            clusters: Some(String::new()),
+            ..SubscribeServiceRequest::default()
+        })
+        .await;
+
+    // One instance through each door.
+    assert_eq!(
+        s.call(
+            Method::Post,
+            "/nacos/v1/ns/instance?serviceName=x&ip=10.1.0.1&port=1"
+        )
+        .await
+        .body,
+        "ok"
+    );
+    assert_eq!(
+        s.call(
+            Method::Post,
+            &format!("{V2}/instance?serviceName=x&ip=10.1.0.1&port=2")
+        )
+        .await
+        .json(),
+        ok_envelope(json!("ok"))
+    );
+    assert_eq!(
+        s.call(
+            Method::Post,
+            &format!("{V3C}/instance?serviceName=x&ip=10.1.0.1&port=3")
+        )
+        .await
+        .json(),
+        ok_envelope(json!("ok"))
+    );
+    let writer = Raw::connect(s.grpc_addr).await;
+    let _keep = writer.set_up().await.keep_alive();
+    let _: InstanceResponse = writer
+        .expect(&InstanceRequest {
+            naming: naming("x"),
+            r#type: Some("registerInstance".into()),
+            instance: Some(WireInstance {
+                ip: Some("10.1.0.1".into()),
+                port: Some(4),
+                ..WireInstance::default()
+            }),
+            ..InstanceRequest::default()
+        })
+        .await;
+    let all = vec![1, 2, 3, 4];
+    eventually("four instances", || {
+        instances(&s, "public", "DEFAULT_GROUP@@x") == 4
+    })
+    .await;
+    // Every door lists all four.
+    assert_eq!(
+        ports_of(
+            &s.call(Method::Get, "/nacos/v1/ns/instance/list?serviceName=x")
+                .await
+                .json()["hosts"]
+        ),
+        all
+    );
+    assert_eq!(
+        ports_of(
+            &s.call(Method::Get, &format!("{V2}/instance/list?serviceName=x"))
+                .await
+                .json()["data"]["hosts"]
+        ),
+        all
+    );
+    assert_eq!(
+        ports_of(
+            &s.call(Method::Get, &format!("{V3C}/instance/list?serviceName=x"))
+                .await
+                .json()["data"]
+        ),
+        all
+    );
+    assert_eq!(
+        ports_of(
+            &s.call(Method::Get, &format!("{V3A}/instance/list?serviceName=x"))
+                .await
+                .json()["data"]
+        ),
+        all
+    );
+    let q: QueryServiceResponse = watcher
+        .expect(&ServiceQueryRequest {
+            naming: naming("x"),
+            ..ServiceQueryRequest::default()
+        })
+        .await;
+    let mut grpc_ports: Vec<u64> = q
+        .service_info
+        .unwrap()
+        .hosts
+        .iter()
+        .map(|h| h.port as u64)
+        .collect();
+    grpc_ports.sort_unstable();
+    assert_eq!(grpc_ports, all);
+
+    // Pushes reach both subscribers; the last one lists all four.
+    let mut buf = vec![0u8; 65536];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut udp_saw_all = false;
+    while !udp_saw_all {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let (n, _) = tokio::time::timeout(left, udp.recv_from(&mut buf))
+            .await
+            .expect("a UDP push")
+            .unwrap();
+        let packet = registry_proto::udp::push::decode_push(&buf[..n]).expect("a push packet");
+        let info = registry_proto::naming::list::ServiceInfo::parse(packet.data.as_bytes())
+            .expect("push data");
+        udp_saw_all = info.hosts.len() == 4;
+    }
+    let mut grpc_saw_all = false;
+    while !grpc_saw_all {
+        let push = stream
+            .next_push(Duration::from_secs(5))
+            .await
+            .expect("a gRPC push");
+        let req: NotifySubscriberRequest = serde_json::from_slice(push.json()).unwrap();
+        grpc_saw_all = req.service_info.expect("info").hosts.len() == 4;
+    }
     s.stop().await;
 }

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod compare;
 mod gates;
+mod generator_limited;
 mod html_chromium;
 mod merge;
 mod schema;

@@ -156,107 +156,11 @@ impl Store {
         let Some(shard) = self.shards.get(pass.shard) else {
             return false;
         };
-        let now = pass.now;
         match pass.phase {
-            Phase::Scan => {
-                pass.due.clear();
-                pass.work.clear();
-                shard.leases.scan_due(now, &mut pass.due);
-                let emptied = shard.has_emptied.load(Ordering::Relaxed);
-                pass.phase = if !pass.due.is_empty() {
-                    Phase::Resolve
-                } else if emptied {
-                    Phase::Emptied { left: None }
-                } else {
-                    Phase::Done
-                };
-            }
-            Phase::Resolve => {
-                let w = shard.writer.lock();
-                let take = pass.due.len().min(budget);
-                for slot in pass.due.drain(pass.due.len() - take..) {
-                    if let Some(Some(owner)) = w.owners.get(slot.0 as usize) {
-                        pass.work.push((owner.clone(), slot));
-                    }
-                }
-                drop(w);
-                pass.note_hold(take);
-                if pass.due.is_empty() {
-                    // Grouped by service, each group's slots sorted; taken
-                    // from the back in `Expire`.
-                    pass.work
-                        .sort_by_key(|(c, s)| std::cmp::Reverse((Arc::as_ptr(c) as usize, *s)));
-                    pass.phase = Phase::Expire;
-                }
-            }
-            Phase::Expire => {
-                let mut w = shard.writer.lock();
-                let map = shard.services.pin();
-                let mut touched = 0;
-                let mut slots = Vec::new();
-                while touched < budget {
-                    let Some((id, _)) = pass.work.last() else {
-                        break;
-                    };
-                    let id = id.clone();
-                    slots.clear();
-                    while let Some((c, s)) = pass.work.last() {
-                        if !Arc::ptr_eq(c, &id) {
-                            break;
-                        }
-                        // Still this service's slot? It may have been freed
-                        // and handed to another instance since the scan.
-                        if matches!(w.owners.get(s.0 as usize), Some(Some(o)) if Arc::ptr_eq(o, &id))
-                        {
-                            slots.push(*s);
-                        }
-                        pass.work.pop();
-                    }
-                    slots.sort_unstable();
-                    // A slot still owned belongs to a live instance, so its
-                    // service is in the map; deleted, it owns no slot.
-                    let Some(cell) = cell_of(&map, &id) else {
-                        touched += 1;
-                        continue;
-                    };
-                    touched += cell.snapshot.load().instances.len().max(1);
-                    if slots.is_empty() {
-                        continue;
-                    }
-                    if owned(&id.key) {
-                        self.expire_service(shard, &mut w, cell, &slots, now, report);
-                    } else {
-                        replica::defer_leases(shard, cell, &slots, now);
-                    }
-                }
-                drop(map);
-                drop(w);
-                pass.note_hold(touched);
-                if pass.work.is_empty() {
-                    pass.phase = if shard.has_emptied.load(Ordering::Relaxed) {
-                        Phase::Emptied { left: None }
-                    } else {
-                        Phase::Done
-                    };
-                }
-            }
-            Phase::Emptied { left } => {
-                let mut w = shard.writer.lock();
-                // Visit each service that was on the list when this phase
-                // began once; kept ones go to the back.
-                let left = left.unwrap_or(w.emptied.len());
-                let take = left.min(budget);
-                self.remove_empty_services(shard, &mut w, now, take, report);
-                drop(w);
-                pass.note_hold(take);
-                pass.phase = if left > take {
-                    Phase::Emptied {
-                        left: Some(left - take),
-                    }
-                } else {
-                    Phase::Done
-                };
-            }
+            Phase::Scan => scan(shard, pass),
+            Phase::Resolve => resolve_due(shard, pass, budget),
+            Phase::Expire => self.expire_due(shard, pass, budget, report, owned),
+            Phase::Emptied { left } => self.visit_emptied(shard, pass, left, budget, report),
             Phase::Done => {}
         }
         if pass.phase == Phase::Done {
@@ -264,6 +168,95 @@ impl Store {
             pass.phase = Phase::Scan;
         }
         pass.shard < self.shards.len()
+    }
+
+    /// The `Expire` phase's step: whole services from the back of the
+    /// resolved work, about `budget` instances under one writer-lock hold.
+    fn expire_due(
+        &self,
+        shard: &Shard,
+        pass: &mut ExpirePass,
+        budget: usize,
+        report: &mut ExpireReport,
+        owned: &dyn Fn(&ServiceKey) -> bool,
+    ) {
+        let now = pass.now;
+        let mut w = shard.writer.lock();
+        let map = shard.services.pin();
+        let mut touched = 0;
+        let mut slots = Vec::new();
+        while touched < budget {
+            let Some((id, _)) = pass.work.last() else {
+                break;
+            };
+            let id = id.clone();
+            slots.clear();
+            while let Some((c, s)) = pass.work.last() {
+                if !Arc::ptr_eq(c, &id) {
+                    break;
+                }
+                // Still this service's slot? It may have been freed
+                // and handed to another instance since the scan.
+                if matches!(w.owners.get(s.0 as usize), Some(Some(o)) if Arc::ptr_eq(o, &id)) {
+                    slots.push(*s);
+                }
+                pass.work.pop();
+            }
+            slots.sort_unstable();
+            // A slot still owned belongs to a live instance, so its
+            // service is in the map; deleted, it owns no slot.
+            let Some(cell) = cell_of(&map, &id) else {
+                touched += 1;
+                continue;
+            };
+            touched += cell.snapshot.load().instances.len().max(1);
+            if slots.is_empty() {
+                continue;
+            }
+            if owned(&id.key) {
+                self.expire_service(shard, &mut w, cell, &slots, now, report);
+            } else {
+                replica::defer_leases(shard, cell, &slots, now);
+            }
+        }
+        drop(map);
+        drop(w);
+        pass.note_hold(touched);
+        if pass.work.is_empty() {
+            pass.phase = if shard.has_emptied.load(Ordering::Relaxed) {
+                Phase::Emptied { left: None }
+            } else {
+                Phase::Done
+            };
+        }
+    }
+
+    /// The `Emptied` phase's step: up to `budget` of the emptied services
+    /// that were queued when the phase began (`left` of them remain).
+    fn visit_emptied(
+        &self,
+        shard: &Shard,
+        pass: &mut ExpirePass,
+        left: Option<usize>,
+        budget: usize,
+        report: &mut ExpireReport,
+    ) {
+        let now = pass.now;
+        let mut w = shard.writer.lock();
+        // Visit each service that was on the list when this phase
+        // began once; kept ones go to the back.
+        let left = left.unwrap_or(w.emptied.len());
+        let take = left.min(budget);
+        self.remove_empty_services(shard, &mut w, now, take, report);
+        drop(w);
+        pass.note_hold(take);
+        pass.phase = if left > take {
+            Phase::Emptied {
+                left: Some(left - take),
+            }
+        } else {
+            Phase::Done
+        };
     }
 
     fn expire_service(
@@ -361,5 +354,42 @@ impl Store {
         shard
             .has_emptied
             .store(!w.emptied.is_empty(), Ordering::Relaxed);
+    }
+}
+
+/// The `Scan` phase: the shard's due lease slots, read without a lock.
+fn scan(shard: &Shard, pass: &mut ExpirePass) {
+    let now = pass.now;
+    pass.due.clear();
+    pass.work.clear();
+    shard.leases.scan_due(now, &mut pass.due);
+    let emptied = shard.has_emptied.load(Ordering::Relaxed);
+    pass.phase = if !pass.due.is_empty() {
+        Phase::Resolve
+    } else if emptied {
+        Phase::Emptied { left: None }
+    } else {
+        Phase::Done
+    };
+}
+
+/// The `Resolve` phase's step: up to `budget` due slots resolved to the
+/// service that owns them, under one writer-lock hold.
+fn resolve_due(shard: &Shard, pass: &mut ExpirePass, budget: usize) {
+    let w = shard.writer.lock();
+    let take = pass.due.len().min(budget);
+    for slot in pass.due.drain(pass.due.len() - take..) {
+        if let Some(Some(owner)) = w.owners.get(slot.0 as usize) {
+            pass.work.push((owner.clone(), slot));
+        }
+    }
+    drop(w);
+    pass.note_hold(take);
+    if pass.due.is_empty() {
+        // Grouped by service, each group's slots sorted; taken
+        // from the back in `Expire`.
+        pass.work
+            .sort_by_key(|(c, s)| std::cmp::Reverse((Arc::as_ptr(c) as usize, *s)));
+        pass.phase = Phase::Expire;
     }
 }

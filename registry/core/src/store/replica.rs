@@ -10,6 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::held::HELD;
 use super::{check_name, Shard, Store, Written};
 use crate::error::RegistryError;
 use crate::instance_list::InstanceList;
@@ -84,21 +85,7 @@ impl Store {
         now: Millis,
     ) -> Result<Applied, RegistryError> {
         check_name(service)?;
-        check_threshold(replica.protect_threshold)?;
-        if replica.instances.len() > self.config.max_instances_per_service {
-            return Err(RegistryError::TooManyInstances {
-                limit: self.config.max_instances_per_service,
-            });
-        }
-        let mut specs: Vec<Checked<'_, '_>> = Vec::with_capacity(replica.instances.len());
-        for spec in &replica.instances {
-            check_weight(spec.weight)?;
-            let timeouts = LeaseTimeouts::from_metadata(&spec.metadata, self.config.timeouts)?;
-            specs.push((spec, timeouts));
-        }
-        specs.sort_by(|a, b| order(a, b).then_with(|| a.0.ephemeral.cmp(&b.0.ephemeral)));
-        specs.dedup_by(|a, b| same_place(a, b));
-
+        let specs = self.checked_specs(replica)?;
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
         let map = shard.services.pin();
@@ -108,10 +95,23 @@ impl Store {
             return Ok(Applied::Stale);
         }
         let mut kept = vec![false; old.instances.len()];
-        let mut instances = Vec::with_capacity(specs.len());
+        // Instances a connection holds (Nacos 2.x clients, native or
+        // synced) are not the service owner's to replace: they stay, and a
+        // replicated 1.x instance at the same place yields to them.
+        let mut held = Vec::new();
+        for (i, inst) in old.instances.iter().enumerate() {
+            if shard.leases.deadline(inst.lease) == HELD {
+                kept[i] = true;
+                held.push(inst.clone());
+            }
+        }
+        let mut instances = Vec::with_capacity(specs.len() + held.len());
         for (spec, timeouts) in specs {
             let pos = old.position(spec.addr, spec.ephemeral);
             if let Ok(i) = pos {
+                if kept[i] {
+                    continue;
+                }
                 kept[i] = true;
             }
             let (cluster, lease) = w.place(pos.ok().map(|i| &old.instances[i]), spec, cell);
@@ -132,9 +132,14 @@ impl Store {
                 self.release_lease(shard, &mut w, inst.lease);
             }
         }
+        let held_count = held.len();
+        let instances = merge_sorted(instances, held);
         shard
             .instances_count
-            .fetch_add(instances.len(), Ordering::Relaxed);
+            .fetch_add(instances.len() - held_count, Ordering::Relaxed);
+        shard
+            .instances_count
+            .fetch_add(held_count, Ordering::Relaxed);
         shard
             .instances_count
             .fetch_sub(old.instances.len(), Ordering::Relaxed);
@@ -167,6 +172,29 @@ impl Store {
         Ok(Applied::Written(written))
     }
 
+    /// `replica`'s instances validated, with their lease timings, sorted
+    /// by place and without duplicates; an error applies nothing.
+    fn checked_specs<'r, 's>(
+        &self,
+        replica: &'r Replica<'s>,
+    ) -> Result<Vec<Checked<'r, 's>>, RegistryError> {
+        check_threshold(replica.protect_threshold)?;
+        if replica.instances.len() > self.config.max_instances_per_service {
+            return Err(RegistryError::TooManyInstances {
+                limit: self.config.max_instances_per_service,
+            });
+        }
+        let mut specs: Vec<Checked<'_, '_>> = Vec::with_capacity(replica.instances.len());
+        for spec in &replica.instances {
+            check_weight(spec.weight)?;
+            let timeouts = LeaseTimeouts::from_metadata(&spec.metadata, self.config.timeouts)?;
+            specs.push((spec, timeouts));
+        }
+        specs.sort_by(|a, b| order(a, b).then_with(|| a.0.ephemeral.cmp(&b.0.ephemeral)));
+        specs.dedup_by(|a, b| same_place(a, b));
+        Ok(specs)
+    }
+
     /// Gives every ephemeral instance of `service` a fresh lease, as if each
     /// had just beaten: a node taking a service over does this before it
     /// expires anything, because the beats went to the previous owner.
@@ -182,7 +210,13 @@ impl Store {
         };
         let snap = cell.snapshot.load();
         let mut renewed = 0;
-        for inst in snap.instances.iter().filter(|i| i.lease.is_some()) {
+        // A held lease (a connection's instance) never falls due; a beat
+        // deadline would make it expire.
+        for inst in snap
+            .instances
+            .iter()
+            .filter(|i| i.lease.is_some() && shard.leases.deadline(i.lease) != HELD)
+        {
             shard
                 .leases
                 .renew(inst.lease, lease::beat_deadline(now, &inst.timeouts));
@@ -216,6 +250,46 @@ pub(super) fn defer_leases(shard: &Shard, cell: &ServiceCell, due: &[LeaseSlot],
                 .leases
                 .renew(inst.lease, lease::beat_deadline(now, &inst.timeouts));
         }
+    }
+}
+
+/// Two lists sorted by `Instance::sort_key`, with no place in both, as one.
+fn merge_sorted(a: Vec<Instance>, b: Vec<Instance>) -> Vec<Instance> {
+    if b.is_empty() {
+        return a;
+    }
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.sort_key() < y.sort_key(),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return out,
+        };
+        out.extend(if take_a { a.next() } else { b.next() });
+    }
+}
+
+impl Store {
+    /// Whether `instance` of `service` is held by a connection (a Nacos 2.x
+    /// client's, native or synced) rather than living by heartbeat: such
+    /// instances are replicated per client, not with the service's state.
+    pub fn is_held(&self, service: ServiceRef<'_>, instance: &Instance) -> bool {
+        instance.lease.is_some() && self.shard(service).leases.deadline(instance.lease) == HELD
+    }
+
+    /// The digest of `snap`'s instances that are not held by a connection:
+    /// what the service's responsible node replicates, so what Distro's
+    /// checksums compare (client sets have their own revisions).
+    pub fn replicated_digest(&self, snap: &ServiceSnapshot) -> u64 {
+        let shard = self.shard(snap.key().as_ref());
+        snap.instances
+            .iter()
+            .filter(|i| i.lease.is_some() && shard.leases.deadline(i.lease) == HELD)
+            .fold(snap.instances.digest(), |d, i| {
+                d.wrapping_sub(crate::instance_list::instance_hash(i))
+            })
     }
 }
 
@@ -273,6 +347,45 @@ mod tests {
         s.snapshot(SVC)
             .map(|s| s.instances().iter().map(|i| i.port).collect())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn connection_held_instances_survive_the_owners_state_and_its_checksum() {
+        let s = store();
+        s.apply_replica(SVC, &replica(7, 1, &[1, 3]), Millis(0))
+            .unwrap();
+        // A 2.x client's instances, held by its connection.
+        s.register_held(
+            SVC,
+            &[
+                InstanceSpec::new("DEFAULT", ip(), 2),
+                InstanceSpec::new("DEFAULT", ip(), 3),
+            ],
+            Millis(1),
+        )
+        .unwrap();
+        assert_eq!(ports(&s), vec![1, 2, 3]);
+        let snap = s.snapshot(SVC).unwrap();
+        let held: Vec<u16> = snap
+            .instances()
+            .iter()
+            .filter(|i| s.is_held(SVC, i))
+            .map(|i| i.port)
+            .collect();
+        assert_eq!(held, vec![2, 3]);
+        // Distro's checksum sees only what the owner replicates (1, and 3
+        // before the client took it over).
+        assert_ne!(s.replicated_digest(&snap), snap.checksum());
+        // The owner's next state drops 1 and knows nothing of 2: the held
+        // ones stay, the owner's 5 joins them, and the count is right.
+        s.apply_replica(SVC, &replica(7, 2, &[3, 5]), Millis(2))
+            .unwrap();
+        assert_eq!(ports(&s), vec![2, 3, 5]);
+        assert_eq!(s.stats().instances, 3);
+        // A takeover renews leases but never turns a held one into a beat lease.
+        s.refresh_leases(SVC, Millis(3));
+        assert_eq!(s.expire(Millis(100_000_000)).removed, 1);
+        assert_eq!(ports(&s), vec![2, 3]);
     }
 
     #[test]

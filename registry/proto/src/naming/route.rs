@@ -63,6 +63,10 @@ pub enum Route {
     DistroChecksum,
     /// `POST /nacos/v1/ns/distro/datums`: a part of the full snapshot
     DistroSnapshot,
+    /// `PUT /nacos/v1/ns/distro/clients`: replicated 2.x client sets
+    DistroClients,
+    /// `PUT /nacos/v1/ns/distro/clients/verify`: a peer's client revisions
+    DistroClientVerify,
     /// `GET /nacos/v1/console/health/readiness`
     Readiness,
     /// `POST /nacos/v1/core/raft`: a Raft peer message
@@ -200,7 +204,7 @@ pub enum Route {
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 88] = [
+    pub const ALL: [Route; 90] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -223,6 +227,8 @@ impl Route {
         Route::DistroFetch,
         Route::DistroChecksum,
         Route::DistroSnapshot,
+        Route::DistroClients,
+        Route::DistroClientVerify,
         Route::Readiness,
         Route::RaftRpc,
         Route::ClusterMemberAdd,
@@ -316,6 +322,8 @@ impl Route {
             Route::DistroFetch => "distro_fetch",
             Route::DistroChecksum => "distro_checksum",
             Route::DistroSnapshot => "distro_snapshot",
+            Route::DistroClients => "distro_clients",
+            Route::DistroClientVerify => "distro_client_verify",
             Route::Readiness => "readiness",
             Route::RaftRpc => "raft_rpc",
             Route::ClusterMemberAdd => "cluster_member_add",
@@ -410,6 +418,8 @@ impl Route {
             Route::DistroFetch => (Method::Post, crate::distro::DATUM_PATH),
             Route::DistroChecksum => (Method::Put, crate::distro::CHECKSUM_PATH),
             Route::DistroSnapshot => (Method::Post, crate::distro::SNAPSHOT_PATH),
+            Route::DistroClients => (Method::Put, crate::distro::CLIENTS_PATH),
+            Route::DistroClientVerify => (Method::Put, crate::distro::CLIENT_VERIFY_PATH),
             Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
             Route::RaftRpc => (Method::Post, crate::distro::RAFT_PATH),
             Route::ClusterMemberAdd => (Method::Post, crate::distro::MEMBER_PATH),
@@ -540,6 +550,9 @@ impl RouteError<'_> {
 }
 
 /// Resolves a request to its route.
+///
+/// One match is the whole route table, read top to bottom; split into
+/// functions it would be harder to see which path and method go where.
 pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
     let trimmed = match path.strip_suffix('/') {
         Some(p) if !p.is_empty() => p,
@@ -605,6 +618,14 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
             "distro/datums" => match lookup {
                 Method::Post => Ok(Route::DistroSnapshot),
                 _ => Err(not_allowed("POST")),
+            },
+            "distro/clients" => match lookup {
+                Method::Put => Ok(Route::DistroClients),
+                _ => Err(not_allowed("PUT")),
+            },
+            "distro/clients/verify" => match lookup {
+                Method::Put => Ok(Route::DistroClientVerify),
+                _ => Err(not_allowed("PUT")),
             },
             _ => Err(RouteError::NoSuchApi { method, path }),
         };

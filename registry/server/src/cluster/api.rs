@@ -1,5 +1,6 @@
 //! The cluster's HTTP endpoints: the member list, readiness, and the peer
-//! endpoints (report, replicate, checksum, fetch, snapshot).
+//! endpoints (report, replicate, checksum, fetch, snapshot, 2.x client sets
+//! and their verify).
 //!
 //! A peer request is refused (403) unless it comes from a member's IP,
 //! names a member other than this node as its sender from that IP, and,
@@ -9,13 +10,15 @@
 
 use registry_proto::distro::RaftMemberView;
 use registry_proto::distro::{
-    self, Checksums, Datums, DistroError, Envelope, Fetch, MemberView, Report, SnapshotPart,
+    self, Checksums, ClientSets, ClientVerify, Datums, DistroError, Envelope, Fetch, MemberView,
+    Report, SnapshotPart,
 };
 use registry_proto::naming::route::Route;
 use registry_proto::raft::RaftRequest;
 use serde::de::DeserializeOwned;
 use subtle::ConstantTimeEq;
 
+use super::clients::{on_client_sets, on_verify};
 use super::replicate::apply_datums;
 use super::verify::{answer_fetch, answer_snapshot, on_checksums};
 use super::Cluster;
@@ -57,6 +60,11 @@ pub(crate) fn handle(
                     last_refresh_ms: *last,
                     fail_count: *fails,
                     raft: raft_of(addr),
+                    clients: if *addr == cluster.config.me {
+                        Some(cluster.client_counts(app.grpc.hub.len() as u64))
+                    } else {
+                        cluster.peer(addr).and_then(|p| p.clients())
+                    },
                 })
                 .collect();
             distro::encode_members(&mut scratch.body, &views);
@@ -66,7 +74,7 @@ pub(crate) fn handle(
         Route::ClusterReport => {
             let m: Envelope<Report> = admit(ex, cluster)?;
             cluster.heard_from(&m.from, &m.body);
-            let answer = cluster.report();
+            let answer = cluster.report(app.grpc.hub.len() as u64);
             scratch.body = distro::encode_answer(&answer);
             Ok(Reply::Json)
         }
@@ -77,6 +85,19 @@ pub(crate) fn handle(
                 tracing::warn!(from = %m.from, invalid = r.invalid, "refused invalid replicated states");
             }
             Ok(Reply::Text("ok"))
+        }
+        Route::DistroClients => {
+            let m: Envelope<ClientSets> = admit(ex, cluster)?;
+            let r = on_client_sets(app, cluster, &m.from, &m.body);
+            if r.invalid > 0 {
+                tracing::warn!(from = %m.from, invalid = r.invalid, "refused invalid client sets");
+            }
+            Ok(Reply::Text("ok"))
+        }
+        Route::DistroClientVerify => {
+            let m: Envelope<ClientVerify> = admit(ex, cluster)?;
+            scratch.body = distro::encode_answer(&on_verify(app, cluster, &m.body));
+            Ok(Reply::Json)
         }
         Route::DistroChecksum => {
             let m: Envelope<Checksums> = admit(ex, cluster)?;
@@ -117,8 +138,7 @@ pub(crate) fn handle(
             };
             let consensus = consensus.clone();
             Ok(Reply::Later(Box::pin(async move {
-                let answer =
-                    super::raft::net::serve(&consensus.raft, &consensus.shared, m.body).await;
+                let answer = super::raft::net::serve(&consensus, m.body).await;
                 Ok(Done::Json(distro::encode_answer(&answer)))
             })))
         }
@@ -151,6 +171,11 @@ fn single_node(ex: &Exchange<'_>, route: Route, scratch: &mut Scratch) -> Result
                     last_refresh_ms: crate::clock::Clock::wall_ms(),
                     fail_count: 0,
                     raft: None,
+                    clients: Some(registry_proto::distro::ClientCounts {
+                        connections: ex.app.grpc.hub.len() as u64,
+                        native_clients: 0,
+                        synced_clients: 0,
+                    }),
                 }],
             );
             Ok(Reply::Json)

@@ -85,6 +85,8 @@ pub(crate) struct Peer {
     last_ms: AtomicU64,
     /// Its Raft role and log position as it last reported them.
     raft: Mutex<Option<distro::RaftMemberView>>,
+    /// Its 2.x connections and clients as it last reported them.
+    clients: Mutex<Option<distro::ClientCounts>>,
 }
 
 impl Peer {
@@ -103,12 +105,28 @@ impl Peer {
             fails: AtomicU32::new(0),
             last_ms: AtomicU64::new(0),
             raft: Mutex::new(None),
+            clients: Mutex::new(None),
         }
     }
 
     /// Its Raft state as it last reported it.
     pub fn raft(&self) -> Option<distro::RaftMemberView> {
         self.raft.lock().clone()
+    }
+
+    /// Its 2.x connections and clients as it last reported them.
+    pub fn clients(&self) -> Option<distro::ClientCounts> {
+        *self.clients.lock()
+    }
+
+    fn heard(&self, report: &Report) {
+        self.answered(report.ready);
+        if report.raft.is_some() {
+            *self.raft.lock() = report.raft.clone();
+        }
+        if report.clients.is_some() {
+            *self.clients.lock() = report.clients;
+        }
     }
 
     pub fn state(&self) -> MemberState {
@@ -190,6 +208,10 @@ pub struct Cluster {
     pub(super) suspects: Mutex<HashSet<ServiceKey>>,
     /// Checksum rounds being received, per sender.
     pub(super) rounds: Mutex<HashMap<String, Round>>,
+    /// Service states arriving in parts.
+    pub(super) datum_parts: Mutex<super::parts::Parts<registry_proto::distro::Datum>>,
+    /// Nacos 2.x clients: native ones and synced copies.
+    pub clients: super::clients::ClientSync,
     /// Counters for `/metrics`.
     pub stats: ClusterStats,
     /// The Raft database, opened at configuration, until the engine starts.
@@ -230,6 +252,11 @@ impl Cluster {
             last_round: Stamp::new(),
             suspects: Mutex::new(HashSet::new()),
             rounds: Mutex::new(HashMap::new()),
+            datum_parts: Mutex::new(super::parts::Parts::default()),
+            clients: super::clients::ClientSync::new(
+                config.client_grace,
+                config.client_verify_interval,
+            ),
             stats: ClusterStats::default(),
             raft_pending: match &config.raft {
                 Some(settings) => Some(super::raft::Pending::open(settings.clone())?),
@@ -379,19 +406,28 @@ impl Cluster {
     /// A report from `from` arrived: it is alive.
     pub(super) fn heard_from(&self, from: &str, report: &Report) {
         if let Some(p) = self.peer(from) {
-            p.answered(report.ready);
-            if report.raft.is_some() {
-                *p.raft.lock() = report.raft.clone();
-            }
+            p.heard(report);
         }
     }
 
-    /// This node's report to its peers.
-    pub(super) fn report(&self) -> Report {
+    /// This node's report to its peers; `connections`: its gRPC
+    /// connections now.
+    pub(super) fn report(&self, connections: u64) -> Report {
         Report {
             node: self.node,
             ready: self.is_ready(),
             raft: self.consensus().map(|c| c.position().view()),
+            clients: Some(self.client_counts(connections)),
+        }
+    }
+
+    /// This node's 2.x connections and clients.
+    pub fn client_counts(&self, connections: u64) -> distro::ClientCounts {
+        let (native, synced) = self.clients.counts();
+        distro::ClientCounts {
+            connections,
+            native_clients: native as u64,
+            synced_clients: synced as u64,
         }
     }
 
@@ -477,14 +513,14 @@ pub(crate) async fn probe_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: Can
             );
             cluster.set_ready(&app, false);
         }
-        probe_round(&cluster).await;
+        probe_round(&cluster, app.grpc.hub.len() as u64).await;
         cluster.last_round.set(app.clock.now().0);
         cluster.update_view(&app);
     }
 }
 
-async fn probe_round(cluster: &Arc<Cluster>) {
-    let report = distro::encode(&cluster.envelope(cluster.report()));
+async fn probe_round(cluster: &Arc<Cluster>, connections: u64) {
+    let report = distro::encode(&cluster.envelope(cluster.report(connections)));
     let mut probes = tokio::task::JoinSet::new();
     for peer in cluster.peers().iter() {
         let cluster = cluster.clone();
@@ -503,12 +539,7 @@ async fn probe_round(cluster: &Arc<Cluster>) {
             match answer.ok().filter(|a| a.status == 200).and_then(|a| {
                 distro::decode_answer::<Report>(&a.body, cluster.config.max_message).ok()
             }) {
-                Some(r) => {
-                    peer.answered(r.ready);
-                    if r.raft.is_some() {
-                        *peer.raft.lock() = r.raft;
-                    }
-                }
+                Some(r) => peer.heard(&r),
                 None => peer.failed(cluster.config.probe_failures),
             }
         });

@@ -1,6 +1,7 @@
-//! The registry as a member of a cluster: Distro, as Nacos 1.x runs it for
-//! ephemeral instances. Absent without `--members`: then nothing here runs
-//! and the request path pays one `None` check.
+//! The registry as a member of a cluster: Distro, as Nacos runs it for
+//! ephemeral instances (1.x service-owned, 2.x connection-owned). Absent
+//! without `--members`: then nothing here runs and the request path pays
+//! one `None` check.
 //!
 //! - Every node knows every member from a static list and probes the others
 //!   ([`members`]); the UP members, sorted, decide each service's
@@ -22,14 +23,24 @@
 //! - The peer endpoints ([`api`]) accept only members (and the cluster
 //!   secret when one is configured) and bounded, versioned messages.
 //!
+//! - Nacos 2.x clients are replicated per connection, not per service
+//!   ([`clients`]): the node holding a gRPC connection sends its whole
+//!   instance set with a revision to every member; peers hold synced
+//!   copies, renew them by the owner's verify and drop them after a grace
+//!   once it stops. Service states carry only 1.x (heartbeat) instances.
+//! - A state or client set larger than one peer message travels in parts
+//!   and is applied whole once every part arrived (`parts`).
+//!
 //! Replication consumes the same change events the notifier does
 //! ([`Cluster::changed`], called from [`crate::App::publish`]), so every
 //! node also pushes replicated changes to its own subscribers.
 
 pub mod api;
+pub mod clients;
 mod link;
 pub mod members;
 pub mod membership;
+mod parts;
 pub mod raft;
 pub mod relay;
 mod replicate;
@@ -51,6 +62,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Counter, Histogram};
+use crate::prometheus::{Exposition, Kind};
 use crate::state::App;
 
 pub use members::{Cluster, MemberState};
@@ -79,6 +91,10 @@ pub struct ClusterConfig {
     pub secret: Option<String>,
     /// Largest peer message sent or accepted, in bytes.
     pub max_message: usize,
+    /// How long a synced 2.x client lives without its owner renewing it.
+    pub client_grace: Duration,
+    /// How often a node sends its 2.x clients' revisions to its peers.
+    pub client_verify_interval: Duration,
     /// The Raft group of persistent data, with `--data-dir`.
     pub raft: Option<raft::RaftSettings>,
 }
@@ -155,6 +171,8 @@ impl ClusterConfig {
             relay_timeout: Duration::from_millis(config.cluster_relay_timeout_ms.max(1)),
             secret,
             max_message: config.max_body_bytes,
+            client_grace: Duration::from_millis(config.client_expire_grace_ms.max(1)),
+            client_verify_interval: Duration::from_millis(config.client_verify_interval_ms.max(1)),
             raft,
         }))
     }
@@ -205,6 +223,16 @@ pub struct ClusterStats {
     pub takeover_leases: Counter,
     /// Snapshots loaded from a peer.
     pub snapshots_loaded: Counter,
+    /// 2.x client set parts sent to peers (one per part per peer).
+    pub client_parts_sent: Counter,
+    /// 2.x client revisions and removals applied from peers.
+    pub client_sets_applied: Counter,
+    /// 2.x clients a peer asked for again (verify found them missing or old).
+    pub client_repairs: Counter,
+    /// Synced 2.x clients removed because their owner stopped renewing them.
+    pub clients_expired: Counter,
+    /// Time from a 2.x client's change on its node to its application here, in ms.
+    pub client_lag_ms: Histogram,
 }
 
 impl Default for ClusterStats {
@@ -225,6 +253,11 @@ impl Default for ClusterStats {
             view_changes: Counter::default(),
             takeover_leases: Counter::default(),
             snapshots_loaded: Counter::default(),
+            client_parts_sent: Counter::default(),
+            client_sets_applied: Counter::default(),
+            client_repairs: Counter::default(),
+            clients_expired: Counter::default(),
+            client_lag_ms: Histogram::new(&LAG_BOUNDS_MS),
         }
     }
 }
@@ -296,6 +329,21 @@ pub fn start(app: &Arc<App>, cancel: &CancellationToken) -> Vec<tokio::task::Joi
             cancel.clone(),
         )),
         tokio::spawn(replicate::run(app.clone(), cluster.clone(), cancel.clone())),
+        tokio::spawn(clients::sync_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
+        tokio::spawn(clients::verify_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
+        tokio::spawn(clients::expiry_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
         tokio::spawn(verify::checksum_loop(
             app.clone(),
             cluster.clone(),
@@ -326,6 +374,8 @@ async fn run_raft(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToke
             std::process::exit(1);
         }
     };
+    // Persistent writes from every door are proposed from now on.
+    app.writer.set_log(consensus.clone());
     let _ = cluster.consensus.set(consensus.clone());
     cancel.cancelled().await;
     if let Err(e) = consensus.raft.shutdown().await {
@@ -360,11 +410,86 @@ impl Stamp {
 
 impl Cluster {
     /// Appends the cluster's metrics in the Prometheus text format.
-    pub fn render(&self, out: &mut Vec<u8>) {
-        use std::fmt::Write as _;
+    pub fn render(&self, e: &mut Exposition<'_>) {
         let s = &self.stats;
-        let mut text = String::with_capacity(4096);
-        let counters: [(&str, &str, u64); 13] = [
+        for (name, help, v) in self.counters() {
+            e.counter(name, help, v);
+        }
+        e.gauge(
+            "registry_cluster_ready",
+            "Whether this node has loaded its snapshot and serves.",
+            u8::from(self.is_ready()),
+        );
+        const MEMBER_UP: &str = "registry_cluster_member_up";
+        e.family(
+            MEMBER_UP,
+            Kind::Gauge,
+            "Member states seen from this node (1 UP, 0 otherwise).",
+        );
+        for (addr, state, _, _) in self.member_states() {
+            let member = addr.to_string();
+            let up = u8::from(state == MemberState::Up);
+            e.sample(
+                MEMBER_UP,
+                &[("member", &member), ("state", state.name())],
+                up,
+            );
+        }
+        const LAG: &str = "registry_cluster_replication_lag_seconds";
+        e.family(
+            LAG,
+            Kind::Histogram,
+            "Owner's change to its application here.",
+        );
+        s.lag_ms.render(e, LAG, &[], 1e3);
+        const CLIENT_LAG: &str = "registry_cluster_client_lag_seconds";
+        e.family(
+            CLIENT_LAG,
+            Kind::Histogram,
+            "A 2.x client's change on its node to its application here.",
+        );
+        s.client_lag_ms.render(e, CLIENT_LAG, &[], 1e3);
+        let (native, synced) = self.clients.counts();
+        const CLIENTS: &str = "registry_cluster_clients";
+        e.family(
+            CLIENTS,
+            Kind::Gauge,
+            "2.x clients held here (native: connected here; synced: copies).",
+        );
+        e.sample(CLIENTS, &[("kind", "native")], native);
+        e.sample(CLIENTS, &[("kind", "synced")], synced);
+        const RELAY: &str = "registry_cluster_relay_seconds";
+        e.family(RELAY, Kind::Histogram, "Round trip of a relayed request.");
+        s.relay_latency.render(e, RELAY, &[], 1e6);
+        if let Some(c) = self.consensus() {
+            c.render(e);
+        }
+    }
+
+    /// The cluster's counters: (name, help, value).
+    fn counters(&self) -> [(&'static str, &'static str, u64); 17] {
+        let s = &self.stats;
+        [
+            (
+                "registry_cluster_client_parts_sent_total",
+                "2.x client set parts sent to peers, one per part per peer.",
+                s.client_parts_sent.get(),
+            ),
+            (
+                "registry_cluster_client_sets_applied_total",
+                "2.x client revisions and removals applied from peers.",
+                s.client_sets_applied.get(),
+            ),
+            (
+                "registry_cluster_client_repairs_total",
+                "2.x clients a peer asked for again after a verify.",
+                s.client_repairs.get(),
+            ),
+            (
+                "registry_cluster_clients_expired_total",
+                "Synced 2.x clients removed because their owner stopped renewing them.",
+                s.clients_expired.get(),
+            ),
             (
                 "registry_cluster_relayed_total",
                 "Client requests relayed to the responsible node.",
@@ -430,53 +555,6 @@ impl Cluster {
                 "Full snapshots loaded from a peer.",
                 s.snapshots_loaded.get(),
             ),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(
-                text,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        }
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_ready Whether this node has loaded its snapshot and serves.\n\
-             # TYPE registry_cluster_ready gauge\nregistry_cluster_ready {}",
-            u8::from(self.is_ready())
-        );
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_member_up Member states seen from this node (1 UP, 0 otherwise).\n\
-             # TYPE registry_cluster_member_up gauge"
-        );
-        for (addr, state, _, _) in self.member_states() {
-            let _ = writeln!(
-                text,
-                "registry_cluster_member_up{{member=\"{addr}\",state=\"{}\"}} {}",
-                state.name(),
-                u8::from(state == MemberState::Up)
-            );
-        }
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_replication_lag_seconds Owner's change to its application here.\n\
-             # TYPE registry_cluster_replication_lag_seconds histogram"
-        );
-        s.lag_ms.render(
-            &mut text,
-            "registry_cluster_replication_lag_seconds",
-            "",
-            1e3,
-        );
-        let _ = writeln!(
-            text,
-            "# HELP registry_cluster_relay_seconds Round trip of a relayed request.\n\
-             # TYPE registry_cluster_relay_seconds histogram"
-        );
-        s.relay_latency
-            .render(&mut text, "registry_cluster_relay_seconds", "", 1e6);
-        if let Some(c) = self.consensus() {
-            c.render(&mut text);
-        }
-        out.extend_from_slice(text.as_bytes());
+        ]
     }
 }

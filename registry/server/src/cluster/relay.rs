@@ -61,6 +61,8 @@ fn served_while_loading(route: Route) -> bool {
             | Route::DistroFetch
             | Route::DistroChecksum
             | Route::DistroSnapshot
+            | Route::DistroClients
+            | Route::DistroClientVerify
             | Route::Readiness
             | Route::PrometheusMetrics
             | Route::RaftRpc
@@ -101,7 +103,7 @@ pub(crate) fn intercept(
         if let Some(answer) =
             super::raft::client::intercept(app, cluster, consensus, route, request, params, relayed)
         {
-            return answer.map(Verdict::Answer);
+            return answer;
         }
     }
     if relayed {

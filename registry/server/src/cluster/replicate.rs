@@ -6,11 +6,12 @@
 //! gets (see [`Cluster::changed`]); it sends only services this node is
 //! responsible for, so a state applied from a peer is not sent back.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use registry_core::{
-    Applied, InstanceAddr, InstanceSpec, Metadata, Origin, Replica, ServiceKey, ServiceRef,
+    InstanceAddr, InstanceSpec, Metadata, Millis, Origin, Replica, ServiceKey, ServiceRef,
     ServiceSnapshot, Store,
 };
 use registry_proto::distro::{self, Datum, Datums, InstanceState, ServiceState};
@@ -18,9 +19,11 @@ use registry_proto::http1::Method;
 use tokio_util::sync::CancellationToken;
 
 use super::members::MemberState;
+use super::parts::Offered;
 use super::Cluster;
 use crate::clock::Clock;
 use crate::state::App;
+use crate::write::{Applied, Command, Outcome};
 
 /// Waits for changes, lets the window pass, sends what is due.
 pub(crate) async fn run(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToken) {
@@ -93,32 +96,86 @@ fn send_to_peers(cluster: &Arc<Cluster>, datums: Vec<Datum>) {
     }
 }
 
-/// Encodes `datums` into envelopes of at most the message bound; a
-/// single service larger than that is counted and left out.
+/// Encodes `datums` into envelopes of at most the message bound. A state
+/// larger than that goes as several datums of one revision, each with a
+/// share of the instances ([`split`]); the receiver applies it whole.
 pub(super) fn pack(cluster: &Cluster, datums: Vec<Datum>) -> Arc<[Vec<u8>]> {
     // Room for the envelope around the items.
     let budget = cluster.config.max_message.saturating_sub(1024).max(1024);
     let mut messages = Vec::new();
     let mut batch: Vec<Datum> = Vec::new();
     let mut size = 0;
-    for d in datums {
-        let len = serde_json::to_vec(&d).map_or(usize::MAX, |b| b.len() + 1);
-        if len > budget {
-            cluster.stats.oversize.inc();
-            tracing::warn!(service = %d.service, bytes = len, "service state exceeds the peer message bound; not replicated");
-            continue;
+    for whole in datums {
+        for d in split(whole, budget) {
+            let len = serde_json::to_vec(&d).map_or(usize::MAX, |b| b.len() + 1);
+            if len > budget {
+                // Only a single instance (or the settings) over the bound
+                // gets here, which the store's metadata limit rules out.
+                cluster.stats.oversize.inc();
+                tracing::warn!(service = %d.service, bytes = len, "a part of a service state exceeds the peer message bound");
+                continue;
+            }
+            if size + len > budget && !batch.is_empty() {
+                messages.push(encode_datums(cluster, std::mem::take(&mut batch)));
+                size = 0;
+            }
+            size += len;
+            batch.push(d);
         }
-        if size + len > budget && !batch.is_empty() {
-            messages.push(encode_datums(cluster, std::mem::take(&mut batch)));
-            size = 0;
-        }
-        size += len;
-        batch.push(d);
     }
     if !batch.is_empty() {
         messages.push(encode_datums(cluster, batch));
     }
     messages.into()
+}
+
+/// `d` as parts of at most `budget` bytes each (itself when it fits).
+pub(super) fn split(d: Datum, budget: usize) -> Vec<Datum> {
+    let len = serde_json::to_vec(&d).map_or(usize::MAX, |b| b.len());
+    let Some(state) = d.state.as_ref().filter(|_| len > budget) else {
+        return vec![d];
+    };
+    let mut groups: Vec<Vec<InstanceState>> = vec![Vec::new()];
+    let mut size = 0;
+    let overhead = len
+        - state
+            .instances
+            .iter()
+            .map(instance_len)
+            .sum::<usize>()
+            .min(len);
+    for i in &state.instances {
+        let l = instance_len(i);
+        if size + l + overhead > budget && !groups.last().is_some_and(Vec::is_empty) {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += l;
+        if let Some(g) = groups.last_mut() {
+            g.push(i.clone());
+        }
+    }
+    let parts = groups.len() as u32;
+    groups
+        .into_iter()
+        .enumerate()
+        .map(|(part, instances)| Datum {
+            state: Some(ServiceState {
+                instances,
+                ..ServiceState {
+                    instances: Vec::new(),
+                    ..state.clone()
+                }
+            }),
+            part: part as u32,
+            parts,
+            ..d.clone()
+        })
+        .collect()
+}
+
+fn instance_len(i: &InstanceState) -> usize {
+    serde_json::to_vec(i).map_or(usize::MAX / 4, |b| b.len() + 1)
 }
 
 fn encode_datums(cluster: &Cluster, items: Vec<Datum>) -> Vec<u8> {
@@ -136,7 +193,9 @@ pub(super) fn datum_of(store: &Store, key: &ServiceKey, revision: u64, changed_m
             service: key.grouped_name().to_owned(),
             revision: snap.revision(),
             changed_ms,
-            state: Some(state_of(&snap)),
+            state: Some(state_of(store, &snap)),
+            part: 0,
+            parts: 1,
         },
         None => Datum {
             ns: key.namespace().to_owned(),
@@ -144,12 +203,16 @@ pub(super) fn datum_of(store: &Store, key: &ServiceKey, revision: u64, changed_m
             revision,
             changed_ms,
             state: None,
+            part: 0,
+            parts: 1,
         },
     }
 }
 
-/// A snapshot as the wire carries it.
-pub(super) fn state_of(snap: &ServiceSnapshot) -> ServiceState {
+/// A snapshot as the wire carries it: its settings and the instances that
+/// live by heartbeat. Instances a connection holds are replicated with
+/// their client's set ([`super::clients`]), never with the service.
+pub(super) fn state_of(store: &Store, snap: &ServiceSnapshot) -> ServiceState {
     let pairs = |m: &Metadata| -> Vec<(String, String)> {
         m.iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -163,6 +226,7 @@ pub(super) fn state_of(snap: &ServiceSnapshot) -> ServiceState {
         instances: snap
             .instances()
             .iter()
+            .filter(|i| !store.is_held(snap.key().as_ref(), i))
             .map(|i| InstanceState {
                 ip: i.ip.to_string(),
                 port: i.port,
@@ -200,7 +264,8 @@ pub(crate) fn apply_datums(
     let now = app.clock.now();
     let wall = Clock::wall_ms();
     let mut report = ApplyReport::default();
-    for d in items {
+    let whole = assemble(cluster, node, items, wall, &mut report);
+    for d in whole.iter().map(|d| d.as_ref()) {
         let origin = Origin {
             node,
             revision: d.revision,
@@ -212,48 +277,33 @@ pub(crate) fn apply_datums(
             let _serialised = cluster.consensus().map(|c| c.shared.apply_lock.lock());
             let local = app.store.snapshot(service);
             match (&d.state, local.as_deref()) {
-                (Some(state), local) => match replica_of(state, origin) {
-                    Ok(replica) => app
-                        .store
-                        .apply_replica(service, &keep_persistent(replica, local, origin), now)
-                        .map_err(|_| ()),
-                    Err(()) => Err(()),
-                },
-                (None, Some(l)) if holds_persistent(l) => app
-                    .store
-                    .apply_replica(
-                        service,
-                        &keep_persistent(empty_replica(origin), Some(l), origin),
-                        now,
-                    )
-                    .map_err(|_| ()),
-                (None, _) => Ok(remove(app, service, origin)),
+                (Some(state), local) => replica_of(state, origin).and_then(|replica| {
+                    apply_replica(app, service, &keep_persistent(replica, local, origin), now)
+                }),
+                (None, Some(l)) if holds_persistent(l) => {
+                    let kept = keep_persistent(empty_replica(origin), Some(l), origin);
+                    apply_replica(app, service, &kept, now)
+                }
+                (None, _) => Ok(remove(app, service, origin, now)),
             }
         } else {
             match &d.state {
-                Some(state) => match replica_of(state, origin) {
-                    Ok(replica) => app
-                        .store
-                        .apply_replica(service, &replica, now)
-                        .map_err(|_| ()),
-                    Err(()) => Err(()),
-                },
-                None => Ok(remove(app, service, origin)),
+                Some(state) => replica_of(state, origin)
+                    .and_then(|replica| apply_replica(app, service, &replica, now)),
+                None => Ok(remove(app, service, origin, now)),
             }
         };
         match outcome {
-            Ok(Applied::Written(w)) => {
-                app.publish(w.event);
+            Ok(a) if a.stale => report.stale += 1,
+            Ok(a) => {
                 report.applied += 1;
-                if record_lag && d.changed_ms > 0 {
+                if a.changed && record_lag && d.changed_ms > 0 {
                     cluster
                         .stats
                         .lag_ms
                         .record(wall.saturating_sub(d.changed_ms));
                 }
             }
-            Ok(Applied::Unchanged) => report.applied += 1,
-            Ok(Applied::Stale) => report.stale += 1,
             Err(()) => report.invalid += 1,
         }
     }
@@ -261,6 +311,48 @@ pub(crate) fn apply_datums(
     cluster.stats.datums_stale.add(report.stale as u64);
     cluster.stats.datums_invalid.add(report.invalid as u64);
     report
+}
+
+/// `items` with every state sent in parts put back together; parts of
+/// states not yet complete wait in the cluster's [`Parts`].
+fn assemble<'a>(
+    cluster: &Cluster,
+    node: u64,
+    items: &'a [Datum],
+    wall: u64,
+    report: &mut ApplyReport,
+) -> Vec<Cow<'a, Datum>> {
+    let mut whole = Vec::with_capacity(items.len());
+    for d in items {
+        if d.parts <= 1 && d.part == 0 {
+            whole.push(Cow::Borrowed(d));
+            continue;
+        }
+        if d.part >= d.parts || d.parts > distro::MAX_PARTS || d.state.is_none() {
+            report.invalid += 1;
+            continue;
+        }
+        let key = format!("{node}/{}/{}", d.ns, d.service);
+        let offered =
+            cluster
+                .datum_parts
+                .lock()
+                .offer(key, d.revision, d.part, d.parts, d.clone(), wall);
+        if let Offered::Complete(parts) = offered {
+            let mut it = parts.into_iter();
+            let Some(mut first) = it.next() else { continue };
+            if let Some(state) = first.state.as_mut() {
+                for more in it {
+                    state
+                        .instances
+                        .extend(more.state.map(|s| s.instances).unwrap_or_default());
+                }
+            }
+            (first.part, first.parts) = (0, 1);
+            whole.push(Cow::Owned(first));
+        }
+    }
+    whole
 }
 
 /// Whether a service holds data Raft replicates (explicit settings or a
@@ -315,18 +407,48 @@ fn keep_persistent<'a>(
     replica
 }
 
+/// A peer's state of a service through the write path (memory only).
+fn apply_replica(
+    app: &App,
+    service: ServiceRef<'_>,
+    replica: &Replica<'_>,
+    now: Millis,
+) -> Result<Applied, ()> {
+    match app.writer.apply(Command::Replica { service, replica }, now) {
+        Ok(Outcome::Done(a)) => Ok(a),
+        // A replica is never durable: nothing to wait for.
+        Ok(Outcome::Later(_)) => Ok(Applied::default()),
+        Err(_) => Err(()),
+    }
+}
+
+const STALE: Applied = Applied {
+    revision: 0,
+    changed: false,
+    stale: true,
+};
+
 /// Deletes a service its writer removed, unless this node holds a later
 /// state from that writer.
-fn remove(app: &App, service: ServiceRef<'_>, origin: Origin) -> Applied {
+fn remove(app: &App, service: ServiceRef<'_>, origin: Origin, now: Millis) -> Applied {
     let Some(snap) = app.store.snapshot(service) else {
-        return Applied::Stale;
+        return STALE;
     };
     if snap.origin().covers(&origin) {
-        return Applied::Stale;
+        return STALE;
     }
-    match app.store.delete_service(service) {
-        Ok(w) => Applied::Written(w),
-        Err(_) => Applied::Stale,
+    // Connection-held instances are their clients', not the service
+    // owner's: only the owner's part goes.
+    if snap
+        .instances()
+        .iter()
+        .any(|i| app.store.is_held(service, i))
+    {
+        return apply_replica(app, service, &empty_replica(origin), now).unwrap_or(STALE);
+    }
+    match app.writer.apply(Command::Drop { service }, now) {
+        Ok(Outcome::Done(a)) => a,
+        Ok(Outcome::Later(_)) | Err(_) => STALE,
     }
 }
 

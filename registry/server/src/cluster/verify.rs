@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use registry_core::{ServiceKey, ServiceSnapshot};
+use registry_core::{ServiceKey, ServiceSnapshot, Store};
 use registry_proto::distro::{self, Checksums, Datums, Fetch, SnapshotPart};
 use registry_proto::http1::Method;
 use tokio::sync::mpsc;
@@ -37,7 +37,7 @@ const CHECKSUM_ENTRY_BYTES: usize = 96;
 
 /// The checksum peers compare: the instance list's (kept by the store)
 /// folded with the service's own settings. FNV-1a, the same everywhere.
-pub fn state_checksum(snap: &ServiceSnapshot) -> u64 {
+pub fn state_checksum(store: &Store, snap: &ServiceSnapshot) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for b in bytes {
@@ -45,7 +45,7 @@ pub fn state_checksum(snap: &ServiceSnapshot) -> u64 {
             h = h.wrapping_mul(0x100_0000_01b3);
         }
     };
-    eat(&snap.checksum().to_le_bytes());
+    eat(&store.replicated_digest(snap).to_le_bytes());
     eat(&snap.protect_threshold().to_bits().to_le_bytes());
     for (k, v) in snap.metadata().iter() {
         eat(k.as_bytes());
@@ -79,7 +79,7 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
                 owned.push((
                     snap.key().namespace().to_owned(),
                     snap.key().grouped_name().to_owned(),
-                    state_checksum(snap),
+                    state_checksum(&app.store, snap),
                 ));
             }
         });
@@ -142,7 +142,7 @@ pub(crate) fn on_checksums(app: &App, cluster: &Cluster, from: &str, list: &Chec
         let key = ServiceKey::new(ns, name);
         let same = app
             .store
-            .read(key.as_ref(), |s| state_checksum(s) == *sum)
+            .read(key.as_ref(), |s| state_checksum(&app.store, s) == *sum)
             .unwrap_or(false);
         if !same {
             fetch.push((ns.clone(), name.clone()));
@@ -190,7 +190,12 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
         if cluster.raft_enabled() && super::replicate::holds_persistent(snap) {
             return;
         }
-        if !listed.contains(key) && cluster.owned_by(key, from) {
+        // Connection-held instances are their clients' to remove.
+        let held = snap
+            .instances()
+            .iter()
+            .any(|i| app.store.is_held(key.as_ref(), i));
+        if !held && !listed.contains(key) && cluster.owned_by(key, from) {
             missing.push(key.clone());
         }
     });
@@ -199,8 +204,11 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
     let mut still = HashSet::new();
     for key in missing {
         if suspects.remove(&key) {
-            if let Ok(w) = app.store.delete_service(key.as_ref()) {
-                app.publish(w.event);
+            let command = crate::write::Command::Drop {
+                service: key.as_ref(),
+            };
+            // In memory only: applied at once.
+            if let Ok(crate::write::Outcome::Done(_)) = app.writer.apply(command, app.clock.now()) {
                 dropped += 1;
             }
         } else {

@@ -3,9 +3,11 @@
 //! The order of checks is Nacos's: server check first (it needs no connection), then
 //! the type (302 for an unknown one), then the connection (301 before setup), then the
 //! request's own validation (400) and the store. Every refusal is an `ErrorResponse`
-//! payload; a write is either applied whole or not at all (batches go through
-//! [`registry_core::Store::register_held`], which checks everything first).
+//! payload. Writes are [`Command`]s for the one write path ([`crate::write`]);
+//! a write is either applied whole or not at all (ephemeral registers are a
+//! [`Command::Replace`], which checks everything first).
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -23,8 +25,8 @@ use super::connection::{connection_id, Connection, OwnedInstance, OwnedSubscript
 use super::convert::{instance_spec, service_info};
 use super::Grpc;
 use crate::clock::Clock;
-use crate::persist::Change;
 use crate::state::App;
+use crate::write::{Command, Outcome, WriteError};
 
 /// Answers one unary payload from `peer`.
 pub async fn handle(app: &Arc<App>, grpc: &Grpc, peer: SocketAddr, payload: &Payload) -> Payload {
@@ -63,21 +65,7 @@ async fn answer(
     let decoded = decode(payload.type_name(), json, &app.parse_limits)?;
     let id = decoded.request_id;
     if let ClientMessage::ServerCheck = decoded.message {
-        if grpc.hub.is_full() {
-            return Err(Refusal {
-                code: code::OVER_THRESHOLD,
-                message: format!(
-                    "too many connections: the server holds its limit of {}",
-                    grpc.limits.max_connections
-                ),
-                request_id: id,
-            });
-        }
-        return Ok(Payload::of(&ServerCheckResponse {
-            head: ResponseHead::ok(id),
-            connection_id: Some(connection_id(peer, Clock::wall_ms())),
-            support_ability_negotiation: false,
-        }));
+        return server_check(grpc, peer, id);
     }
     let Some(conn) = grpc.hub.by_peer(peer) else {
         return Err(Refusal {
@@ -96,7 +84,37 @@ async fn answer(
             return Ok(secured.denied(id, denied));
         }
     }
-    match decoded.message {
+    serve(app, grpc, &conn, decoded.message, id).await
+}
+
+/// `ServerCheckRequest`: needs no connection; refused when the hub is full.
+fn server_check(grpc: &Grpc, peer: SocketAddr, id: Option<String>) -> Result<Payload, Refusal> {
+    if grpc.hub.is_full() {
+        return Err(Refusal {
+            code: code::OVER_THRESHOLD,
+            message: format!(
+                "too many connections: the server holds its limit of {}",
+                grpc.limits.max_connections
+            ),
+            request_id: id,
+        });
+    }
+    Ok(Payload::of(&ServerCheckResponse {
+        head: ResponseHead::ok(id),
+        connection_id: Some(connection_id(peer, Clock::wall_ms())),
+        support_ability_negotiation: false,
+    }))
+}
+
+/// A set-up connection's admitted request, by type.
+async fn serve(
+    app: &Arc<App>,
+    grpc: &Grpc,
+    conn: &Connection,
+    message: ClientMessage,
+    id: Option<String>,
+) -> Result<Payload, Refusal> {
+    match message {
         ClientMessage::HealthCheck => Ok(Payload::of(&HealthCheckResponse {
             head: ResponseHead::ok(id),
         })),
@@ -107,7 +125,7 @@ async fn answer(
             op_name,
             ..
         } => {
-            write_instance(app, &conn, &service, op, &instance, &id).await?;
+            write_instance(app, conn, &service, op, &instance, &id).await?;
             Ok(Payload::of(&InstanceResponse {
                 head: ResponseHead::ok(id),
                 r#type: Some(op_name),
@@ -119,7 +137,7 @@ async fn answer(
             instances,
             op_name,
         } => {
-            batch(app, &conn, &service, op, &instances, &id)?;
+            batch(app, conn, &service, op, &instances, &id).await?;
             Ok(Payload::of(&BatchInstanceResponse {
                 head: ResponseHead::ok(id),
                 r#type: Some(op_name),
@@ -129,19 +147,7 @@ async fn answer(
             service,
             subscribe,
             clusters,
-        } => {
-            let key = key(&service);
-            if subscribe {
-                self::subscribe(app, grpc, &conn, &key, &clusters, &id)?;
-            } else {
-                unsubscribe(app, &conn, &key, &clusters);
-            }
-            let snapshot = app.store.snapshot(key.as_ref());
-            Ok(Payload::of(&SubscribeServiceResponse {
-                head: ResponseHead::ok(id),
-                service_info: Some(service_info(&key, snapshot.as_deref(), &clusters, false)),
-            }))
-        }
+        } => subscription(app, grpc, conn, &service, subscribe, &clusters, id),
         ClientMessage::Query {
             service,
             clusters,
@@ -149,14 +155,10 @@ async fn answer(
         } => {
             let key = key(&service);
             let snapshot = app.store.snapshot(key.as_ref());
+            let info = service_info(&key, snapshot.as_deref(), &clusters, healthy_only);
             Ok(Payload::of(&QueryServiceResponse {
                 head: ResponseHead::ok(id),
-                service_info: Some(service_info(
-                    &key,
-                    snapshot.as_deref(),
-                    &clusters,
-                    healthy_only,
-                )),
+                service_info: Some(info),
             }))
         }
         ClientMessage::ServiceList {
@@ -188,6 +190,29 @@ async fn answer(
             request_id: id,
         }),
     }
+}
+
+/// `SubscribeServiceRequest`: (un)subscribes, answers the service as it is.
+fn subscription(
+    app: &App,
+    grpc: &Grpc,
+    conn: &Connection,
+    service: &ServiceId,
+    on: bool,
+    clusters: &str,
+    id: Option<String>,
+) -> Result<Payload, Refusal> {
+    let key = key(service);
+    if on {
+        subscribe(app, grpc, conn, &key, clusters, &id)?;
+    } else {
+        unsubscribe(app, conn, &key, clusters);
+    }
+    let snapshot = app.store.snapshot(key.as_ref());
+    Ok(Payload::of(&SubscribeServiceResponse {
+        head: ResponseHead::ok(id),
+        service_info: Some(service_info(&key, snapshot.as_deref(), clusters, false)),
+    }))
 }
 
 /// The requests Nacos's handlers mark `@Secured`: they need a token with auth on.
@@ -266,6 +291,40 @@ fn store_refusal(e: RegistryError, request_id: &Option<String>) -> Refusal {
     }
 }
 
+/// A refused write as Nacos's codes: a full commit queue is 503, a Raft
+/// log that did not take it 500, the store's refusals as [`store_refusal`].
+fn write_refusal(e: WriteError, request_id: &Option<String>) -> Refusal {
+    let code = match e {
+        WriteError::Store(e) => return store_refusal(e, request_id),
+        WriteError::Persist(_) => code::OVER_THRESHOLD,
+        WriteError::Log(_) | WriteError::TooLarge { .. } | WriteError::Invalid(_) => {
+            code::SERVER_ERROR
+        }
+    };
+    Refusal {
+        code,
+        message: e.to_string(),
+        request_id: request_id.clone(),
+    }
+}
+
+/// Waits for a write to be durable where it has to be (persistent
+/// instances: with `--data-dir` or in a Raft cluster, like the HTTP path).
+async fn settle(
+    applied: Result<Outcome, WriteError>,
+    request_id: &Option<String>,
+) -> Result<(), Refusal> {
+    match applied.map_err(|e| write_refusal(e, request_id))? {
+        Outcome::Done(_) => Ok(()),
+        Outcome::Later(pending) => pending
+            .await
+            .map(drop)
+            .map_err(|e| write_refusal(e, request_id)),
+    }
+}
+
+/// One instance. An ephemeral one is owned by the connection (removed when
+/// it closes); a persistent one is not.
 async fn write_instance(
     app: &Arc<App>,
     conn: &Connection,
@@ -277,100 +336,53 @@ async fn write_instance(
     let spec = instance_spec(instance, id)?;
     let grouped = service.grouped();
     let svc = ServiceRef::new(&service.namespace, &grouped);
-    let now = app.clock.now();
-    if !spec.ephemeral {
-        return persistent(app, svc, op, &spec, id).await;
-    }
-    let owned = OwnedInstance {
-        service: key(service),
-        cluster: Arc::from(spec.addr.cluster),
-        ip: spec.addr.ip,
-        port: spec.addr.port,
+    let command = match op {
+        // All or nothing, as a batch of one (the store checks it first).
+        InstanceOp::Register if spec.ephemeral => Command::Replace {
+            service: svc,
+            instances: std::slice::from_ref(&spec),
+            stale: &[],
+        },
+        InstanceOp::Register => Command::Register {
+            service: svc,
+            instance: &spec,
+            strict: false,
+        },
+        InstanceOp::Deregister => Command::Deregister {
+            service: svc,
+            addr: spec.addr,
+            ephemeral: spec.ephemeral,
+        },
     };
-    match op {
-        InstanceOp::Register => {
-            let written = app
-                .store
-                .register_held(svc, std::slice::from_ref(&spec), now)
-                .map_err(|e| store_refusal(e, id))?;
-            app.publish(written.event);
-            conn.owned.lock().instances.insert(owned);
-        }
-        InstanceOp::Deregister => {
-            let written = app
-                .store
-                .deregister(svc, spec.addr, true, now)
-                .map_err(|e| store_refusal(e, id))?;
-            app.publish(written.event);
-            conn.owned.lock().instances.remove(&owned);
-        }
+    settle(app.writer.apply(command, app.clock.now()), id).await?;
+    if spec.ephemeral {
+        let owned = OwnedInstance {
+            service: key(service),
+            cluster: Arc::from(spec.addr.cluster),
+            ip: spec.addr.ip,
+            port: spec.addr.port,
+        };
+        let mut held = conn.owned.lock();
+        match op {
+            InstanceOp::Register => held.instances.insert(owned),
+            InstanceOp::Deregister => held.instances.remove(&owned),
+        };
     }
+    crate::cluster::clients::native_changed(app, conn);
     Ok(())
 }
 
-/// A persistent instance: not owned by the connection; with `--data-dir` answered
-/// once durable, like the HTTP path.
-async fn persistent(
-    app: &Arc<App>,
-    svc: ServiceRef<'_>,
-    op: InstanceOp,
-    spec: &registry_core::InstanceSpec<'_>,
-    id: &Option<String>,
-) -> Result<(), Refusal> {
-    let busy = |e: crate::persist::PersistError| Refusal {
-        code: code::OVER_THRESHOLD,
-        message: e.to_string(),
-        request_id: id.clone(),
-    };
-    // In a Raft cluster the log is the durable record: the write is a
-    // command, applied everywhere once committed.
-    if let Some(cluster) = &app.cluster {
-        if let Some(consensus) = cluster.consensus() {
-            let register = op == InstanceOp::Register;
-            return crate::cluster::raft::client::grpc_write(
-                cluster, consensus, register, svc, spec,
-            )
-            .await
-            .map_err(|message| Refusal {
-                code: code::SERVER_ERROR,
-                message,
-                request_id: id.clone(),
-            });
-        }
-    }
-    let ticket = match &app.persist {
-        Some(p) => Some(p.reserve().map_err(busy)?),
-        None => None,
-    };
-    let now = app.clock.now();
-    let written = match op {
-        InstanceOp::Register => app.store.register(svc, spec, now),
-        InstanceOp::Deregister => app.store.deregister(svc, spec.addr, false, now),
-    }
-    .map_err(|e| store_refusal(e, id))?;
-    app.publish(written.event);
-    if op == InstanceOp::Register {
-        app.health_targets.insert(svc);
-    }
-    let Some(ticket) = ticket else {
-        return Ok(());
-    };
-    let committed = ticket.submit(Change::Instance {
-        service: ServiceKey::new(svc.namespace, svc.name),
-        cluster: Arc::from(spec.addr.cluster),
-        ip: spec.addr.ip,
-        port: spec.addr.port,
-    });
-    match committed.await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(busy(e)),
-        Err(_) => Err(busy(crate::persist::PersistError::Stopped)),
+fn addr_of(o: &OwnedInstance) -> InstanceAddr<'_> {
+    InstanceAddr {
+        cluster: &o.cluster,
+        ip: o.ip,
+        port: o.port,
     }
 }
 
 /// `batchRegisterInstance` replaces the connection's instances of the service with the
 /// batch (Nacos 2.x semantics); `batchDeregisterInstance` removes the listed ones.
-fn batch(
+async fn batch(
     app: &Arc<App>,
     conn: &Connection,
     service: &ServiceId,
@@ -394,57 +406,55 @@ fn batch(
     };
     match op {
         InstanceOp::Register => {
-            let written = app
-                .store
-                .register_held(svc, &specs, now)
-                .map_err(|e| store_refusal(e, id))?;
-            app.publish(written.event);
-            let batch: std::collections::HashSet<OwnedInstance> =
-                specs.iter().map(owned_of).collect();
-            let stale: Vec<OwnedInstance> = {
-                let mut owned = conn.owned.lock();
-                let stale = owned
-                    .instances
-                    .iter()
-                    .filter(|o| o.service == service_key && !batch.contains(*o))
-                    .cloned()
-                    .collect();
-                owned.instances.extend(batch);
-                stale
+            let batch: HashSet<OwnedInstance> = specs.iter().map(owned_of).collect();
+            let stale: Vec<OwnedInstance> = conn
+                .owned
+                .lock()
+                .instances
+                .iter()
+                .filter(|o| o.service == service_key && !batch.contains(*o))
+                .cloned()
+                .collect();
+            let stale_addrs: Vec<InstanceAddr<'_>> = stale.iter().map(addr_of).collect();
+            let command = Command::Replace {
+                service: svc,
+                instances: &specs,
+                stale: &stale_addrs,
             };
-            for o in stale {
-                deregister_owned(app, conn, &o);
+            settle(app.writer.apply(command, now), id).await?;
+            let mut owned = conn.owned.lock();
+            for o in &stale {
+                owned.instances.remove(o);
             }
+            owned.instances.extend(batch);
         }
         InstanceOp::Deregister => {
             for s in &specs {
-                let written = app
-                    .store
-                    .deregister(svc, s.addr, true, now)
-                    .map_err(|e| store_refusal(e, id))?;
-                app.publish(written.event);
+                let command = Command::Deregister {
+                    service: svc,
+                    addr: s.addr,
+                    ephemeral: true,
+                };
+                settle(app.writer.apply(command, now), id).await?;
                 conn.owned.lock().instances.remove(&owned_of(s));
             }
         }
     }
+    crate::cluster::clients::native_changed(app, conn);
     Ok(())
 }
 
 /// Removes one of a connection's instances through the write path.
 pub fn deregister_owned(app: &App, conn: &Connection, o: &OwnedInstance) {
     conn.owned.lock().instances.remove(o);
-    let addr = InstanceAddr {
-        cluster: &o.cluster,
-        ip: o.ip,
-        port: o.port,
+    let command = Command::Deregister {
+        service: o.service.as_ref(),
+        addr: addr_of(o),
+        ephemeral: true,
     };
-    // Deregistering cannot fail for a well-formed key; a missing one is a no-op.
-    if let Ok(written) = app
-        .store
-        .deregister(o.service.as_ref(), addr, true, app.clock.now())
-    {
-        app.publish(written.event);
-    }
+    // Ephemeral: applied at once. Deregistering cannot fail for a
+    // well-formed key; a missing one is a no-op.
+    let _ = app.writer.apply(command, app.clock.now());
 }
 
 fn subscribe(

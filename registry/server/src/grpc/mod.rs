@@ -42,6 +42,7 @@ use tonic::server::NamedService;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::metrics::{Counter, Gauge};
+use crate::prometheus::Exposition;
 use crate::state::App;
 use connection::{Hub, OUTBOUND_QUEUE};
 
@@ -88,34 +89,36 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Appends the Prometheus text.
-    pub fn render(&self, out: &mut Vec<u8>) {
-        use std::io::Write as _;
-        let _ = write!(
-            out,
-            "# HELP registry_grpc_connections gRPC (Nacos 2.x) connections set up.\n\
-             # TYPE registry_grpc_connections gauge\n\
-             registry_grpc_connections {}\n\
-             # HELP registry_grpc_refused_total gRPC requests answered with an ErrorResponse.\n\
-             # TYPE registry_grpc_refused_total counter\n\
-             registry_grpc_refused_total {}\n\
-             # HELP registry_grpc_dropped_idle_total Connections dropped for not answering a detection.\n\
-             # TYPE registry_grpc_dropped_idle_total counter\n\
-             registry_grpc_dropped_idle_total {}\n\
-             # HELP registry_grpc_acks_dropped_total Push acks dropped on a full queue.\n\
-             # TYPE registry_grpc_acks_dropped_total counter\n\
-             registry_grpc_acks_dropped_total {}\n\
-             # HELP registry_grpc_sockets TCP sockets open on the gRPC port, set up or not.\n\
-             # TYPE registry_grpc_sockets gauge\n\
-             registry_grpc_sockets {}\n\
-             # HELP registry_grpc_sockets_refused_total Sockets closed at accept for being over --grpc-max-sockets.\n\
-             # TYPE registry_grpc_sockets_refused_total counter\n\
-             registry_grpc_sockets_refused_total {}\n",
+    /// Appends the gRPC door's families.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        e.gauge(
+            "registry_grpc_connections",
+            "gRPC (Nacos 2.x) connections set up.",
             self.connections.get(),
+        );
+        e.counter(
+            "registry_grpc_refused_total",
+            "gRPC requests answered with an ErrorResponse.",
             self.refused.get(),
+        );
+        e.counter(
+            "registry_grpc_dropped_idle_total",
+            "Connections dropped for not answering a detection.",
             self.dropped_idle.get(),
+        );
+        e.counter(
+            "registry_grpc_acks_dropped_total",
+            "Push acks dropped on a full queue.",
             self.acks_dropped.get(),
+        );
+        e.gauge(
+            "registry_grpc_sockets",
+            "TCP sockets open on the gRPC port, set up or not.",
             self.sockets.get(),
+        );
+        e.counter(
+            "registry_grpc_sockets_refused_total",
+            "Sockets closed at accept for being over --grpc-max-sockets.",
             self.sockets_refused.get(),
         );
     }

@@ -197,4 +197,5 @@ fn release(app: &App, conn: &Connection) {
     for i in &instances {
         deregister_owned(app, conn, i);
     }
+    crate::cluster::clients::native_closed(app, conn);
 }

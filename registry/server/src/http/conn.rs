@@ -27,6 +27,7 @@
 //! is answered.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,12 +35,13 @@ use std::time::Duration;
 use registry_proto::http1::{needs_continue, parse_request, write_response, ContentType, CONTINUE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tokio_util::task::TaskTracker;
 
 use super::error::{Failure, TOO_MANY_CONNECTIONS};
-use super::{answer, Answered, Later, Scratch};
+use super::{answer, Later, Scratch};
+use crate::prometheus::Exposition;
 use crate::state::App;
 
 /// Write buffer size after which a pipelined batch is flushed before the
@@ -109,22 +111,21 @@ impl BufferBudget {
         self.limit
     }
 
-    /// Appends the Prometheus text.
-    pub fn render(&self, out: &mut Vec<u8>) {
-        use std::io::Write as _;
-        let _ = write!(
-            out,
-            "# HELP registry_http_buffer_bytes Bytes of connection read buffers held.\n\
-             # TYPE registry_http_buffer_bytes gauge\n\
-             registry_http_buffer_bytes {}\n\
-             # HELP registry_http_buffer_bytes_peak Most bytes of read buffers held at once.\n\
-             # TYPE registry_http_buffer_bytes_peak gauge\n\
-             registry_http_buffer_bytes_peak {}\n\
-             # HELP registry_http_buffer_bytes_limit The read-buffer budget (--max-buffered-bytes).\n\
-             # TYPE registry_http_buffer_bytes_limit gauge\n\
-             registry_http_buffer_bytes_limit {}\n",
+    /// Appends the read-buffer budget's families.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        e.gauge(
+            "registry_http_buffer_bytes",
+            "Bytes of connection read buffers held.",
             self.used(),
+        );
+        e.gauge(
+            "registry_http_buffer_bytes_peak",
+            "Most bytes of read buffers held at once.",
             self.peak(),
+        );
+        e.gauge(
+            "registry_http_buffer_bytes_limit",
+            "The read-buffer budget (--max-buffered-bytes).",
             self.limit,
         );
     }
@@ -315,110 +316,41 @@ fn head_complete(buffered: &[u8]) -> bool {
     buffered.windows(4).any(|w| w == b"\r\n\r\n") || buffered.windows(2).any(|w| w == b"\n\n")
 }
 
+/// One connection's life: read a batch, answer every complete request in
+/// it, write the answers at once, then wait for more under the deadline.
 async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: CancellationToken) {
     let Some(mut rbuf) = ReadBuffer::new(&app.buffers) else {
         app.metrics.buffer_refusals.inc();
         refuse(stream, &Failure::buffers_exhausted().text);
         return;
     };
-    // Allocated by the first response, not by a client that never sends one.
-    let mut wbuf: Vec<u8> = Vec::new();
-    let mut scratch = Scratch::default();
-    // Responses still to come (persistent writes, logins), each with the
-    // write-buffer offset its bytes belong at, so the batch keeps its order.
-    let mut later: Vec<(usize, Later<'_>)> = Vec::new();
+    let mut batch = Batch::default();
     let write_timeout = Duration::from_millis(app.config.write_timeout_ms);
     let mut deadlines = Deadlines::new(app);
     // One timer and one cancellation waiter for the connection's life, not
     // one of each per read: a fresh `sleep_until` took the timer wheel's
     // lock twice a request (insert, then remove on drop), a fresh
     // `cancelled()` the token's list lock twice. The timer may stand
-    // earlier than the deadline, never later (see the read below).
+    // earlier than the deadline, never later (see `read_more`).
     let timer = tokio::time::sleep_until(deadlines.current().1);
     tokio::pin!(timer);
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
-    let mut continued = false;
     // Whether the last read filled the buffer (see `ReadBuffer::make_room`).
     let mut filled = false;
     loop {
         let shutting_down = cancel.is_cancelled();
-        let mut consumed = 0;
-        let mut open = true;
-        let mut backlog = false;
         // One clock read for the batch; each answer then reads it once more,
         // at its end, which is the next request's start (see `answer`).
         let mut clock = Instant::now();
-        while open {
-            if consumed == rbuf.bytes.len() {
-                // Nothing buffered: no request, no `Expect` to answer, and
-                // no parser call to say so (the usual end of a batch).
-                break;
-            }
-            match parse_request(&rbuf.bytes[consumed..], &app.http_limits) {
-                Ok(Some((request, used))) => {
-                    consumed += used;
-                    continued = false;
-                    open = match answer(
-                        app,
-                        &request,
-                        peer,
-                        &mut scratch,
-                        &mut wbuf,
-                        shutting_down,
-                        &mut clock,
-                    ) {
-                        Answered::Now(keep_alive) => keep_alive,
-                        Answered::Later(l) => {
-                            let keep_alive = l.keep_alive;
-                            later.push((wbuf.len(), l));
-                            keep_alive
-                        }
-                    };
-                    if wbuf.len() >= FLUSH_AT {
-                        backlog = true;
-                        break;
-                    }
-                }
-                Ok(None) => {
-                    if !continued && needs_continue(&rbuf.bytes[consumed..], &app.http_limits) {
-                        wbuf.extend_from_slice(CONTINUE);
-                        continued = true;
-                    }
-                    break;
-                }
-                Err(e) => {
-                    // The stream cannot be resynchronised: answer and close.
-                    let f = Failure::from(e);
-                    write_response(
-                        &mut wbuf,
-                        f.status,
-                        ContentType::Text,
-                        f.text.as_bytes(),
-                        false,
-                    );
-                    app.metrics.request(None, f.status, Duration::ZERO);
-                    open = false;
-                }
-            }
-        }
-        rbuf.bytes.drain(..consumed);
+        let answered = batch.answer(app, &rbuf.bytes, peer, shutting_down, &mut clock);
+        rbuf.bytes.drain(..answered.consumed);
         // Whether this batch waited (for a commit, for the peer to read),
         // so that `clock` no longer says when it was answered.
-        let mut waited = !later.is_empty();
-        if !later.is_empty() {
-            // Every deferred request of the batch is already queued (one
-            // commit serves them all); insert each response where it goes.
-            let mut shift = 0;
-            let mut bytes = Vec::new();
-            for (at, l) in later.drain(..) {
-                bytes.clear();
-                l.finish(&mut bytes).await;
-                wbuf.splice(at + shift..at + shift, bytes.iter().copied());
-                shift += bytes.len();
-            }
-        }
-        if !wbuf.is_empty() && !write_all(app, &mut stream, &wbuf, write_timeout, &mut waited).await
+        let mut waited = !batch.later.is_empty();
+        batch.finish_later().await;
+        let wbuf = &mut batch.wbuf;
+        if !wbuf.is_empty() && !write_all(app, &mut stream, wbuf, write_timeout, &mut waited).await
         {
             return;
         }
@@ -426,11 +358,11 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
         if wbuf.capacity() > SHRINK_ABOVE {
             wbuf.shrink_to(READ_CHUNK);
         }
-        if !open || shutting_down {
+        if !answered.open || shutting_down {
             let _ = stream.shutdown().await;
             return;
         }
-        if backlog {
+        if answered.backlog {
             // Complete requests are still buffered: answer them first.
             continue;
         }
@@ -439,8 +371,8 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
         // read). Unless the batch waited, the write since then took
         // microseconds, which no deadline (milliseconds at least) can tell
         // apart: no clock read for it.
-        let answered = if waited { Instant::now() } else { clock };
-        deadlines.after_batch(&rbuf.bytes, consumed > 0, answered);
+        let answered_at = if waited { Instant::now() } else { clock };
+        deadlines.after_batch(&rbuf.bytes, answered.consumed > 0, answered_at);
         if !rbuf.make_room(filled) {
             app.metrics.buffer_refusals.inc();
             close_with(
@@ -452,41 +384,177 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             .await;
             return;
         }
-        let (waiting, deadline) = deadlines.current();
-        // The timer moves earlier at once, later only when it fires: an
-        // idle connection's deadline moves later with every request, and a
-        // timer that fires early is cheaper than moving it every request.
-        if deadline < timer.deadline() {
-            timer.as_mut().reset(deadline);
+        let wait = Wait {
+            deadlines: &deadlines,
+            timer: timer.as_mut(),
+            cancelled: cancelled.as_mut(),
+            write_timeout,
+        };
+        match read_more(app, &mut stream, &mut rbuf.bytes, wait).await {
+            Some(Ok(0) | Err(_)) | None => return,
+            Some(Ok(_)) => filled = rbuf.bytes.len() == rbuf.bytes.capacity(),
         }
-        let read = loop {
-            tokio::select! {
-                r = stream.read_buf(&mut rbuf.bytes) => break r,
-                _ = &mut cancelled => return,
-                _ = &mut timer => {
-                    if timer.deadline() < deadline {
-                        // It stood at an older deadline: wait on.
-                        timer.as_mut().reset(deadline);
-                        continue;
-                    }
-                    match waiting {
-                        Waiting::Idle => {}
-                        Waiting::Head => {
-                            app.metrics.head_timeouts.inc();
-                            close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
+    }
+}
+
+/// What a connection keeps between batches of requests.
+#[derive(Default)]
+struct Batch<'a> {
+    /// The answers, written at the end of the batch. Allocated by the first
+    /// response, not by a client that never sends one.
+    wbuf: Vec<u8>,
+    scratch: Scratch,
+    /// Responses still to come (persistent writes, logins), each with the
+    /// write-buffer offset its bytes belong at, so the batch keeps its order.
+    later: Vec<(usize, Later<'a>)>,
+    /// `100 Continue` was sent for the request now being read.
+    continued: bool,
+}
+
+/// How far [`Batch::answer`] got.
+struct Progress {
+    /// Bytes of the read buffer taken by the requests answered.
+    consumed: usize,
+    /// Whether the connection may stay open.
+    open: bool,
+    /// The write buffer filled up while complete requests remain buffered.
+    backlog: bool,
+}
+
+impl<'a> Batch<'a> {
+    /// Answers the complete requests at the front of `buffered`, until it
+    /// holds none or the write buffer reaches [`FLUSH_AT`].
+    fn answer(
+        &mut self,
+        app: &'a App,
+        buffered: &[u8],
+        peer: SocketAddr,
+        shutting_down: bool,
+        clock: &mut Instant,
+    ) -> Progress {
+        let mut done = Progress {
+            consumed: 0,
+            open: true,
+            backlog: false,
+        };
+        while done.open {
+            if done.consumed == buffered.len() {
+                // Nothing buffered: no request, no `Expect` to answer, and
+                // no parser call to say so (the usual end of a batch).
+                break;
+            }
+            let rest = &buffered[done.consumed..];
+            match parse_request(rest, &app.http_limits) {
+                Ok(Some((request, used))) => {
+                    done.consumed += used;
+                    self.continued = false;
+                    let wbuf = &mut self.wbuf;
+                    done.open = match answer(
+                        app,
+                        &request,
+                        peer,
+                        &mut self.scratch,
+                        wbuf,
+                        shutting_down,
+                        clock,
+                    ) {
+                        super::Answered::Now(keep_alive) => keep_alive,
+                        super::Answered::Later(l) => {
+                            let keep_alive = l.keep_alive;
+                            self.later.push((wbuf.len(), l));
+                            keep_alive
                         }
-                        Waiting::Body => {
-                            app.metrics.body_timeouts.inc();
-                            close_with(app, &mut stream, Failure::request_timeout(), write_timeout).await;
-                        }
+                    };
+                    if self.wbuf.len() >= FLUSH_AT {
+                        done.backlog = true;
+                        break;
                     }
-                    return;
+                }
+                Ok(None) => {
+                    if !self.continued && needs_continue(rest, &app.http_limits) {
+                        self.wbuf.extend_from_slice(CONTINUE);
+                        self.continued = true;
+                    }
+                    break;
+                }
+                Err(e) => {
+                    // The stream cannot be resynchronised: answer and close.
+                    let f = Failure::from(e);
+                    let text = f.text.as_bytes();
+                    write_response(&mut self.wbuf, f.status, ContentType::Text, text, false);
+                    app.metrics.request(None, f.status, Duration::ZERO);
+                    done.open = false;
                 }
             }
-        };
-        match read {
-            Ok(0) | Err(_) => return,
-            Ok(_) => filled = rbuf.bytes.len() == rbuf.bytes.capacity(),
+        }
+        done
+    }
+
+    /// Waits for the batch's deferred responses and inserts each where it
+    /// goes. Every one is already queued (one commit serves them all).
+    async fn finish_later(&mut self) {
+        if self.later.is_empty() {
+            return;
+        }
+        let mut shift = 0;
+        let mut bytes = Vec::new();
+        for (at, l) in self.later.drain(..) {
+            bytes.clear();
+            l.finish(&mut bytes).await;
+            self.wbuf
+                .splice(at + shift..at + shift, bytes.iter().copied());
+            shift += bytes.len();
+        }
+    }
+}
+
+/// What a connection waits on between batches.
+struct Wait<'w, 'c> {
+    deadlines: &'w Deadlines,
+    timer: Pin<&'w mut Sleep>,
+    cancelled: Pin<&'w mut WaitForCancellationFuture<'c>>,
+    write_timeout: Duration,
+}
+
+/// Reads more of the stream into `buf`, or closes the connection at its
+/// deadline (408 for a request in progress) or at shutdown: `None` then.
+async fn read_more(
+    app: &App,
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    mut wait: Wait<'_, '_>,
+) -> Option<std::io::Result<usize>> {
+    let (waiting, deadline) = wait.deadlines.current();
+    // The timer moves earlier at once, later only when it fires: an
+    // idle connection's deadline moves later with every request, and a
+    // timer that fires early is cheaper than moving it every request.
+    if deadline < wait.timer.deadline() {
+        wait.timer.as_mut().reset(deadline);
+    }
+    loop {
+        tokio::select! {
+            r = stream.read_buf(buf) => return Some(r),
+            _ = &mut wait.cancelled => return None,
+            _ = &mut wait.timer => {
+                if wait.timer.deadline() < deadline {
+                    // It stood at an older deadline: wait on.
+                    wait.timer.as_mut().reset(deadline);
+                    continue;
+                }
+                let limit = wait.write_timeout;
+                match waiting {
+                    Waiting::Idle => {}
+                    Waiting::Head => {
+                        app.metrics.head_timeouts.inc();
+                        close_with(app, stream, Failure::request_timeout(), limit).await;
+                    }
+                    Waiting::Body => {
+                        app.metrics.body_timeouts.inc();
+                        close_with(app, stream, Failure::request_timeout(), limit).await;
+                    }
+                }
+                return None;
+            }
         }
     }
 }

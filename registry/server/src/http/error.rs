@@ -20,6 +20,7 @@ use registry_proto::ProtoError;
 use crate::auth::Denied;
 use crate::namespaces::BookError;
 use crate::persist::PersistError;
+use crate::write::WriteError;
 
 /// Body of the 503 a connection past `--max-connections` gets.
 pub const TOO_MANY_CONNECTIONS: &str = "too many connections, please try again later";
@@ -223,6 +224,17 @@ pub enum Op<'a> {
         /// Grouped service name.
         service: &'a str,
     },
+}
+
+/// Maps a refused write for `op` to Nacos's status and text.
+pub fn write(e: WriteError, op: Op<'_>) -> Failure {
+    match e {
+        WriteError::Store(e) => registry(e, op),
+        WriteError::Persist(e) => Failure::from(e),
+        WriteError::Log(text) => Failure::new(503, text),
+        e @ WriteError::TooLarge { .. } => Failure::new(413, e.to_string()),
+        WriteError::Invalid(text) => Failure::new(400, text),
+    }
 }
 
 /// Maps a core error for `op` to Nacos's status and text.

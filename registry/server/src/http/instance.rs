@@ -1,12 +1,11 @@
 //! `/nacos/v1/ns/instance`, `/instance/beat` and `/instance/list`.
 //!
-//! Writes of persistent instances (`ephemeral=false`) reserve a place in
-//! the next commit before touching the store and answer once the commit is
-//! durable ([`super::durable`]); ephemeral writes, beats and lists are
-//! unchanged: synchronous, with no lock or allocation added.
+//! Writes become [`Command`]s for the one write path ([`crate::write`]);
+//! persistent ones (`ephemeral=false`) answer once durable
+//! ([`Outcome::Later`]). Beats and lists stay on their own paths: a beat
+//! renews a lease and only publishes when it revives an instance.
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::net::SocketAddr;
 
 use registry_core::{
     BeatOutcome, InstanceAddr, InstancePatch, InstanceSpec, ServiceKey, ServiceRef, Subscriber,
@@ -18,11 +17,12 @@ use registry_proto::naming::instance::{
 use registry_proto::naming::list::ListRequest;
 use registry_proto::naming::ServiceName;
 
-use super::error::{registry, Failure, Op};
-use super::{durable, durable_with, reserve, Done, Exchange, Reply, Scratch};
+use super::error::{self, registry, Failure, Op};
+use super::{later, Done, Exchange, Reply, Scratch};
 use crate::convert::{self, encode_list, ListView, MetadataJson};
 use crate::list_cache::ListCache;
-use crate::persist::Change;
+use crate::write::legacy::strict_update;
+use crate::write::{Command, Outcome, Pending};
 
 /// `cacheMillis` for a client that only polls (Nacos `defaultCacheMillis`).
 const POLL_CACHE_MILLIS: u64 = 3_000;
@@ -44,20 +44,8 @@ pub(crate) fn register(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply
 /// client, which presents itself as one); an upsert for others, as in Nacos.
 pub(crate) fn update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits)?;
-    let strict = ex.request.user_agent().is_some_and(|ua| {
-        ua.starts_with("Nacos-Java-Client:v") && !ua.starts_with("Nacos-Java-Client:v0.")
-    });
+    let strict = strict_update(ex.request.user_agent());
     write(ex, &req, strict, scratch)
-}
-
-/// The change record of a persistent instance.
-fn instance_change(svc: ServiceRef<'_>, cluster: &str, ip: IpAddr, port: u16) -> Change {
-    Change::Instance {
-        service: ServiceKey::new(svc.namespace, svc.name),
-        cluster: Arc::from(cluster),
-        ip,
-        port,
-    }
 }
 
 fn write(
@@ -67,40 +55,51 @@ fn write(
     scratch: &mut Scratch,
 ) -> Result<Reply, Failure> {
     let spec = convert::instance_spec(req, true)?;
-    let ticket = if spec.ephemeral {
-        None
-    } else {
-        reserve(ex.app)?
-    };
     // The connection's buffer, not a fresh `String` per register.
     grouped(&req.key.service, &mut scratch.name);
     let name = &scratch.name;
     let svc = ServiceRef::new(req.key.namespace_id, name);
-    let now = ex.now;
-    let result = if strict {
-        ex.app.store.update(svc, &spec, now)
-    } else {
-        ex.app.store.register(svc, &spec, now)
+    let command = Command::Register {
+        service: svc,
+        instance: &spec,
+        strict,
     };
-    let written = result.map_err(|e| {
-        registry(
+    match ex.app.writer.apply(command, ex.now) {
+        Ok(Outcome::Done(_)) => Ok(Reply::Text("ok")),
+        Ok(Outcome::Later(pending)) => {
+            let (namespace, service) = (svc.namespace.to_owned(), name.clone());
+            let instance = req.key.instance_id();
+            Ok(later(pending, Done::Text("ok"), move |e| {
+                error::write(
+                    e,
+                    Op::Write {
+                        namespace: &namespace,
+                        service: &service,
+                        instance: &instance,
+                    },
+                )
+            }))
+        }
+        Err(e) => Err(error::write(
             e,
             Op::Write {
                 namespace: req.key.namespace_id,
                 service: name,
                 instance: &req.key.instance_id(),
             },
-        )
-    })?;
-    ex.app.publish(written.event);
-    if spec.ephemeral {
-        return Ok(Reply::Text("ok"));
+        )),
     }
-    ex.app.health_targets.insert(svc);
-    let a = spec.addr;
-    Ok(durable(ticket, || {
-        instance_change(svc, a.cluster, a.ip, a.port)
-    }))
+}
+
+/// A write whose refusals read as a patch's (`instance not found`).
+fn patch_like(ex: &Exchange<'_>, command: Command<'_>) -> Result<Reply, Failure> {
+    match ex.app.writer.apply(command, ex.now) {
+        Ok(Outcome::Done(_)) => Ok(Reply::Text("ok")),
+        Ok(Outcome::Later(pending)) => Ok(later(pending, Done::Text("ok"), |e| {
+            error::write(e, Op::Patch)
+        })),
+        Err(e) => Err(error::write(e, Op::Patch)),
+    }
 }
 
 /// `DELETE /instance`: deregister; `ok` even when there was nothing to remove.
@@ -112,21 +111,14 @@ pub(crate) fn deregister(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         ip: convert::ip(key.ip)?,
         port: key.port,
     };
-    let ephemeral = key.ephemeral.unwrap_or(true);
-    let ticket = if ephemeral { None } else { reserve(ex.app)? };
-    let svc = ServiceRef::new(key.namespace_id, &name);
-    let written = ex
-        .app
-        .store
-        .deregister(svc, addr, ephemeral, ex.now)
-        .map_err(|e| registry(e, Op::Patch))?;
-    ex.app.publish(written.event);
-    if ephemeral {
-        return Ok(Reply::Text("ok"));
-    }
-    Ok(durable(ticket, || {
-        instance_change(svc, addr.cluster, addr.ip, addr.port)
-    }))
+    patch_like(
+        ex,
+        Command::Deregister {
+            service: ServiceRef::new(key.namespace_id, &name),
+            addr,
+            ephemeral: key.ephemeral.unwrap_or(true),
+        },
+    )
 }
 
 /// `PATCH /instance`: change only the given fields.
@@ -144,30 +136,17 @@ pub(crate) fn patch(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         healthy: req.healthy,
         metadata: req.metadata.as_ref().map(convert::metadata).transpose()?,
     };
-    let svc = ServiceRef::new(req.key.namespace_id, &name);
-    // Without `ephemeral` the store patches the ephemeral instance at the
-    // address if there is one, else the persistent one: decide the same way.
-    let persistent = match req.key.ephemeral {
-        Some(e) => !e,
-        None => ex
-            .app
-            .store
-            .read(svc, |s| s.find(addr, true).is_none())
-            .unwrap_or(false),
-    };
-    let ticket = if persistent { reserve(ex.app)? } else { None };
-    let written = ex
-        .app
-        .store
-        .patch(svc, addr, req.key.ephemeral, &patch, ex.now)
-        .map_err(|e| registry(e, Op::Patch))?;
-    ex.app.publish(written.event);
-    if !persistent {
-        return Ok(Reply::Text("ok"));
-    }
-    Ok(durable(ticket, || {
-        instance_change(svc, addr.cluster, addr.ip, addr.port)
-    }))
+    // Without `ephemeral` the write path patches the ephemeral instance at
+    // the address if there is one, else the persistent one.
+    patch_like(
+        ex,
+        Command::Patch {
+            service: ServiceRef::new(req.key.namespace_id, &name),
+            addr,
+            ephemeral: req.key.ephemeral,
+            patch: &patch,
+        },
+    )
 }
 
 /// `GET /instance`: one instance.
@@ -223,7 +202,7 @@ pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
     let interval = match app.store.beat(svc, addr, now) {
         BeatOutcome::Renewed { interval_ms } => interval_ms,
         BeatOutcome::Revived { interval_ms, event } => {
-            app.publish(Some(event));
+            app.writer.publish_revived(event);
             interval_ms
         }
         BeatOutcome::NotFound => match &req.beat {
@@ -242,11 +221,13 @@ pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
                     metadata: convert::metadata(&info.metadata)?,
                     ..InstanceSpec::new(addr.cluster, addr.ip, addr.port)
                 };
-                if !spec.ephemeral {
-                    return beat_persistent(ex, svc, &spec, &mut scratch.body);
-                }
-                let written = app.store.register(svc, &spec, now).map_err(|e| {
-                    registry(
+                let command = Command::Register {
+                    service: svc,
+                    instance: &spec,
+                    strict: false,
+                };
+                let render = |e| {
+                    error::write(
                         e,
                         Op::Write {
                             namespace: req.namespace_id,
@@ -254,9 +235,13 @@ pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
                             instance: "",
                         },
                     )
-                })?;
-                app.publish(written.event);
-                spec_interval(app, &spec)
+                };
+                match app.writer.apply(command, now).map_err(render)? {
+                    Outcome::Done(_) => spec_interval(app, &spec),
+                    Outcome::Later(pending) => {
+                        return Ok(beat_persistent(ex, svc, &spec, pending, &mut scratch.body))
+                    }
+                }
             }
         },
     };
@@ -265,37 +250,30 @@ pub(crate) fn beat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
     Ok(Reply::Json)
 }
 
-/// A beat whose body registers a persistent instance (rare: the Java
-/// client only beats ephemeral ones): a persistent write like any other.
+/// A beat whose body registered a persistent instance (rare: the Java
+/// client only beats ephemeral ones): answered once durable, like any
+/// persistent write.
 fn beat_persistent(
     ex: &Exchange<'_>,
     svc: ServiceRef<'_>,
     spec: &InstanceSpec<'_>,
+    pending: Pending,
     body: &mut Vec<u8>,
-) -> Result<Reply, Failure> {
+) -> Reply {
     let app = ex.app;
-    let ticket = reserve(app)?;
-    let written = app.store.register(svc, spec, ex.now).map_err(|e| {
-        registry(
+    app.metrics.beats.inc();
+    beat_ok(body, u64::from(spec_interval(app, spec)), true);
+    let (namespace, service) = (svc.namespace.to_owned(), svc.name.to_owned());
+    later(pending, Done::Json(body.clone()), move |e| {
+        error::write(
             e,
             Op::Write {
-                namespace: svc.namespace,
-                service: svc.name,
+                namespace: &namespace,
+                service: &service,
                 instance: "",
             },
         )
-    })?;
-    app.publish(written.event);
-    app.health_targets.insert(svc);
-    app.metrics.beats.inc();
-    beat_ok(body, u64::from(spec_interval(app, spec)), true);
-    let a = spec.addr;
-    Ok(durable_with(
-        ticket,
-        || instance_change(svc, a.cluster, a.ip, a.port),
-        Done::Json(body.clone()),
-        Reply::Json,
-    ))
+    })
 }
 
 fn spec_interval(app: &crate::state::App, spec: &InstanceSpec<'_>) -> u32 {

@@ -29,6 +29,7 @@
 //! - `openapi`: the door of the v2 and v3 APIs (the `Result` envelope).
 //! - `namespace`: the namespace endpoints of every door.
 //! - `query`: the typed read queries the later doors share.
+//! - `writes`: applying a write in a door's format; the batch and health writes.
 //! - [`error`]: errors to statuses and texts.
 
 mod conn;
@@ -40,6 +41,7 @@ mod operator;
 mod query;
 mod service;
 mod v1;
+mod writes;
 
 use registry_core::Millis;
 use std::future::Future;
@@ -62,8 +64,8 @@ use error::Failure;
 pub(crate) use instance::PUSH_CACHE_MILLIS;
 
 use crate::list_cache::CachedList;
-use crate::persist::{Change, PersistError, Ticket};
 use crate::state::App;
+use crate::write::{Pending, WriteError};
 
 /// Per-connection buffers reused across requests, so the hot paths do not
 /// allocate.
@@ -344,6 +346,8 @@ fn dispatch(
                 | Route::DistroFetch
                 | Route::DistroChecksum
                 | Route::DistroSnapshot
+                | Route::DistroClients
+                | Route::DistroClientVerify
                 | Route::RaftRpc
         ) {
             auth.check(params.get("accessToken"))
@@ -386,6 +390,8 @@ fn dispatch(
         | Route::DistroFetch
         | Route::DistroChecksum
         | Route::DistroSnapshot
+        | Route::DistroClients
+        | Route::DistroClientVerify
         | Route::RaftRpc
         | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
         Route::ClusterMemberAdd | Route::ClusterMemberRemove => {
@@ -401,28 +407,7 @@ fn dispatch(
         | Route::NamespacesCreate
         | Route::NamespacesUpdate
         | Route::NamespacesDelete) => v1::handle(&ex, r, scratch),
-        Route::PrometheusMetrics => {
-            let reply = operator::prometheus(&ex, scratch)?;
-            if let Some(p) = &app.persist {
-                p.stats.render(&mut scratch.body);
-            }
-            app.health_stats.render(&mut scratch.body);
-            app.grpc.metrics.render(&mut scratch.body);
-            app.buffers.render(&mut scratch.body);
-            let parts = crate::footprint::Parts {
-                store: app.store.stats(),
-                list_cache: app.lists.bytes(),
-                read_buffers: app.buffers.used(),
-            };
-            crate::footprint::render(&parts, &mut scratch.body);
-            if let Some(a) = &app.auth {
-                a.stats.render(&mut scratch.body);
-            }
-            if let Some(c) = &app.cluster {
-                c.render(&mut scratch.body);
-            }
-            Ok(reply)
-        }
+        Route::PrometheusMetrics => operator::prometheus(&ex, scratch),
         // Every route left is a v2 or v3 one.
         r => openapi::handle(&ex, r, scratch),
     }
@@ -464,103 +449,14 @@ fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     })))
 }
 
-/// Applies a replicated persistent write (a Raft command) through the
-/// handler of its endpoint, as if a client had sent `params` here; returns
-/// the status, whether the body is JSON, and the body the handler answered.
-/// The handlers find no `--data-dir` writer in a Raft cluster, so they
-/// answer at once (the log is the durable record).
-pub(crate) fn apply_write(
-    app: &App,
-    route: Route,
-    params: &str,
-    user_agent: Option<&str>,
-    now: Millis,
-) -> (u16, bool, String) {
-    let (method, path) = route.endpoint();
-    let request = Request {
-        method,
-        method_token: method.as_str(),
-        path,
-        query: params,
-        version: registry_proto::http1::Version::Http11,
-        keep_alive: true,
-        raw_content_type: None,
-        raw_user_agent: user_agent.map(str::as_bytes),
-        raw_host: None,
-        expect_continue: false,
-        body: std::borrow::Cow::Borrowed(&[]),
-    };
-    let params = match Params::from_request(&request) {
-        Ok(p) => p,
-        Err(e) => {
-            let f = Failure::from(e);
-            return (f.status, false, f.text.into_owned());
-        }
-    };
-    let ex = Exchange {
-        app,
-        peer: SocketAddr::from(([0, 0, 0, 0], 0)),
-        request: &request,
-        params,
-        now,
-    };
-    let scratch = &mut Scratch::default();
-    let result = match route {
-        Route::InstanceRegister => instance::register(&ex, scratch),
-        Route::InstanceDeregister => instance::deregister(&ex),
-        Route::InstanceUpdate => instance::update(&ex, scratch),
-        Route::InstancePatch => instance::patch(&ex),
-        Route::ServiceCreate => service::create(&ex),
-        Route::ServiceDelete => service::delete(&ex),
-        Route::ServiceUpdate => service::update(&ex),
-        _ => Err(Failure::new(400, "not a replicated write")),
-    };
-    match result {
-        Ok(Reply::Text(t)) => (200, false, t.to_owned()),
-        Ok(Reply::Json) => (
-            200,
-            true,
-            String::from_utf8_lossy(&scratch.body).into_owned(),
-        ),
-        Ok(Reply::Cached(c)) => (200, true, String::from_utf8_lossy(&c.body).into_owned()),
-        Ok(Reply::Prometheus | Reply::Later(_)) => {
-            (500, false, "a replicated write answered later".to_owned())
-        }
-        Err(f) => (f.status, false, f.text.into_owned()),
-    }
-}
-
-/// Reserves a place in the next commits for a persistent write; `None`
-/// when persistence is off (the write is then in memory only).
-///
-/// # Errors
-/// 503 when too many writes wait for a commit.
-pub(crate) fn reserve(app: &App) -> Result<Option<Ticket<'_>>, Failure> {
-    match &app.persist {
-        None => Ok(None),
-        Some(p) => p.reserve().map(Some).map_err(Failure::from),
-    }
-}
-
-/// `ok` now without persistence; with it, `ok` once `change` is durable.
-pub(crate) fn durable(ticket: Option<Ticket<'_>>, change: impl FnOnce() -> Change) -> Reply {
-    durable_with(ticket, change, Done::Text("ok"), Reply::Text("ok"))
-}
-
-/// [`durable`] with other success bodies: `done` when deferred, `now` when not.
-pub(crate) fn durable_with(
-    ticket: Option<Ticket<'_>>,
-    change: impl FnOnce() -> Change,
+/// The answer of a write that becomes durable later: `done` once it is,
+/// else the failure `render` makes of why not.
+pub(crate) fn later(
+    pending: Pending,
     done: Done,
-    now: Reply,
+    render: impl FnOnce(WriteError) -> Failure + Send + 'static,
 ) -> Reply {
-    let Some(ticket) = ticket else { return now };
-    let committed = ticket.submit(change());
     Reply::Later(Box::pin(async move {
-        match committed.await {
-            Ok(Ok(())) => Ok(done),
-            Ok(Err(e)) => Err(Failure::from(e)),
-            Err(_) => Err(Failure::from(PersistError::Stopped)),
-        }
+        pending.await.map(|_| done).map_err(render)
     }))
 }

@@ -5,6 +5,7 @@ use registry_proto::naming::operator::{Metrics, ServerStatus, Switches};
 use super::error::Failure;
 use super::{Exchange, Reply, Scratch};
 use crate::metrics::StoreGauges;
+use crate::prometheus::Exposition;
 
 /// `GET /operator/metrics`: the 1.4 shape; clients check `status == "UP"`.
 pub(crate) fn metrics(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
@@ -70,14 +71,35 @@ pub(crate) fn update_switch(
     }
 }
 
-/// `GET /metrics`: Prometheus text.
+/// `GET /metrics`: Prometheus text, every part of the server's families in
+/// one exposition.
 pub(crate) fn prometheus(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
-    let stats = ex.app.store.stats();
-    let text = ex.app.metrics.render(&StoreGauges {
+    let app = ex.app;
+    let stats = app.store.stats();
+    let e = &mut Exposition::new(&mut scratch.body);
+    let gauges = StoreGauges {
         services: stats.services,
         instances: stats.instances,
-    });
-    scratch.body.extend_from_slice(text.as_bytes());
+    };
+    app.metrics.render(&gauges, e);
+    if let Some(p) = &app.persist {
+        p.stats.render(e);
+    }
+    app.health_stats.render(e);
+    app.grpc.metrics.render(e);
+    app.buffers.render(e);
+    let parts = crate::footprint::Parts {
+        store: stats,
+        list_cache: app.lists.bytes(),
+        read_buffers: app.buffers.used(),
+    };
+    crate::footprint::render(&parts, e);
+    if let Some(a) = &app.auth {
+        a.stats.render(e);
+    }
+    if let Some(c) = &app.cluster {
+        c.render(e);
+    }
     Ok(Reply::Prometheus)
 }
 

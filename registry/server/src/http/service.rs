@@ -1,32 +1,37 @@
 //! `/nacos/v1/ns/service` and `/service/list`.
 //!
 //! Service create, update and delete are persistent writes (Nacos keeps
-//! service metadata durable): answered once committed, see [`super::durable`].
+//! service metadata durable) through [`crate::write`]: answered once
+//! committed.
 
-use std::sync::Arc;
-
-use registry_core::{ServiceKey as CoreKey, ServiceRef, ServiceSpec};
+use registry_core::{ServiceRef, ServiceSpec};
 use registry_proto::naming::service::{
     encode_service_list, ClusterView, Selector, ServiceDetailView, ServiceKey, ServiceListRequest,
     ServiceRequest, ALL_GROUPS,
 };
 
-use super::error::{registry, Failure, Op};
-use super::{durable, reserve, Exchange, Reply, Scratch};
+use super::error::{self, Failure, Op};
+use super::{later, Done, Exchange, Reply, Scratch};
 use crate::convert::{self, MetadataJson};
-use crate::persist::Change;
+use crate::write::legacy::{selector_text, update_selector};
+use crate::write::{Command, Outcome};
 
-fn service_change(namespace: &str, grouped: &str, settings: bool) -> Change {
-    Change::Service {
-        service: CoreKey::new(namespace, grouped),
-        settings,
-    }
-}
-
-fn selector_text(selector: &Selector) -> Option<Arc<str>> {
-    match selector {
-        Selector::None => None,
-        other => serde_json::to_string(other).ok().map(Arc::from),
+/// A service write's answer: `ok` once durable.
+fn answer(
+    ex: &Exchange<'_>,
+    command: Command<'_>,
+    op: impl Fn(&str) -> Op<'_> + Send + 'static,
+) -> Result<Reply, Failure> {
+    let name = command.service().name;
+    match ex.app.writer.apply(command, ex.now) {
+        Ok(Outcome::Done(_)) => Ok(Reply::Text("ok")),
+        Ok(Outcome::Later(pending)) => {
+            let name = name.to_owned();
+            Ok(later(pending, Done::Text("ok"), move |e| {
+                error::write(e, op(&name))
+            }))
+        }
+        Err(e) => Err(error::write(e, op(name))),
     }
 }
 
@@ -39,54 +44,36 @@ pub(crate) fn create(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         metadata: convert::metadata(&req.metadata)?,
         selector: selector_text(&req.selector),
     };
-    let ticket = reserve(ex.app)?;
-    let written = ex
-        .app
-        .store
-        .create_service(ServiceRef::new(req.key.namespace_id, &name), &spec, ex.now)
-        .map_err(|e| registry(e, Op::ServiceCreate { service: &name }))?;
-    ex.app.publish(written.event);
-    let namespace = req.key.namespace_id;
-    Ok(durable(ticket, || service_change(namespace, &name, true)))
+    let command = Command::ServiceCreate {
+        service: ServiceRef::new(req.key.namespace_id, &name),
+        spec: &spec,
+    };
+    answer(ex, command, |service| Op::ServiceCreate { service })
 }
 
 /// `PUT /service`: replace threshold, metadata and selector, as Nacos 1.4 does.
 pub(crate) fn update(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let req = ServiceRequest::parse_update(&ex.params, &ex.app.parse_limits)?;
     let name = req.key.service.grouped();
-    // Nacos 1.4 always replaces the selector: absent or `none` clears it.
-    let selector =
-        Some(selector_text(&req.selector).unwrap_or_else(|| Arc::from(r#"{"type":"none"}"#)));
-    let ticket = reserve(ex.app)?;
-    let written = ex
-        .app
-        .store
-        .update_service(
-            ServiceRef::new(req.key.namespace_id, &name),
-            req.protect_threshold,
-            Some(convert::metadata(&req.metadata)?),
-            selector,
-            ex.now,
-        )
-        .map_err(|e| registry(e, Op::ServiceUpdate { service: &name }))?;
-    ex.app.publish(written.event);
-    let namespace = req.key.namespace_id;
-    Ok(durable(ticket, || service_change(namespace, &name, true)))
+    let selector = update_selector(&req.selector);
+    let metadata = convert::metadata(&req.metadata)?;
+    let command = Command::ServiceUpdate {
+        service: ServiceRef::new(req.key.namespace_id, &name),
+        protect_threshold: req.protect_threshold,
+        metadata: Some(&metadata),
+        selector: Some(&selector),
+    };
+    answer(ex, command, |service| Op::ServiceUpdate { service })
 }
 
 /// `DELETE /service`: remove a service and its instances (Nacos 1.4.8).
 pub(crate) fn delete(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let key = ServiceKey::parse(&ex.params, &ex.app.parse_limits)?;
     let name = key.service.grouped();
-    let ticket = reserve(ex.app)?;
-    let written = ex
-        .app
-        .store
-        .delete_service(ServiceRef::new(key.namespace_id, &name))
-        .map_err(|e| registry(e, Op::ServiceDelete { service: &name }))?;
-    ex.app.publish(written.event);
-    let namespace = key.namespace_id;
-    Ok(durable(ticket, || service_change(namespace, &name, false)))
+    let command = Command::ServiceDelete {
+        service: ServiceRef::new(key.namespace_id, &name),
+    };
+    answer(ex, command, |service| Op::ServiceDelete { service })
 }
 
 /// `GET /service`: service detail.

@@ -9,6 +9,7 @@ use registry_proto::naming::route::Route;
 use serde_json::json;
 
 use super::error::Failure;
+use super::writes::{self, Door};
 use super::{Exchange, Reply, Scratch};
 
 /// Answers a v1 route of this module.
@@ -25,10 +26,10 @@ pub(crate) fn handle(
         Route::NamespacesCreate => super::namespace::v1(ex, Method::Post),
         Route::NamespacesUpdate => super::namespace::v1(ex, Method::Put),
         Route::NamespacesDelete => super::namespace::v1(ex, Method::Delete),
-        other => Err(Failure::new(
-            501,
-            format!("{} is not served yet", other.name()),
-        )),
+        Route::MetadataBatchUpdate => writes::metadata_batch(ex, scratch, false, Door::Text),
+        Route::MetadataBatchDelete => writes::metadata_batch(ex, scratch, true, Door::Text),
+        Route::HealthUpdate => writes::health(ex, scratch, Door::Text),
+        other => Err(Failure::new(404, format!("no such api: {}", other.name()))),
     }
 }
 

@@ -108,9 +108,20 @@ pub struct Node {
 impl Node {
     /// Starts a node at `addr` in the cluster `members`.
     pub async fn start(addr: SocketAddr, members: &str, extra: &[&str], log: &Path) -> Node {
+        Node::start_with_grpc(addr, free_addrs(1)[0], members, extra, log).await
+    }
+
+    /// Starts a node at `addr` with its gRPC port at `grpc`.
+    pub async fn start_with_grpc(
+        addr: SocketAddr,
+        grpc: SocketAddr,
+        members: &str,
+        extra: &[&str],
+        log: &Path,
+    ) -> Node {
         let mut node = Node {
             addr,
-            grpc: free_addrs(1)[0],
+            grpc,
             members: members.to_owned(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             config: None,
@@ -367,6 +378,30 @@ impl TestCluster {
     /// Starts `n` nodes and waits until every node is ready and sees every
     /// other UP.
     pub async fn start(n: usize, extra: &[&str]) -> TestCluster {
+        TestCluster::start_nodes(free_addrs(n), None, extra).await
+    }
+
+    /// Like [`TestCluster::start`], with every node's gRPC port at its HTTP
+    /// port + `offset` (what Nacos clients given several servers assume).
+    pub async fn start_grpc_offset(n: usize, offset: u16, extra: &[&str]) -> TestCluster {
+        let mut addrs = Vec::with_capacity(n);
+        while addrs.len() < n {
+            let a = free_addrs(1)[0];
+            let Some(port) = a.port().checked_add(offset) else {
+                continue;
+            };
+            if TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).is_ok() {
+                addrs.push(a);
+            }
+        }
+        TestCluster::start_nodes(addrs, Some(offset), extra).await
+    }
+
+    async fn start_nodes(
+        addrs: Vec<SocketAddr>,
+        offset: Option<u16>,
+        extra: &[&str],
+    ) -> TestCluster {
         // CLUSTER_LOG_DIR keeps the nodes' logs for a look after a failure.
         let dir = match std::env::var_os("CLUSTER_LOG_DIR") {
             Some(d) => tempfile::Builder::new()
@@ -376,7 +411,6 @@ impl TestCluster {
                 .expect("tempdir"),
             None => tempfile::tempdir().expect("tempdir"),
         };
-        let addrs = free_addrs(n);
         let members = addrs
             .iter()
             .map(|a| a.to_string())
@@ -385,7 +419,11 @@ impl TestCluster {
         let mut nodes = Vec::new();
         for (i, a) in addrs.iter().enumerate() {
             let log = dir.path().join(format!("node{i}.log"));
-            nodes.push(Node::start(*a, &members, extra, &log).await);
+            let grpc = match offset {
+                Some(o) => SocketAddr::from(([127, 0, 0, 1], a.port() + o)),
+                None => free_addrs(1)[0],
+            };
+            nodes.push(Node::start_with_grpc(*a, grpc, &members, extra, &log).await);
         }
         let c = TestCluster {
             nodes,

@@ -1,10 +1,10 @@
 //! The Raft state machine: the persistent instances and explicit services
 //! of the in-memory store, as `openraft`'s [`RaftStateMachine`].
 //!
-//! Applying an entry runs each command through the naming API handler of
-//! its endpoint ([`crate::http::apply_write`]), so validation, limits and
-//! change events are the ones a single node has; health verdicts go through
-//! [`registry_core::Store::set_health`] as the single-node checker does.
+//! Applying an entry runs each typed command through the one write path
+//! ([`crate::write::Writer::apply_committed`]), so validation, limits and
+//! change events are the ones a single node has, whichever door took the
+//! write; format-1 commands are read as the typed writes they meant.
 //! Every node applies the same commands in the same order; the leader's
 //! outcome is what the client gets.
 //!
@@ -33,13 +33,15 @@ use openraft::{
 };
 use redb::Database;
 use registry_core::{InstanceAddr, InstanceSpec, Metadata, ServiceRef, ServiceSpec, Store};
-use registry_proto::naming::route::Route;
-use registry_proto::raft::{Batch, Command, NodeId, Outcome, Outcomes, TypeConfig, WriteOp};
+use registry_proto::raft::{
+    Batch, Command as LogCommand, NodeId, Outcome, Outcomes, Refusal, TypeConfig, COMMAND_FORMAT,
+};
 use serde::{Deserialize, Serialize};
 
 use super::log::{read_meta, write_meta};
 use super::Shared;
 use crate::state::App;
+use crate::write::{wire, Command};
 
 type StoreResult<T> = Result<T, StorageError<NodeId>>;
 type Membership = StoredMembership<NodeId, BasicNode>;
@@ -161,10 +163,12 @@ impl Image {
                 }
             }
         });
+        let writer = &app.writer;
+        // What the image lacks was deleted by committed entries; a refusal
+        // means it is gone already.
         for key in drop_services {
-            if let Ok(w) = store.delete_service(key.as_ref()) {
-                app.publish(w.event);
-            }
+            let service = key.as_ref();
+            let _ = writer.apply_committed(Command::ServiceDelete { service }, now);
         }
         for (key, cluster, ip, port) in drop_instances {
             let addr = InstanceAddr {
@@ -172,9 +176,12 @@ impl Image {
                 ip,
                 port,
             };
-            if let Ok(w) = store.deregister(key.as_ref(), addr, false, now) {
-                app.publish(w.event);
-            }
+            let command = Command::Deregister {
+                service: key.as_ref(),
+                addr,
+                ephemeral: false,
+            };
+            let _ = writer.apply_committed(command, now);
         }
         let mut refused = 0;
         for s in &self.services {
@@ -189,13 +196,21 @@ impl Image {
                 metadata: metadata.clone(),
                 selector: selector.clone(),
             };
-            let written = match store.create_service(svc, &spec, now) {
-                Ok(w) => Ok(w),
-                Err(_) => store.update_service(svc, s.threshold, Some(metadata), selector, now),
+            let create = Command::ServiceCreate {
+                service: svc,
+                spec: &spec,
             };
-            match written {
-                Ok(w) => app.publish(w.event),
-                Err(_) => refused += 1,
+            let update = Command::ServiceUpdate {
+                service: svc,
+                protect_threshold: s.threshold,
+                metadata: Some(&metadata),
+                selector: selector.as_ref(),
+            };
+            let written = writer
+                .apply_committed(create, now)
+                .or_else(|_| writer.apply_committed(update, now));
+            if written.is_err() {
+                refused += 1;
             }
         }
         for i in &self.instances {
@@ -215,94 +230,50 @@ impl Image {
                 metadata,
                 ..InstanceSpec::new(&i.cluster, ip, i.port)
             };
-            match store.register(svc, &spec, now) {
-                Ok(w) => {
-                    app.publish(w.event);
-                    app.health_targets.insert(svc);
-                }
-                Err(_) => refused += 1,
+            let command = Command::Register {
+                service: svc,
+                instance: &spec,
+                strict: false,
+            };
+            if writer.apply_committed(command, now).is_err() {
+                refused += 1;
             }
         }
         refused
     }
 }
 
-fn route_of(op: WriteOp) -> Route {
-    match op {
-        WriteOp::Register => Route::InstanceRegister,
-        WriteOp::Update => Route::InstanceUpdate,
-        WriteOp::Deregister => Route::InstanceDeregister,
-        WriteOp::Patch => Route::InstancePatch,
-        WriteOp::ServiceCreate => Route::ServiceCreate,
-        WriteOp::ServiceUpdate => Route::ServiceUpdate,
-        WriteOp::ServiceDelete => Route::ServiceDelete,
-    }
-}
-
-/// Applies one command to the app's store; the outcome the client gets
-/// when this node is the leader.
-pub fn apply_command(app: &App, command: &Command) -> Outcome {
-    match command {
-        Command::Write { op, params, agent } => {
-            let (status, json, body) = crate::http::apply_write(
-                app,
-                route_of(*op),
-                params,
-                agent.as_deref(),
-                app.clock.now(),
-            );
-            Outcome { status, json, body }
+/// Applies one command to the app's store through the write path; the
+/// outcome the client gets when this node is the leader. A format-1
+/// command (an older leader's, during a rolling upgrade) is read as the
+/// typed write it meant; a format this build does not know is refused on
+/// every node alike, changing nothing.
+pub fn apply_command(app: &App, command: &LogCommand) -> Outcome {
+    let now = app.clock.now();
+    let migrated;
+    let write = match command {
+        LogCommand::Typed { v, write } if *v <= COMMAND_FORMAT => write,
+        LogCommand::Typed { v, .. } => {
+            return Outcome::Refused(Refusal::Invalid {
+                text: format!(
+                    "a command of format {v}, newer than this node's {COMMAND_FORMAT}: \
+                     upgrade this node"
+                ),
+            })
         }
-        Command::Health {
-            namespace,
-            service,
-            cluster,
-            ip,
-            port,
-            healthy,
-        } => {
-            let Ok(ip) = ip.parse::<IpAddr>() else {
-                return Outcome {
-                    status: 400,
-                    json: false,
-                    body: format!("invalid ip {ip}"),
-                };
-            };
-            let addr = InstanceAddr {
-                cluster,
-                ip,
-                port: *port,
-            };
-            let svc = ServiceRef::new(namespace, service);
-            match app
-                .store
-                .set_health(svc, addr, false, *healthy, app.clock.now())
-            {
-                Ok(w) => {
-                    app.publish(w.event);
-                    Outcome {
-                        status: 200,
-                        json: false,
-                        body: "ok".into(),
-                    }
-                }
-                // Deregistered since the verdict: nothing to mark.
-                Err(e) => Outcome {
-                    status: 404,
-                    json: false,
-                    body: e.to_string(),
-                },
+        legacy => match crate::write::legacy::typed(legacy, &app.parse_limits) {
+            Ok(w) => {
+                migrated = w;
+                &migrated
             }
-        }
-    }
+            Err(text) => return Outcome::Refused(Refusal::Invalid { text }),
+        },
+    };
+    wire::outcome(&wire::apply_logged(&app.writer, write, now))
 }
 
 fn stopped() -> Outcome {
-    Outcome {
-        status: 503,
-        json: false,
-        body: "the server is shutting down".into(),
-    }
+    Outcome::Refused(Refusal::Stopped)
 }
 
 /// The state machine handed to openraft.

@@ -4,7 +4,8 @@
 //! Present when the registry runs with both `--members` and `--data-dir`.
 //! Every write of persistent data (register, update, patch or deregister
 //! of a persistent instance; create, update or delete of a service; the
-//! leader's health verdicts) is a command in the Raft log:
+//! leader's health verdicts) is a typed command in the Raft log
+//! (`registry_proto::raft::Command`, versioned):
 //!
 //! - a client write reaching the leader is queued for the proposer
 //!   ([`propose`]), which puts every command waiting into one entry and
@@ -15,8 +16,10 @@
 //!   over the cluster's pooled links and its answer returned as it came
 //!   ([`client`]); with no leader, or on a node cut off from the majority,
 //!   it is refused with a 503 that says so, and nothing is applied;
+//! - a write made on a follower by another door (gRPC, the health checker)
+//!   is handed to the leader as its typed command ([`net::Forwarder`]);
 //! - every node applies committed commands to its own store through the
-//!   naming API's handlers ([`machine`]); reads stay local.
+//!   one write path ([`crate::write`], from [`machine`]); reads stay local.
 //!
 //! Storage is redb under `--data-dir` ([`log`]: log and vote; the state
 //! machine's snapshot in the same file). Peer messages travel over HTTP on
@@ -28,6 +31,7 @@ pub mod log;
 pub mod machine;
 pub mod net;
 mod propose;
+mod renumber;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -43,7 +47,9 @@ use registry_proto::raft::{Command, NodeId, Outcome, TypeConfig};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::{Counter, Histogram};
+use crate::prometheus::{Exposition, Kind};
 use crate::state::App;
+use crate::write::WriteError;
 
 /// Bounds of the commit-latency histogram, in microseconds.
 const COMMIT_BOUNDS_US: [u64; 14] = [
@@ -163,6 +169,8 @@ pub struct Consensus {
     /// The data directory's free-space check, passed before a proposal.
     pub disk: Arc<crate::disk::Disk>,
     write_timeout: Duration,
+    /// Links to hand writes to the leader over.
+    forward: net::Forwarder,
 }
 
 /// The database opened at configuration time, waiting for [`start`].
@@ -258,6 +266,11 @@ pub async fn start(
         secret: cluster.config.secret.clone(),
         max_message,
     };
+    let forward = net::Forwarder::new(
+        sender.clone(),
+        &members,
+        settings.write_timeout.max(Duration::from_secs(1)),
+    )?;
     let network = net::Network::new(
         sender,
         Duration::from_millis(election).max(Duration::from_millis(500)),
@@ -293,6 +306,7 @@ pub async fn start(
         max_command,
         disk,
         write_timeout: settings.write_timeout,
+        forward,
     });
     let tasks = vec![
         tokio::spawn(propose::run(
@@ -322,7 +336,10 @@ fn refuse_positional_ids(raft: &Raft<TypeConfig>, dir: &std::path::Path) -> anyh
     for (id, node) in m.membership().nodes() {
         if *id != node_id(&node.addr) {
             anyhow::bail!(
-                "{}/raft.redb names member {} by id {id}, as builds before member ids were                  hashed from addresses did; this build cannot use it. Move the data directory                  away and start with an empty one: the node then loads the persistent data                  from the other members (start every member so if the whole cluster is old)",
+                "{}/raft.redb names member {} by id {id}, as builds before member ids were \
+                 hashed from addresses did; this build cannot use it. Move the data directory \
+                 away and start with an empty one: the node then loads the persistent data \
+                 from the other members (start every member so if the whole cluster is old)",
                 dir.display(),
                 node.addr
             );
@@ -456,10 +473,50 @@ impl Consensus {
     }
 
     /// Appends the Raft metrics in the Prometheus text format.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
+    pub fn render(&self, e: &mut Exposition<'_>) {
         let s = &self.shared.stats;
-        let counters: [(&str, &str, u64); 14] = [
+        for (name, help, v) in self.counters() {
+            e.counter(name, help, v);
+        }
+        let p = self.position();
+        let gauges = [
+            (
+                "registry_raft_snapshot_bytes",
+                "Size of the last snapshot built or installed.",
+                s.snapshot_bytes.load(Ordering::Relaxed),
+            ),
+            (
+                "registry_raft_last_log_index",
+                "Index of this node's last log entry.",
+                p.last_log,
+            ),
+            (
+                "registry_raft_applied_index",
+                "Index of the last entry applied here.",
+                p.applied,
+            ),
+            (
+                "registry_raft_leader",
+                "Whether this node is the leader.",
+                u64::from(p.role == "LEADER"),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            e.gauge(name, help, v);
+        }
+        const COMMIT: &str = "registry_raft_commit_seconds";
+        e.family(
+            COMMIT,
+            Kind::Histogram,
+            "Persistent write proposed to committed and applied on the leader.",
+        );
+        s.commit_latency.render(e, COMMIT, &[], 1e6);
+    }
+
+    /// Raft's counters: (name, help, value).
+    fn counters(&self) -> [(&'static str, &'static str, u64); 14] {
+        let s = &self.shared.stats;
+        [
             (
                 "registry_raft_committed_total",
                 "Client writes committed through this node as leader.",
@@ -530,40 +587,79 @@ impl Consensus {
                 "Current term (a counter: it only grows).",
                 self.position().term,
             ),
-        ];
-        for (name, help, v) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        }
-        let p = self.position();
-        let _ = writeln!(
-            out,
-            "# HELP registry_raft_snapshot_bytes Size of the last snapshot built or installed.\n\
-             # TYPE registry_raft_snapshot_bytes gauge\nregistry_raft_snapshot_bytes {}\n\
-             # HELP registry_raft_last_log_index Index of this node's last log entry.\n\
-             # TYPE registry_raft_last_log_index gauge\nregistry_raft_last_log_index {}\n\
-             # HELP registry_raft_applied_index Index of the last entry applied here.\n\
-             # TYPE registry_raft_applied_index gauge\nregistry_raft_applied_index {}\n\
-             # HELP registry_raft_leader Whether this node is the leader.\n\
-             # TYPE registry_raft_leader gauge\nregistry_raft_leader {}",
-            s.snapshot_bytes.load(Ordering::Relaxed),
-            p.last_log,
-            p.applied,
-            u8::from(p.role == "LEADER"),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP registry_raft_commit_seconds Persistent write proposed to committed and applied on the leader.\n\
-             # TYPE registry_raft_commit_seconds histogram"
-        );
-        s.commit_latency
-            .render(out, "registry_raft_commit_seconds", "", 1e6);
+        ]
     }
 }
 
-/// Health checks in a Raft cluster: run on the leader, verdicts proposed.
+impl Consensus {
+    /// Proposes `command` if this node is the leader and waits for its
+    /// outcome here; why not, otherwise (the text says it was not applied).
+    pub async fn propose_here(&self, command: Command) -> Result<Outcome, String> {
+        if self.position().leader != Some(self.id) {
+            self.shared.stats.refused.inc();
+            return Err(
+                "this node is no longer the Raft leader; the write was not applied, please retry"
+                    .into(),
+            );
+        }
+        let weight = command.weight();
+        match self.propose(command, weight).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err("the server is shutting down".into()),
+        }
+    }
+}
+
+/// The Raft log as the write path's durable submit: proposed here on the
+/// leader, handed to the leader by a follower (as the typed command, over
+/// [`net::Forwarder`]), refused without a leader.
+impl crate::write::Log for Consensus {
+    fn submit(self: Arc<Self>, command: Command) -> crate::write::Pending {
+        let weight = command.weight();
+        if weight > self.max_command {
+            self.shared.stats.refused.inc();
+            let limit = self.max_command;
+            return Box::pin(std::future::ready(Err(WriteError::TooLarge {
+                bytes: weight,
+                limit,
+            })));
+        }
+        let position = self.position();
+        if position.leader == Some(self.id) {
+            let outcome = self.propose(command, weight);
+            return Box::pin(async move {
+                match outcome.await {
+                    Ok(Ok(o)) => crate::write::wire::result(o),
+                    Ok(Err(text)) => Err(WriteError::Log(text)),
+                    Err(_) => Err(WriteError::Log("the server is shutting down".into())),
+                }
+            });
+        }
+        let Some(leader) = position.leader else {
+            self.shared.stats.refused.inc();
+            return Box::pin(std::future::ready(Err(WriteError::Log(
+                "no Raft leader: this node cannot reach a majority of the cluster, so it \
+                 accepts no persistent writes; the write was not applied"
+                    .into(),
+            ))));
+        };
+        Box::pin(async move {
+            match self.forward.propose(leader, command).await {
+                Ok(o) => {
+                    self.shared.stats.forwarded.inc();
+                    crate::write::wire::result(o)
+                }
+                Err(text) => {
+                    self.shared.stats.refused.inc();
+                    Err(WriteError::Log(text))
+                }
+            }
+        })
+    }
+}
+
+/// Health checks in a Raft cluster: run on the leader only; its verdicts
+/// go through the write path, which proposes them.
 pub struct LeaderChecks(pub Arc<super::Cluster>);
 
 impl crate::health::Verdicts for LeaderChecks {
@@ -571,28 +667,6 @@ impl crate::health::Verdicts for LeaderChecks {
         self.0
             .consensus()
             .is_some_and(|c| c.raft.metrics().borrow().state == ServerState::Leader)
-    }
-
-    fn propose(
-        &self,
-        service: &registry_core::ServiceKey,
-        cluster: &str,
-        ip: std::net::IpAddr,
-        port: u16,
-        healthy: bool,
-    ) {
-        let Some(c) = self.0.consensus() else { return };
-        let command = Command::Health {
-            namespace: service.namespace().to_owned(),
-            service: service.grouped_name().to_owned(),
-            cluster: cluster.to_owned(),
-            ip: ip.to_string(),
-            port,
-            healthy,
-        };
-        let weight = command.weight();
-        // Nobody waits: the next round sees the committed verdict.
-        drop(c.propose(command, weight));
     }
 }
 

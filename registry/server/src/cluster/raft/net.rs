@@ -212,11 +212,8 @@ impl RaftNetwork<TypeConfig> for Client {
 }
 
 /// Hands a received message to the local engine; the answer to send back.
-pub async fn serve(
-    raft: &openraft::Raft<TypeConfig>,
-    shared: &Shared,
-    message: RaftRequest,
-) -> RaftAnswer {
+pub async fn serve(consensus: &super::Consensus, message: RaftRequest) -> RaftAnswer {
+    let (raft, shared) = (&consensus.raft, &consensus.shared);
     match message {
         RaftRequest::Append(r) => RaftAnswer::Append(raft.append_entries(r).await),
         RaftRequest::Vote(r) => RaftAnswer::Vote(raft.vote(r).await),
@@ -227,6 +224,88 @@ pub async fn serve(
                 .snapshot_bytes_received
                 .add(r.data.len() as u64);
             RaftAnswer::Snapshot(raft.install_snapshot(r).await)
+        }
+        RaftRequest::Propose(command) => RaftAnswer::Propose(consensus.propose_here(command).await),
+    }
+}
+
+/// The links a follower hands client writes to the leader over (their
+/// own, so a burst of writes never queues behind the engine's appends).
+pub struct Forwarder {
+    sender: Sender,
+    links: HashMap<NodeId, (String, Link)>,
+}
+
+impl Forwarder {
+    /// One link per other member.
+    ///
+    /// # Errors
+    /// When a member address is not `ip:port`.
+    pub fn new(
+        sender: Sender,
+        members: &[(NodeId, String)],
+        timeout: Duration,
+    ) -> anyhow::Result<Forwarder> {
+        let mut links = HashMap::new();
+        for (id, addr) in members {
+            if *addr != sender.me {
+                links.insert(*id, (addr.clone(), Link::new(addr.parse()?, timeout)));
+            }
+        }
+        Ok(Forwarder { sender, links })
+    }
+
+    /// Sends `command` to the leader `leader` to propose; its outcome
+    /// there, or why there is none (the text says whether it was applied).
+    pub async fn propose(
+        &self,
+        leader: NodeId,
+        command: registry_proto::raft::Command,
+    ) -> Result<registry_proto::raft::Outcome, String> {
+        let Some((addr, link)) = self.links.get(&leader) else {
+            return Err(format!(
+                "node {leader} is not a member; the write was not applied"
+            ));
+        };
+        let body = distro::encode(&Envelope {
+            v: VERSION,
+            from: self.sender.me.clone(),
+            node: self.sender.node,
+            secret: self.sender.secret.clone(),
+            body: RaftRequest::Propose(command),
+        });
+        let mut request = Vec::with_capacity(body.len() + 160);
+        distro::write_peer_request(&mut request, Method::Post, RAFT_PATH, addr, &body);
+        let answer = match link.call(request).await {
+            Ok(a) => a,
+            // Never sent: the leader cannot have applied it.
+            Err(e) if e.starts_with("connecting to") => {
+                return Err(format!(
+                    "the Raft leader {addr} is unreachable ({e}); the write was not applied, please retry"
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "no answer from the Raft leader {addr}: {e}; the write was not acknowledged, please retry"
+                ))
+            }
+        };
+        if answer.status != 200 {
+            return Err(format!(
+                "the Raft leader {addr} answered {}: {}; the write was not acknowledged",
+                answer.status,
+                String::from_utf8_lossy(&answer.body)
+            ));
+        }
+        match distro::decode_answer::<RaftAnswer>(
+            &answer.body,
+            self.sender.max_message.max(1 << 20),
+        ) {
+            Ok(RaftAnswer::Propose(r)) => r,
+            Ok(_) => Err(format!(
+                "{addr} answered a proposal with another kind; the write was not acknowledged"
+            )),
+            Err(e) => Err(format!("{addr}: {e}; the write was not acknowledged")),
         }
     }
 }

@@ -292,20 +292,4 @@ fn client_list(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failur
     Ok(Reply::Json)
 }
 
-mod write {
-    //! Placeholder until the typed write path lands: every v2/v3 write
-    //! route answers 501 in the envelope.
-    use super::*;
-
-    pub(super) fn handle(
-        _ex: &Exchange<'_>,
-        route: Route,
-        _scratch: &mut Scratch,
-    ) -> Result<Reply, Failure> {
-        Err(api(ApiError::new(
-            501,
-            ErrorCode::ServerError,
-            format!("{} is not served yet", route.name()),
-        )))
-    }
-}
+mod write;

@@ -1,0 +1,379 @@
+//! Commands as the Raft log carries them (`registry_proto::raft`), both
+//! ways, and the core's refusals as the log's outcomes carry them.
+//!
+//! Only persistent writes travel: [`to_log`] has no form for a replica or
+//! a connection's ephemeral set, which [`super::Writer::apply`] never
+//! proposes.
+
+use std::sync::Arc;
+
+use registry_core::{
+    model::preserved, InstanceAddr, InstancePatch, InstanceSpec, Metadata, Millis, RegistryError,
+    ServiceRef, ServiceSpec,
+};
+use registry_proto::raft::{self, Addr, Outcome, Pairs, Refusal, Service, Write};
+
+use super::{Applied, Command, WriteError, Writer};
+
+fn service(s: ServiceRef<'_>) -> Service {
+    Service {
+        ns: s.namespace.to_owned(),
+        name: s.name.to_owned(),
+    }
+}
+
+fn addr(a: InstanceAddr<'_>) -> Addr {
+    Addr {
+        cluster: a.cluster.to_owned(),
+        ip: a.ip,
+        port: a.port,
+    }
+}
+
+fn pairs(m: &Metadata) -> Pairs {
+    m.iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// The log's form of a persistent write; `None` for the memory-only
+/// commands (replicas, a connection's ephemeral set), which never travel.
+pub fn to_log(command: &Command<'_>) -> Option<raft::Command> {
+    let write = match *command {
+        Command::Register {
+            service: s,
+            instance,
+            strict,
+        } => Write::Register {
+            service: service(s),
+            instance: raft::Instance {
+                addr: addr(instance.addr),
+                weight: instance.weight,
+                healthy: instance.healthy,
+                enabled: instance.enabled,
+                ephemeral: instance.ephemeral,
+                metadata: pairs(&instance.metadata),
+            },
+            strict,
+        },
+        Command::Deregister {
+            service: s,
+            addr: a,
+            ephemeral,
+        } => Write::Deregister {
+            service: service(s),
+            addr: addr(a),
+            ephemeral,
+        },
+        Command::Patch {
+            service: s,
+            addr: a,
+            ephemeral,
+            patch,
+        } => Write::Patch {
+            service: service(s),
+            addr: addr(a),
+            // Decided once, by the proposer, so every node patches the
+            // same instance whatever else it holds at the address.
+            ephemeral: ephemeral.unwrap_or(false),
+            weight: patch.weight,
+            enabled: patch.enabled,
+            healthy: patch.healthy,
+            metadata: patch.metadata.as_ref().map(pairs),
+        },
+        Command::ServiceCreate { service: s, spec } => Write::ServiceCreate {
+            service: service(s),
+            threshold: spec.protect_threshold,
+            metadata: pairs(&spec.metadata),
+            selector: spec.selector.as_deref().map(str::to_owned),
+        },
+        Command::ServiceUpdate {
+            service: s,
+            protect_threshold,
+            metadata,
+            selector,
+        } => Write::ServiceUpdate {
+            service: service(s),
+            threshold: protect_threshold,
+            metadata: metadata.map(pairs),
+            selector: selector.map(|s| s.to_string()),
+        },
+        Command::ServiceDelete { service: s } => Write::ServiceDelete {
+            service: service(s),
+        },
+        Command::Health {
+            service: s,
+            addr: a,
+            ephemeral,
+            healthy,
+        } => Write::Health {
+            service: service(s),
+            addr: addr(a),
+            ephemeral,
+            healthy,
+        },
+        Command::Metadata {
+            service: s,
+            addrs,
+            ephemeral,
+            metadata,
+            remove,
+        } => Write::Metadata {
+            service: service(s),
+            addrs: addrs.iter().map(|a| addr(*a)).collect(),
+            ephemeral,
+            metadata: pairs(metadata),
+            remove,
+        },
+        Command::Replace { .. } | Command::Replica { .. } | Command::Drop { .. } => return None,
+    };
+    Some(raft::Command::typed(write))
+}
+
+fn metadata(p: &Pairs) -> Result<Metadata, WriteError> {
+    Ok(Metadata::from_pairs(p.iter().map(|(k, v)| (k, v)))?)
+}
+
+fn at(a: &Addr) -> InstanceAddr<'_> {
+    InstanceAddr {
+        cluster: &a.cluster,
+        ip: a.ip,
+        port: a.port,
+    }
+}
+
+fn svc(s: &Service) -> ServiceRef<'_> {
+    ServiceRef::new(&s.ns, &s.name)
+}
+
+/// Applies a committed write of the log through the write path.
+///
+/// # Errors
+/// The store's refusal, the same on every node.
+pub fn apply_logged(writer: &Writer, write: &Write, now: Millis) -> Result<Applied, WriteError> {
+    let apply = |c: Command<'_>| writer.apply_committed(c, now);
+    match write {
+        Write::Register {
+            service,
+            instance: i,
+            strict,
+        } => {
+            let spec = InstanceSpec {
+                weight: i.weight,
+                healthy: i.healthy,
+                enabled: i.enabled,
+                ephemeral: i.ephemeral,
+                metadata: metadata(&i.metadata)?,
+                ..InstanceSpec::new(&i.addr.cluster, i.addr.ip, i.addr.port)
+            };
+            apply(Command::Register {
+                service: svc(service),
+                instance: &spec,
+                strict: *strict,
+            })
+        }
+        Write::Deregister {
+            service,
+            addr,
+            ephemeral,
+        } => apply(Command::Deregister {
+            service: svc(service),
+            addr: at(addr),
+            ephemeral: *ephemeral,
+        }),
+        Write::Patch {
+            service,
+            addr,
+            ephemeral,
+            weight,
+            enabled,
+            healthy,
+            metadata: m,
+        } => {
+            let patch = InstancePatch {
+                weight: *weight,
+                enabled: *enabled,
+                healthy: *healthy,
+                metadata: m.as_ref().map(metadata).transpose()?,
+            };
+            apply(Command::Patch {
+                service: svc(service),
+                addr: at(addr),
+                ephemeral: Some(*ephemeral),
+                patch: &patch,
+            })
+        }
+        Write::ServiceCreate {
+            service,
+            threshold,
+            metadata: m,
+            selector,
+        } => {
+            let spec = ServiceSpec {
+                protect_threshold: *threshold,
+                metadata: metadata(m)?,
+                selector: selector.as_deref().map(Arc::from),
+            };
+            apply(Command::ServiceCreate {
+                service: svc(service),
+                spec: &spec,
+            })
+        }
+        Write::ServiceUpdate {
+            service,
+            threshold,
+            metadata: m,
+            selector,
+        } => {
+            let m = m.as_ref().map(metadata).transpose()?;
+            let selector = selector.as_deref().map(Arc::from);
+            apply(Command::ServiceUpdate {
+                service: svc(service),
+                protect_threshold: *threshold,
+                metadata: m.as_ref(),
+                selector: selector.as_ref(),
+            })
+        }
+        Write::ServiceDelete { service } => apply(Command::ServiceDelete {
+            service: svc(service),
+        }),
+        Write::Health {
+            service,
+            addr,
+            ephemeral,
+            healthy,
+        } => apply(Command::Health {
+            service: svc(service),
+            addr: at(addr),
+            ephemeral: *ephemeral,
+            healthy: *healthy,
+        }),
+        Write::Metadata {
+            service,
+            addrs,
+            ephemeral,
+            metadata: m,
+            remove,
+        } => {
+            let addrs: Vec<InstanceAddr<'_>> = addrs.iter().map(at).collect();
+            let m = metadata(m)?;
+            apply(Command::Metadata {
+                service: svc(service),
+                addrs: &addrs,
+                ephemeral: *ephemeral,
+                metadata: &m,
+                remove: *remove,
+            })
+        }
+    }
+}
+
+/// The log's outcome of a write applied on the leader.
+pub fn outcome(result: &Result<Applied, WriteError>) -> Outcome {
+    match result {
+        Ok(a) => Outcome::Applied {
+            revision: a.revision,
+        },
+        Err(WriteError::Store(e)) => Outcome::Refused(refusal(e)),
+        Err(e) => Outcome::Refused(Refusal::Invalid {
+            text: e.to_string(),
+        }),
+    }
+}
+
+/// A leader's outcome as the waiting door's result.
+///
+/// # Errors
+/// The refusal, as the store's error where it was one.
+pub fn result(outcome: Outcome) -> Result<Applied, WriteError> {
+    match outcome {
+        Outcome::Applied { revision } => Ok(Applied {
+            revision,
+            changed: revision > 0,
+            stale: false,
+        }),
+        Outcome::Refused(r) => Err(error(r)),
+    }
+}
+
+fn refusal(e: &RegistryError) -> Refusal {
+    use RegistryError as E;
+    match *e {
+        E::ServiceNotFound => Refusal::ServiceNotFound,
+        E::InstanceNotFound => Refusal::InstanceNotFound,
+        E::ClusterNotFound => Refusal::ClusterNotFound,
+        E::ServiceExists => Refusal::ServiceExists,
+        E::InvalidWeight => Refusal::InvalidWeight,
+        E::InvalidProtectThreshold => Refusal::InvalidProtectThreshold,
+        E::InvalidMetadata => Refusal::InvalidMetadata,
+        E::InvalidTimeout { key } => Refusal::InvalidTimeout { key: key.into() },
+        E::InvalidName => Refusal::InvalidName,
+        E::TooManyInstances { limit } => Refusal::TooManyInstances {
+            limit: limit as u64,
+        },
+        E::TooManyServices { limit } => Refusal::TooManyServices {
+            limit: limit as u64,
+        },
+    }
+}
+
+fn error(r: Refusal) -> WriteError {
+    use RegistryError as E;
+    WriteError::Store(match r {
+        Refusal::ServiceNotFound => E::ServiceNotFound,
+        Refusal::InstanceNotFound => E::InstanceNotFound,
+        Refusal::ClusterNotFound => E::ClusterNotFound,
+        Refusal::ServiceExists => E::ServiceExists,
+        Refusal::InvalidWeight => E::InvalidWeight,
+        Refusal::InvalidProtectThreshold => E::InvalidProtectThreshold,
+        Refusal::InvalidMetadata => E::InvalidMetadata,
+        Refusal::InvalidTimeout { key } => E::InvalidTimeout {
+            key: [
+                preserved::BEAT_INTERVAL,
+                preserved::BEAT_TIMEOUT,
+                preserved::DELETE_TIMEOUT,
+            ]
+            .into_iter()
+            .find(|k| *k == key)
+            .unwrap_or(preserved::BEAT_TIMEOUT),
+        },
+        Refusal::InvalidName => E::InvalidName,
+        Refusal::TooManyInstances { limit } => E::TooManyInstances {
+            limit: limit as usize,
+        },
+        Refusal::TooManyServices { limit } => E::TooManyServices {
+            limit: limit as usize,
+        },
+        Refusal::Invalid { text } => return WriteError::Invalid(text),
+        Refusal::Stopped => return WriteError::Log("the server is shutting down".into()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_comes_back_as_the_same_error() {
+        let all = [
+            RegistryError::ServiceNotFound,
+            RegistryError::InstanceNotFound,
+            RegistryError::ClusterNotFound,
+            RegistryError::ServiceExists,
+            RegistryError::InvalidWeight,
+            RegistryError::InvalidProtectThreshold,
+            RegistryError::InvalidMetadata,
+            RegistryError::InvalidTimeout {
+                key: preserved::DELETE_TIMEOUT,
+            },
+            RegistryError::InvalidName,
+            RegistryError::TooManyInstances { limit: 3 },
+            RegistryError::TooManyServices { limit: 4 },
+        ];
+        for e in all {
+            let wire = serde_json::to_string(&outcome(&Err(WriteError::Store(e)))).unwrap();
+            let back: Outcome = serde_json::from_str(&wire).unwrap();
+            assert_eq!(result(back), Err(WriteError::Store(e)));
+        }
+    }
+}
