@@ -96,6 +96,16 @@ pub const PLACES: &[(&str, &str, &str)] = &[
         "distro_verify_interval_ms",
     ),
     ("cluster_secret_file", "cluster", "secret_file"),
+    (
+        "client_expire_grace_ms",
+        "cluster",
+        "client_expire_grace_ms",
+    ),
+    (
+        "client_verify_interval_ms",
+        "cluster",
+        "client_verify_interval_ms",
+    ),
     ("raft_election_timeout_ms", "raft", "election_timeout_ms"),
     ("raft_heartbeat_ms", "raft", "heartbeat_ms"),
     ("raft_snapshot_logs", "raft", "snapshot_logs"),
