@@ -16,7 +16,7 @@ use registry_proto::naming::batch::MetadataBatch;
 use registry_proto::naming::health::HealthUpdate;
 use registry_proto::naming::ParseLimits;
 use registry_proto::openapi::envelope::{ApiError, Envelope};
-use registry_proto::openapi::{instance, namespace, route, service};
+use registry_proto::openapi::{admin, instance, namespace, route, service};
 use registry_proto::params::Params;
 use registry_proto::ProtoError;
 
@@ -62,4 +62,23 @@ fuzz_target!(|data: &[u8]| {
     check(MetadataBatch::parse(&p, &pl));
     check(HealthUpdate::parse(&p, &pl));
     let _ = instance::heart_beat(&p);
+    // The admin forms (cluster, client views, log, distro, statuses, paging).
+    for r in [
+        admin::ClusterForm::parse(&p, &pl).err(),
+        admin::ClientServiceForm::parse(&p, &pl).err(),
+        admin::client_id(&p).err(),
+        admin::log_form(&p).err(),
+        admin::distro_form(&p).err(),
+        admin::SubscriberPage::parse(&p).err(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        envelope_is_json(r);
+    }
+    if let Some(key) = req.path.strip_prefix(route::STATUSES_PREFIX) {
+        if let Err(e) = admin::statuses_key(key) {
+            envelope_is_json(e);
+        }
+    }
 });

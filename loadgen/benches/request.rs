@@ -10,6 +10,7 @@ use std::net::Ipv4Addr;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use loadgen::conn::Framer;
+use loadgen::dialect::Dialect;
 use loadgen::fleet::Naming;
 use loadgen::segment::Segment;
 use loadgen::template::Templates;
@@ -58,7 +59,7 @@ fn built(
 
 fn encode(c: &mut Criterion) {
     let n = naming();
-    let templates = Templates::new(&n, HOST);
+    let templates = Templates::new(&n, HOST, Dialect::V1);
     let beat = templates.beat_light.expect("a beat template");
     let mut g = c.benchmark_group("beat-request");
     g.throughput(Throughput::Elements(1));

@@ -114,7 +114,10 @@ pub struct RunArgs {
     /// sender); loadgen's own CPU then reads 100 %.
     #[arg(long, env = "LOADGEN_BUSY_POLL")]
     pub busy_poll: bool,
-    /// The protocol: `http` (Nacos 1.x) or `grpc` (Nacos 2.x, on the HTTP port + 1000).
+    /// The fleet: `http` (Nacos 1.x: HTTP requests and beats, UDP push), `grpc`
+    /// (Nacos 2.x: gRPC connections on the HTTP port + 1000, pushes on their
+    /// streams) or `v3` (Nacos 3.x's v3 client HTTP API, `/nacos/v3/client/ns/`:
+    /// heartbeats, subscribers poll).
     #[arg(long, env = "LOADGEN_PROTOCOL", value_enum)]
     pub protocol: Option<crate::profile::Protocol>,
     /// Simulated 2.x clients (gRPC connections) with `--protocol grpc`.

@@ -18,6 +18,8 @@
 //! - [`wheel`]: the hashed timing wheel that holds the simulated clients.
 //! - [`fleet`]: instances, subscribers, naming, change logs and expected sets.
 //! - [`template`]: request bytes built once, with holes for the service number and IP.
+//! - [`dialect`]: the HTTP fleet's API generations (1.x, the v3 client API): each
+//!   operation's request and what its answer means.
 //! - [`conn`]: keep-alive, pipelined HTTP/1.1 client connections over `127.0.0.x`.
 //! - [`subscriber`]: UDP push receivers: decode, ack, fingerprint.
 //! - [`grpc`]: the Nacos 2.x fleet (`protocol = "grpc"`): one gRPC connection per
@@ -49,6 +51,7 @@ pub mod bench;
 pub mod capacity;
 pub mod cli;
 pub mod conn;
+pub mod dialect;
 pub mod fleet;
 pub mod grpc;
 pub mod host;

@@ -113,8 +113,9 @@ pub struct Profile {
     /// The generator's own settings and health limits.
     #[serde(default)]
     pub generator: Generator,
-    /// The protocol the fleet speaks: `http` (Nacos 1.x, the default) or `grpc`
-    /// (Nacos 2.x, see [`crate::grpc`]).
+    /// The protocol the fleet speaks: `http` (Nacos 1.x, the default), `grpc`
+    /// (Nacos 2.x, see [`crate::grpc`]) or `v3` (the v3 client HTTP API, see
+    /// [`crate::dialect`]).
     #[serde(default)]
     pub protocol: Protocol,
     /// The 2.x fleet's settings (used when `protocol = "grpc"`).
@@ -131,6 +132,20 @@ pub enum Protocol {
     Http,
     /// Nacos 2.x: one gRPC connection per simulated client, pushes on its stream.
     Grpc,
+    /// Nacos 3.x's v3 client HTTP API: register, heartbeat, list and deregister
+    /// under `/nacos/v3/client/ns/`; subscribers poll (3.x has no UDP push).
+    V3,
+}
+
+impl Protocol {
+    /// The HTTP dialect of an HTTP fleet (`None`: the 2.x gRPC fleet).
+    pub fn dialect(self) -> Option<crate::dialect::Dialect> {
+        match self {
+            Protocol::Http => Some(crate::dialect::Dialect::V1),
+            Protocol::V3 => Some(crate::dialect::Dialect::V3),
+            Protocol::Grpc => None,
+        }
+    }
 }
 
 /// The simulated 2.x clients.

@@ -16,6 +16,7 @@ use reports::{
     Verification,
 };
 
+use crate::dialect::Dialect;
 use crate::exit;
 use crate::host;
 use crate::metrics::{self, MetricsServer};
@@ -213,11 +214,16 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     if profile.protocol == Protocol::Grpc {
         return run_grpc(&config, &profile, &thresholds, server);
     }
-    let mut control = ControlClient::for_members(server.addrs.clone());
+    let dialect = profile.protocol.dialect().unwrap_or(Dialect::V1);
+    let mut control = ControlClient::for_members(server.addrs.clone()).with_dialect(dialect);
     let baseline = verify::server_count(&mut control).with_context(|| {
         format!(
-            "the target {} does not answer /nacos/v1/ns/operator/metrics",
-            server.url
+            "the target {} does not answer {}",
+            server.url,
+            match dialect {
+                Dialect::V1 => "/nacos/v1/ns/operator/metrics",
+                Dialect::V3 => "/nacos/v3/admin/ns/ops/metrics",
+            }
         )
     })?;
     // A segment's expected count is its own instances: the server's total is judged

@@ -39,14 +39,19 @@ impl HostList {
     /// From a list response or push data. Hosts whose IP is not IPv4 text are counted
     /// in the fingerprint by a placeholder so that they still cause a mismatch.
     pub fn from_info(info: &ServiceInfo) -> HostList {
-        let mut endpoints: Vec<Endpoint> = info
+        let endpoints: Vec<Endpoint> = info
             .hosts
             .iter()
             .map(|h| Endpoint::parse(&h.ip, h.port).unwrap_or(Endpoint(u64::MAX)))
             .collect();
+        HostList::new(info.grouped_name(), endpoints)
+    }
+
+    /// The list of the service grouped as `name` holding `endpoints` (any order).
+    pub fn new(name: String, mut endpoints: Vec<Endpoint>) -> HostList {
         endpoints.sort_unstable();
         HostList {
-            name: info.grouped_name(),
+            name,
             hash: SetHash::of(endpoints.iter().copied()),
             endpoints,
         }

@@ -22,9 +22,15 @@ use registry_proto::naming::client::{self, ListSpec};
 use registry_proto::naming::list::ServiceInfo;
 use registry_proto::naming::operator::Metrics;
 use registry_proto::naming::ServiceName;
+use registry_proto::openapi::envelope::Envelope;
 
+use crate::dialect::Dialect;
 use crate::fleet::Naming;
 use crate::host;
+use crate::subscriber::HostList;
+
+/// The v3 admin metrics path (`/nacos/v3/admin/ns/ops/metrics`).
+const V3_METRICS: &str = "/nacos/v3/admin/ns/ops/metrics";
 
 /// How to reach or start the server.
 #[derive(Debug, Clone, Default)]
@@ -246,6 +252,8 @@ pub struct ControlClient {
     stream: Option<TcpStream>,
     buf: Vec<u8>,
     path: String,
+    /// The API its counts and lists are read through.
+    dialect: Dialect,
 }
 
 impl ControlClient {
@@ -263,7 +271,16 @@ impl ControlClient {
             stream: None,
             buf: Vec::with_capacity(64 * 1024),
             path: String::new(),
+            dialect: Dialect::V1,
         }
+    }
+
+    /// Reads counts and lists through `dialect`'s API (v1 by default; a v3 fleet
+    /// is verified through the v3 APIs, which a 3.2+ server serves without the
+    /// legacy adapter).
+    pub fn with_dialect(mut self, dialect: Dialect) -> ControlClient {
+        self.dialect = dialect;
+        self
     }
 
     fn connect(&self) -> std::io::Result<TcpStream> {
@@ -335,7 +352,10 @@ impl ControlClient {
     /// The server's metrics (`instanceCount` is what verification compares).
     pub fn metrics(&mut self) -> anyhow::Result<Metrics> {
         self.path.clear();
-        client::metrics(&mut self.path);
+        match self.dialect {
+            Dialect::V1 => client::metrics(&mut self.path),
+            Dialect::V3 => self.path.push_str(V3_METRICS),
+        }
         let path = std::mem::take(&mut self.path);
         let (status, body) = self.get(&path)?;
         self.path = path;
@@ -345,7 +365,42 @@ impl ControlClient {
                 String::from_utf8_lossy(&body)
             );
         }
-        Metrics::parse(&body).context("parsing metrics")
+        match self.dialect {
+            Dialect::V1 => Metrics::parse(&body).context("parsing metrics"),
+            Dialect::V3 => {
+                let envelope = Envelope::parse(&body).context("parsing the metrics envelope")?;
+                serde_json::from_value(envelope.data).context("parsing metrics")
+            }
+        }
+    }
+
+    /// The hosts of service `s`, through the client's dialect.
+    pub fn hosts(&mut self, naming: &Naming, s: u32) -> anyhow::Result<HostList> {
+        if self.dialect == Dialect::V1 {
+            return Ok(HostList::from_info(&self.list(naming, s)?));
+        }
+        let mut name = String::new();
+        naming.service_name(s, &mut name);
+        let service = ServiceName::new(&naming.group, &name);
+        self.path.clear();
+        let spec = ListSpec {
+            namespace_id: &naming.namespace,
+            service,
+            clusters: "",
+            healthy_only: false,
+            udp_port: 0,
+            client_ip: None,
+        };
+        self.dialect.list(&mut self.path, &spec, &naming.cluster);
+        let path = std::mem::take(&mut self.path);
+        let (status, body) = self.get(&path)?;
+        self.path = path;
+        if status != 200 {
+            bail!("list of {name} answered {status}");
+        }
+        let endpoints = crate::dialect::v3_endpoints(&body)
+            .with_context(|| format!("parsing the list of {name}"))?;
+        Ok(HostList::new(service.grouped(), endpoints))
     }
 
     /// The full instance list of service `s`.

@@ -22,9 +22,10 @@
 use std::net::Ipv4Addr;
 
 use registry_proto::http1::{write_request, Method};
-use registry_proto::naming::client::{self, InstanceSpec, ListSpec};
+use registry_proto::naming::client::{InstanceSpec, ListSpec};
 use registry_proto::naming::ServiceName;
 
+use crate::dialect::Dialect;
 use crate::fleet::Naming;
 
 /// Stands for the service number inside the service name `prefix-N`.
@@ -130,29 +131,30 @@ pub struct Templates {
 }
 
 impl Templates {
-    /// Builds every template for `naming`'s names and the `Host` header `host`.
-    pub fn new(naming: &Naming, host: &str) -> Templates {
+    /// Builds every template for `naming`'s names, the `Host` header `host`, in
+    /// `dialect`.
+    pub fn new(naming: &Naming, host: &str, dialect: Dialect) -> Templates {
         let name = format!("{}-{SERVICE_MARK}", naming.prefix);
         let spec = InstanceSpec {
             namespace_id: &naming.namespace,
             cluster: &naming.cluster,
             ..InstanceSpec::new(ServiceName::new(&naming.group, &name), IP_MARK, naming.port)
         };
-        let instance = |build: fn(&mut String, &InstanceSpec<'_>), method: Method| {
+        let instance = |build: fn(Dialect, &mut String, &InstanceSpec<'_>) -> Method| {
             let mut path = String::new();
-            build(&mut path, &spec);
+            let method = build(dialect, &mut path, &spec);
             let mut out = Vec::new();
             write_request(&mut out, method, &path, host, None);
             Template::cut(&out, true)
         };
         let mut path = String::new();
-        client::list(&mut path, &query_spec(naming, &name));
+        dialect.list(&mut path, &query_spec(naming, &name), &naming.cluster);
         let mut query = Vec::new();
         write_request(&mut query, Method::Get, &path, host, None);
         Templates {
-            register: instance(client::register, Method::Post),
-            deregister: instance(client::deregister, Method::Delete),
-            beat_light: instance(client::beat_light, Method::Put),
+            register: instance(Dialect::register),
+            deregister: instance(Dialect::deregister),
+            beat_light: instance(Dialect::beat),
             query: Template::cut(&query, false),
         }
     }
@@ -190,7 +192,14 @@ mod tests {
     }
 
     /// What the worker's slow path writes for one request.
-    fn built(n: &Naming, host: &str, kind: usize, service: u32, ip: Ipv4Addr) -> Vec<u8> {
+    fn built(
+        n: &Naming,
+        host: &str,
+        kind: usize,
+        service: u32,
+        ip: Ipv4Addr,
+        d: Dialect,
+    ) -> Vec<u8> {
         let name = format!("{}-{service}", n.prefix);
         let ip = ip.to_string();
         let spec = InstanceSpec {
@@ -200,20 +209,11 @@ mod tests {
         };
         let mut path = String::new();
         let method = match kind {
-            0 => {
-                client::register(&mut path, &spec);
-                Method::Post
-            }
-            1 => {
-                client::deregister(&mut path, &spec);
-                Method::Delete
-            }
-            2 => {
-                client::beat_light(&mut path, &spec);
-                Method::Put
-            }
+            0 => d.register(&mut path, &spec),
+            1 => d.deregister(&mut path, &spec),
+            2 => d.beat(&mut path, &spec),
             _ => {
-                client::list(&mut path, &query_spec(n, &name));
+                d.list(&mut path, &query_spec(n, &name), &n.cluster);
                 Method::Get
             }
         };
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn the_default_names_get_every_template_and_match_the_builders() {
         let n = naming("public", "DEFAULT_GROUP", "svc", "DEFAULT", 8080);
-        let t = Templates::new(&n, "127.0.0.1:8848");
+        let t = Templates::new(&n, "127.0.0.1:8848", Dialect::V1);
         for kind in 0..4 {
             let tpl = pick(&t, kind).expect("a template for the default names");
             for (s, ip) in [
@@ -240,7 +240,7 @@ mod tests {
                 let mut out = b"left".to_vec();
                 tpl.write(&mut out, s, ip);
                 let mut want = b"left".to_vec();
-                want.extend(built(&n, "127.0.0.1:8848", kind, s, ip));
+                want.extend(built(&n, "127.0.0.1:8848", kind, s, ip, Dialect::V1));
                 assert_eq!(
                     String::from_utf8_lossy(&out),
                     String::from_utf8_lossy(&want),
@@ -260,10 +260,10 @@ mod tests {
     #[test]
     fn a_marker_inside_a_name_leaves_the_slow_path() {
         let n = naming("public", "g", &format!("a{SERVICE_MARK}"), "DEFAULT", 1);
-        let t = Templates::new(&n, "h");
+        let t = Templates::new(&n, "h", Dialect::V1);
         assert!(t.beat_light.is_none() && t.query.is_none());
         let n = naming(IP_MARK, "g", "p", "DEFAULT", 1);
-        let t = Templates::new(&n, "h");
+        let t = Templates::new(&n, "h", Dialect::V1);
         assert!(t.register.is_none() && t.query.is_none(), "{t:?}");
     }
 
@@ -285,14 +285,16 @@ mod tests {
             service in any::<u32>(),
             ip in any::<u32>(),
             kind in 0usize..4,
+            v3 in any::<bool>(),
         ) {
+            let d = if v3 { Dialect::V3 } else { Dialect::V1 };
             let n = naming(&namespace, &group, &prefix, &cluster, port);
-            let t = Templates::new(&n, &host);
+            let t = Templates::new(&n, &host, d);
             let ip = Ipv4Addr::from(ip);
             if let Some(tpl) = pick(&t, kind) {
                 let mut out = Vec::new();
                 tpl.write(&mut out, service, ip);
-                prop_assert_eq!(out, built(&n, &host, kind, service, ip));
+                prop_assert_eq!(out, built(&n, &host, kind, service, ip, d));
             }
         }
     }

@@ -17,7 +17,6 @@
 //! merge` to judge once every segment is in.
 
 use crate::fleet::{Naming, SetHash};
-use crate::subscriber::HostList;
 use crate::target::ControlClient;
 
 /// The result of one check.
@@ -101,8 +100,7 @@ pub fn lists(
         .enumerate()
         .filter(|(s, _)| naming.owns_service(*s as u32));
     for (s, want) in own {
-        let info = client.list(naming, s as u32)?;
-        let got = HostList::from_info(&info).hash;
+        let got = client.hosts(naming, s as u32)?.hash;
         if got != *want {
             bad += 1;
             if examples.len() < 5 {

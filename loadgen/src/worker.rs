@@ -34,6 +34,7 @@ use tokio::net::UdpSocket;
 use tokio::task::{AbortHandle, JoinHandle};
 
 use crate::conn::{self, Exchange, Lane, LaneConfig, Request};
+use crate::dialect::{self, Dialect, Heartbeat};
 use crate::fleet::{Change, Instances, Life, Naming, SetHash, Subscriber, Watch};
 use crate::plan::{Phase, Plan};
 use crate::profile::{BeatStyle, Profile};
@@ -243,6 +244,8 @@ struct Ctx {
     beat_style: BeatStyle,
     /// Whole-request templates of the frequent requests (`None`: built the slow way).
     templates: Templates,
+    /// The API generation the fleet speaks.
+    dialect: Dialect,
     /// Consecutive instance requests per lane (the pipeline depth).
     batch: u32,
 }
@@ -356,9 +359,10 @@ impl Ctx {
         let global = i * w + self.index;
         let group = (i as usize) % self.groups.len();
         let ip = self.group_ips[group];
-        let socket = match subscriber::bind(ip) {
-            Ok(s) => s,
-            Err(_) => {
+        let socket = match self.dialect.pushes().then(|| subscriber::bind(ip)) {
+            None => None,
+            Some(Ok(s)) => Some(s),
+            Some(Err(_)) => {
                 // Out of file descriptors or ports: a failed poll, recorded as one.
                 state.recorder.dispatched(Op::Subscribe, intended, now);
                 state
@@ -367,7 +371,10 @@ impl Ctx {
                 return;
             }
         };
-        let port = socket.local_addr().map(|a| a.port()).unwrap_or(0);
+        let port = socket
+            .as_ref()
+            .and_then(|s| s.local_addr().ok())
+            .map_or(0, |a| a.port());
         let idx = i as usize;
         // A replaced subscriber keeps its place on the poll wheel.
         let fresh = !state.subscribers.get(idx).is_some_and(|s| s.active);
@@ -386,9 +393,12 @@ impl Ctx {
             view: SetHash::default(),
             seen: 0,
         };
-        let task =
-            tokio::task::spawn_local(subscriber::receive(self.clone(), socket, i, generation));
-        if let Some(old) = state.subscriber_tasks[idx].replace(task.abort_handle()) {
+        // A subscriber without a socket (no push in the dialect) only polls.
+        let task = socket.map(|socket| {
+            tokio::task::spawn_local(subscriber::receive(self.clone(), socket, i, generation))
+                .abort_handle()
+        });
+        if let Some(old) = std::mem::replace(&mut state.subscriber_tasks[idx], task) {
             old.abort();
         }
         if fresh {
@@ -410,9 +420,9 @@ impl Ctx {
         let fast = match req.op {
             Op::Register | Op::Reregister => t.register.as_ref(),
             Op::Deregister => t.deregister.as_ref(),
-            _ => match self.beat_style {
-                BeatStyle::Light => t.beat_light.as_ref(),
-                BeatStyle::Full => None,
+            _ => match (self.beat_style, self.dialect) {
+                (BeatStyle::Light, _) | (_, Dialect::V3) => t.beat_light.as_ref(),
+                (BeatStyle::Full, Dialect::V1) => None,
             },
         };
         if let Some(template) = fast {
@@ -441,33 +451,25 @@ impl Ctx {
             ..InstanceSpec::new(ServiceName::new(&n.group, name), ip, n.port)
         };
         path.clear();
-        match req.op {
-            Op::Register | Op::Reregister => {
-                client::register(path, &spec);
-                write_request(out, Method::Post, path, &self.shared.host, None);
+        let d = self.dialect;
+        let method = match (req.op, self.beat_style, d) {
+            (Op::Register | Op::Reregister, _, _) => d.register(path, &spec),
+            (Op::Deregister, _, _) => d.deregister(path, &spec),
+            (_, BeatStyle::Light, _) | (_, _, Dialect::V3) => d.beat(path, &spec),
+            (_, BeatStyle::Full, Dialect::V1) => {
+                body.clear();
+                client::beat_full(path, &spec, Some(body));
+                write_request(
+                    out,
+                    Method::Put,
+                    path,
+                    &self.shared.host,
+                    Some((FORM_CONTENT_TYPE, body.as_bytes())),
+                );
+                return;
             }
-            Op::Deregister => {
-                client::deregister(path, &spec);
-                write_request(out, Method::Delete, path, &self.shared.host, None);
-            }
-            _ => match self.beat_style {
-                BeatStyle::Light => {
-                    client::beat_light(path, &spec);
-                    write_request(out, Method::Put, path, &self.shared.host, None);
-                }
-                BeatStyle::Full => {
-                    body.clear();
-                    client::beat_full(path, &spec, Some(body));
-                    write_request(
-                        out,
-                        Method::Put,
-                        path,
-                        &self.shared.host,
-                        Some((FORM_CONTENT_TYPE, body.as_bytes())),
-                    );
-                }
-            },
-        }
+        };
+        write_request(out, method, path, &self.shared.host, None);
     }
 
     fn encode_list(&self, req: &Request, out: &mut Vec<u8>) {
@@ -496,13 +498,14 @@ impl Ctx {
             let _ = write!(ip, "{addr}");
         }
         path.clear();
-        client::list(
+        self.dialect.list(
             path,
             &ListSpec {
                 udp_port,
                 client_ip: client_ip.map(|_| ip.as_str()),
                 ..template::query_spec(n, name)
             },
+            &n.cluster,
         );
         write_request(out, Method::Get, path, &self.shared.host, None);
     }
@@ -559,13 +562,13 @@ impl Ctx {
     ) -> Result<(), ErrorClass> {
         match req.op {
             Op::Register | Op::Reregister => {
-                if resp.body.trim_ascii() != b"ok" {
+                if !self.dialect.write_ok(&resp.body) {
                     return Err(ErrorClass::Protocol);
                 }
                 self.set_present(state, req.id, true);
             }
             Op::Deregister => {
-                if resp.body.trim_ascii() != b"ok" {
+                if !self.dialect.write_ok(&resp.body) {
                     return Err(ErrorClass::Protocol);
                 }
                 self.set_present(state, req.id, false);
@@ -578,17 +581,85 @@ impl Ctx {
             }
             Op::Beat => self.on_beat(state, req, resp, done)?,
             Op::Query => {
-                if ServiceInfo::parse(&resp.body).is_err() {
+                let parsed = match self.dialect {
+                    Dialect::V1 => ServiceInfo::parse(&resp.body).is_ok(),
+                    Dialect::V3 => dialect::v3_endpoints(&resp.body).is_some(),
+                };
+                if !parsed {
                     return Err(ErrorClass::Protocol);
                 }
             }
             Op::Subscribe => {
-                let info = ServiceInfo::parse(&resp.body).map_err(|_| ErrorClass::Protocol)?;
-                let list = HostList::from_info(&info);
+                let list = self.polled_list(state, req, &resp.body)?;
                 self.observe(state, req.id, req.generation, &list, None)?;
             }
         }
         Ok(())
+    }
+
+    /// A subscriber's poll answer as a host list. A v3 list names no service: it is
+    /// the subscriber's own.
+    fn polled_list(
+        &self,
+        state: &State,
+        req: &Request,
+        body: &[u8],
+    ) -> Result<HostList, ErrorClass> {
+        match self.dialect {
+            Dialect::V1 => {
+                let info = ServiceInfo::parse(body).map_err(|_| ErrorClass::Protocol)?;
+                Ok(HostList::from_info(&info))
+            }
+            Dialect::V3 => {
+                let endpoints = dialect::v3_endpoints(body).ok_or(ErrorClass::Protocol)?;
+                let n = self.naming();
+                let service = state
+                    .subscribers
+                    .get(req.id as usize)
+                    .map_or(0, |s| s.service);
+                let mut name = String::new();
+                n.service_name(service, &mut name);
+                let name = ServiceName::new(&n.group, &name).grouped();
+                Ok(HostList::new(name, endpoints))
+            }
+        }
+    }
+
+    /// A v3 heartbeat's answer: renewed, or not found (registered again).
+    fn on_heartbeat(
+        &self,
+        state: &mut State,
+        req: &Request,
+        body: &[u8],
+        done: Nanos,
+    ) -> Result<(), ErrorClass> {
+        let local = req.id;
+        let stale = state.instances.slots[local as usize].life == Life::Absent;
+        match Dialect::v3_heartbeat(body).ok_or(ErrorClass::Protocol)? {
+            Heartbeat::Renewed => {
+                if !stale {
+                    self.set_present(state, local, true);
+                }
+            }
+            Heartbeat::NotFound => self.not_found(state, local, done),
+        }
+        Ok(())
+    }
+
+    /// The server does not hold a beating instance: re-register it, as the clients'
+    /// beat tasks do, if it is still meant to exist (a beat racing its
+    /// deregistration is not found either).
+    fn not_found(&self, state: &mut State, local: u32, done: Nanos) {
+        self.set_present(state, local, false);
+        if state.instances.slots[local as usize].life == Life::Registered {
+            let r = Request {
+                op: Op::Reregister,
+                id: local,
+                generation: 0,
+                intended: done,
+            };
+            self.dispatch(state, r, done);
+        }
     }
 
     fn on_beat(
@@ -598,6 +669,9 @@ impl Ctx {
         resp: &Response<'_>,
         done: Nanos,
     ) -> Result<(), ErrorClass> {
+        if self.dialect == Dialect::V3 {
+            return self.on_heartbeat(state, req, &resp.body, done);
+        }
         let local = req.id;
         // A beat answered after its instance's deregistration was answered is stale: the
         // server took it before the deregistration, and replies on different connections
@@ -612,18 +686,7 @@ impl Ctx {
         }
         let beat = BeatResponse::parse(&resp.body).map_err(|_| ErrorClass::Protocol)?;
         if beat.is_not_found() {
-            self.set_present(state, local, false);
-            // Re-register, as the Java client's BeatTask does; only if the instance
-            // is still meant to exist (a beat racing its deregistration gets 20404 too).
-            if state.instances.slots[local as usize].life == Life::Registered {
-                let r = Request {
-                    op: Op::Reregister,
-                    id: local,
-                    generation: 0,
-                    intended: done,
-                };
-                self.dispatch(state, r, done);
-            }
+            self.not_found(state, local, done);
             return Ok(());
         }
         if beat.code != registry_proto::naming::beat::CODE_OK {
@@ -866,6 +929,10 @@ impl Pacers {
 
 fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
     let p = &shared.profile;
+    let dialect = p
+        .protocol
+        .dialect()
+        .context("the HTTP workers drive an HTTP fleet")?;
     let workers = shared.workers;
     let per_worker = (p.connections.count as usize)
         .div_ceil(workers as usize)
@@ -933,7 +1000,8 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
         udp_buf: RefCell::new(vec![0; 64 * 1024]),
         ack_buf: RefCell::new(Vec::with_capacity(128)),
         beat_style: p.fleet.beat,
-        templates: Templates::new(&shared.naming, &shared.host),
+        templates: Templates::new(&shared.naming, &shared.host, dialect),
+        dialect,
         batch: p.connections.pipeline.max(1),
     }))
 }

@@ -14,17 +14,26 @@
 //! per line, so the script needs no list of its own. Everything is
 //! deterministic: fixed names, addresses, clocks and hash seeds.
 
+use std::collections::HashSet;
 use std::hint::black_box;
+use std::net::IpAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use benches::profile::{self, NAMESPACE};
+use prost::Message as _;
+use registry_convert::grpc::{encode_service_info, InfoView};
 use registry_convert::{encode_list, ListView};
 use registry_core::{
     BeatOutcome, InstanceAddr, InstanceSpec, Metadata, Millis, Origin, Replica, ServiceRef, Store,
     StoreConfig,
 };
+use registry_proto::grpc::message::{InstanceResponse, QueryServiceResponse, ResponseHead};
+use registry_proto::grpc::{self, ClientMessage, InstanceOp, Message as _, Payload};
 use registry_proto::http1::{parse_request, write_response, ContentType, Limits};
 use registry_proto::naming::beat::{beat_ok, BeatRequest};
+use registry_proto::naming::instance::{InstanceKey, InstanceRequest};
+use registry_proto::naming::list::ListRequest;
 use registry_proto::naming::route::route;
 use registry_proto::naming::{ParseLimits, ServiceName};
 use registry_proto::params::Params;
@@ -127,6 +136,42 @@ const OPS: &[Op] = &[
         // two builds of the same code read ~1 % apart at N = 500.
         gate_iterations: 2_000,
         run: register_at_cap,
+    },
+    Op {
+        name: "http-register",
+        what: "a Java 1.x register through parse, route, Store::register and the reply",
+        gate_iterations: 2_000,
+        run: http_register,
+    },
+    Op {
+        name: "grpc-register",
+        what: "a 2.x InstanceRequest: frame, protobuf, JSON, Store::register_held, the answer",
+        gate_iterations: 2_000,
+        run: grpc_register,
+    },
+    Op {
+        name: "http-deregister",
+        what: "a Java 1.x deregister through parse, route, Store::deregister and the reply",
+        gate_iterations: 1_000,
+        run: http_deregister,
+    },
+    Op {
+        name: "grpc-deregister",
+        what: "a 2.x deregisterInstance: frame, protobuf, JSON, Store::deregister, the answer",
+        gate_iterations: 1_000,
+        run: grpc_deregister,
+    },
+    Op {
+        name: "http-list",
+        what: "GET /instance/list of a 10-instance service, encoded (cache miss), with its head",
+        gate_iterations: 500,
+        run: http_list,
+    },
+    Op {
+        name: "grpc-query",
+        what: "a 2.x ServiceQueryRequest of a 10-instance service, encoded (cache miss), framed",
+        gate_iterations: 500,
+        run: grpc_query,
     },
 ];
 
@@ -313,6 +358,14 @@ impl Fixture {
             .map_err(|e| format!("http-beat-json-parse: {e}"))?;
         if beat.is_light() || (&*beat.ip, beat.port) != ("10.0.0.0", 8080) {
             return Err(format!("http-beat-json-parse: not the JSON beat: {beat:?}"));
+        }
+        let mut answer = Vec::new();
+        grpc_query_exchange(self, &grpc_query_request(), &mut answer);
+        let hosts = count(&answer, b"\"ip\":");
+        if hosts != LIST_INSTANCES {
+            return Err(format!(
+                "grpc-query: expected {LIST_INSTANCES} hosts, found {hosts}"
+            ));
         }
         let mut scratch = BeatScratch::default();
         for (name, raw) in [("http-beat", LIGHT_BEAT), ("http-beat-json", JSON_BEAT)] {
@@ -682,4 +735,418 @@ mod tests {
             f.small_body.len()
         );
     }
+}
+
+// ---- The write and read doors end to end: 1.x HTTP against 2.x gRPC ----
+//
+// Issue 26 asks that a 2.x register, deregister and query cost at most 1.5×
+// their 1.x HTTP counterparts, framing included. Each side runs what its
+// server handler runs, as `beat_exchange` does for beats: HTTP/1.1 parse,
+// route, parameters, the store, the reply and its head; for gRPC the
+// length-prefixed message (`tonic`'s 5-byte header), the protobuf `Payload`,
+// the JSON body, the store, the connection's owned set, the answer's JSON,
+// protobuf and header. Left out on both sides: sockets, the clock, metrics,
+// the notifier's channel, and for gRPC the HTTP/2 frames and HPACK headers
+// around the message (h2's, measured end to end by scripts/grpc-cost.sh).
+// Lists and queries take the cache-miss path (an encoding each time): the
+// hit path is a lookup and a copy on both sides.
+
+/// Instances the register loops cycle through (one per fleet service).
+const DOOR_INSTANCES: usize = 100;
+/// Instances the deregister loops remove, one each: more than 2N.
+const DEREG_POOL: usize = 4_000;
+/// First instance number of the deregister pool, past every fixture address.
+const DEREG_FIRST: usize = 300_000;
+
+fn door_service(j: usize) -> String {
+    profile::service_name(profile::service_of(j, SERVICES))
+}
+
+/// A Java 1.4 client's register (parameters in the query, empty body).
+fn http_register_request(j: usize, weight: f64) -> Vec<u8> {
+    let name = door_service(j).replace('@', "%40");
+    format!(
+        "POST /nacos/v1/ns/instance?app=unknown&serviceName={name}&namespaceId=public&port=8080&ip={}&weight={weight:.1}&enable=true&healthy=true&ephemeral=true&clusterName=DEFAULT&metadata=%7B%22version%22%3A%221.0.0%22%2C%22env%22%3A%22prod%22%2C%22zone%22%3A%22zone-0%22%7D HTTP/1.1\r\n\
+Client-Version: Nacos-Java-Client:v1.4.6\r\nUser-Agent: Nacos-Java-Client:v1.4.6\r\n\
+Accept-Encoding: gzip,deflate,sdch\r\nRequestId: 0b5c6f1e-4a42-4f4e-9d6e-3c2f0a1b2c3d\r\n\
+Request-Module: Naming\r\nContent-Type: application/x-www-form-urlencoded;charset=UTF-8\r\n\
+Host: 127.0.0.1:8848\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n",
+        profile::instance_ip(j)
+    )
+    .into_bytes()
+}
+
+fn http_deregister_request(j: usize) -> Vec<u8> {
+    let name = door_service(j).replace('@', "%40");
+    format!(
+        "DELETE /nacos/v1/ns/instance?app=unknown&serviceName={name}&namespaceId=public&port=8080&ip={}&ephemeral=true&clusterName=DEFAULT HTTP/1.1\r\n\
+Client-Version: Nacos-Java-Client:v1.4.6\r\nUser-Agent: Nacos-Java-Client:v1.4.6\r\n\
+Accept-Encoding: gzip,deflate,sdch\r\nRequestId: 0b5c6f1e-4a42-4f4e-9d6e-3c2f0a1b2c3d\r\n\
+Request-Module: Naming\r\nContent-Type: application/x-www-form-urlencoded;charset=UTF-8\r\n\
+Host: 127.0.0.1:8848\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n",
+        profile::instance_ip(j)
+    )
+    .into_bytes()
+}
+
+const HTTP_LIST: &[u8] = b"GET /nacos/v1/ns/instance/list?app=unknown&serviceName=DEFAULT_GROUP%40%40com.example.hot.list&namespaceId=public&clusters=&healthyOnly=false HTTP/1.1\r\n\
+Client-Version: Nacos-Java-Client:v1.4.6\r\nUser-Agent: Nacos-Java-Client:v1.4.6\r\n\
+Accept-Encoding: gzip,deflate,sdch\r\nRequestId: 0b5c6f1e-4a42-4f4e-9d6e-3c2f0a1b2c3d\r\n\
+Request-Module: Naming\r\nHost: 127.0.0.1:8848\r\nConnection: Keep-Alive\r\n\r\n";
+
+/// A 2.x `InstanceRequest` as the Java 2.x client writes it, in its gRPC frame:
+/// a register carries the instance's metadata, a deregister by address
+/// (`deregisterInstance(service, ip, port)`) an instance with none.
+fn grpc_instance_request(j: usize, op: &str, weight: f64) -> Vec<u8> {
+    let metadata = if op == "registerInstance" {
+        r#"{"version":"1.0.0","env":"prod","zone":"zone-0"}"#
+    } else {
+        "{}"
+    };
+    let grouped = door_service(j);
+    let name = grouped.trim_start_matches("DEFAULT_GROUP@@");
+    let json = format!(
+        r#"{{"headers":{{}},"requestId":"{j}","namespace":"public","serviceName":"{name}","groupName":"DEFAULT_GROUP","module":"naming","type":"{op}","instance":{{"ip":"{}","port":8080,"weight":{weight:.1},"healthy":true,"enabled":true,"ephemeral":true,"clusterName":"DEFAULT","serviceName":"{grouped}","metadata":{metadata},"instanceHeartBeatInterval":5000,"instanceHeartBeatTimeOut":15000,"ipDeleteTimeout":30000,"instanceIdGenerator":"simple"}}}}"#,
+        profile::instance_ip(j)
+    );
+    grpc_frame(&grpc_request_payload("InstanceRequest", json))
+}
+
+fn grpc_query_request() -> Vec<u8> {
+    let json = r#"{"headers":{},"requestId":"1","namespace":"public","serviceName":"com.example.hot.list","groupName":"DEFAULT_GROUP","module":"naming","cluster":"","healthyOnly":false,"udpPort":0}"#;
+    grpc_frame(&grpc_request_payload(
+        "ServiceQueryRequest",
+        json.to_owned(),
+    ))
+}
+
+fn grpc_request_payload(type_name: &str, json: String) -> Payload {
+    let mut p = Payload::new(type_name, json.into_bytes());
+    if let Some(m) = p.metadata.as_mut() {
+        m.client_ip = "10.0.0.1".into();
+    }
+    p
+}
+
+/// `tonic`'s message frame: a compression flag, the length, the protobuf.
+fn grpc_frame(p: &Payload) -> Vec<u8> {
+    let mut out = vec![0u8; 5];
+    p.encode(&mut out).expect("a Vec grows");
+    let len = (out.len() - 5) as u32;
+    out[1..5].copy_from_slice(&len.to_be_bytes());
+    out
+}
+
+/// A connection's owned instances, as `grpc/connection.rs` keeps them.
+type OwnedSet =
+    HashSet<(registry_core::ServiceKey, Arc<str>, IpAddr, u16), foldhash::fast::FixedState>;
+
+/// What the gRPC door reuses: the connection's owned instances, the answer's
+/// frame buffer.
+#[derive(Default)]
+struct GrpcScratch {
+    owned: parking_lot::Mutex<OwnedSet>,
+    out: Vec<u8>,
+}
+
+/// Reads one frame as tonic's decoder does (header, then the protobuf).
+fn grpc_read(frame: &[u8]) -> Payload {
+    let len = u32::from_be_bytes([frame[1], frame[2], frame[3], frame[4]]) as usize;
+    Payload::decode(&frame[5..5 + len]).expect("fixture frames decode")
+}
+
+fn grpc_write(p: &Payload, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&[0; 5]);
+    p.encode(out).expect("a Vec grows");
+    let len = (out.len() - 5) as u32;
+    out[1..5].copy_from_slice(&len.to_be_bytes());
+}
+
+/// One `InstanceRequest` as `grpc/handler.rs` runs it for an ephemeral instance:
+/// decode, validate, the core spec (`grpc/convert.rs` `instance_spec`), the
+/// store, the connection's owned set, the `InstanceResponse`.
+fn grpc_instance_exchange(f: &Fixture, frame: &[u8], scratch: &mut GrpcScratch) -> u64 {
+    let payload = grpc_read(frame);
+    let decoded = grpc::decode(payload.type_name(), payload.json(), &ParseLimits::default())
+        .expect("fixture requests are valid");
+    let ClientMessage::Instance {
+        service,
+        op,
+        instance,
+        op_name,
+        ..
+    } = decoded.message
+    else {
+        unreachable!("an InstanceRequest");
+    };
+    let ip = registry_convert::ip(&instance.ip).expect("an IP");
+    let metadata = Metadata::from_pairs(
+        instance
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    )
+    .expect("valid metadata");
+    let spec = InstanceSpec {
+        addr: InstanceAddr {
+            cluster: &instance.cluster,
+            ip,
+            port: instance.port,
+        },
+        weight: instance.weight,
+        healthy: instance.healthy,
+        enabled: instance.enabled,
+        ephemeral: instance.ephemeral,
+        metadata,
+    };
+    let grouped = service.grouped();
+    let svc = ServiceRef::new(&service.namespace, &grouped);
+    let owned = (
+        registry_core::ServiceKey::new(&service.namespace, &grouped),
+        Arc::<str>::from(spec.addr.cluster),
+        ip,
+        spec.addr.port,
+    );
+    let revision = match op {
+        InstanceOp::Register => {
+            let written = f
+                .store
+                .register_held(svc, std::slice::from_ref(&spec), Millis(1_000))
+                .expect("fixture register");
+            scratch.owned.lock().insert(owned);
+            written.revision
+        }
+        InstanceOp::Deregister => {
+            let written = f
+                .store
+                .deregister(svc, spec.addr, true, Millis(1_000))
+                .expect("fixture deregister");
+            scratch.owned.lock().remove(&owned);
+            written.revision
+        }
+    };
+    let answer = Payload::of(&InstanceResponse {
+        head: ResponseHead::ok(decoded.request_id),
+        r#type: Some(op_name),
+    });
+    grpc_write(&answer, &mut scratch.out);
+    revision + scratch.out.len() as u64
+}
+
+/// One `POST /instance` as `http/instance.rs` `register` runs it.
+fn http_register_exchange(f: &Fixture, raw: &[u8], scratch: &mut BeatScratch) -> u64 {
+    let Ok(Some((request, _))) = parse_request(raw, &Limits::default()) else {
+        unreachable!("fixture requests parse");
+    };
+    black_box(route(request.method, request.path).expect("routes"));
+    let params = Params::from_request(&request).expect("params");
+    let req = InstanceRequest::parse(&params, &ParseLimits::default()).expect("a register");
+    let spec = registry_convert::instance_spec(&req, true).expect("a spec");
+    scratch.name.clear();
+    req.key.service.write_grouped(&mut scratch.name);
+    let written = f
+        .store
+        .register(
+            ServiceRef::new(req.key.namespace_id, &scratch.name),
+            &spec,
+            Millis(1_000),
+        )
+        .expect("fixture register");
+    scratch.out.clear();
+    write_response(
+        &mut scratch.out,
+        200,
+        ContentType::Text,
+        b"ok",
+        request.connection(),
+    );
+    written.revision + scratch.out.len() as u64
+}
+
+/// One `DELETE /instance` as `http/instance.rs` `deregister` runs it.
+fn http_deregister_exchange(f: &Fixture, raw: &[u8], scratch: &mut BeatScratch) -> u64 {
+    let Ok(Some((request, _))) = parse_request(raw, &Limits::default()) else {
+        unreachable!("fixture requests parse");
+    };
+    black_box(route(request.method, request.path).expect("routes"));
+    let params = Params::from_request(&request).expect("params");
+    let key = InstanceKey::parse(&params, &ParseLimits::default()).expect("a key");
+    let name = key.service.grouped();
+    let addr = InstanceAddr {
+        cluster: key.cluster,
+        ip: registry_convert::ip(key.ip).expect("an IP"),
+        port: key.port,
+    };
+    let written = f
+        .store
+        .deregister(
+            ServiceRef::new(key.namespace_id, &name),
+            addr,
+            key.ephemeral.unwrap_or(true),
+            Millis(1_000),
+        )
+        .expect("fixture deregister");
+    scratch.out.clear();
+    write_response(
+        &mut scratch.out,
+        200,
+        ContentType::Text,
+        b"ok",
+        request.connection(),
+    );
+    written.revision + scratch.out.len() as u64
+}
+
+/// Register requests for the door instances at weights 2.0 and 3.0, so each
+/// pass over them changes every instance (the copy-and-publish path).
+fn register_requests(make: fn(usize, f64) -> Vec<u8>) -> Vec<Vec<u8>> {
+    [2.0, 3.0]
+        .iter()
+        .flat_map(|w| (0..DOOR_INSTANCES).map(move |j| make(j, *w)))
+        .collect()
+}
+
+#[inline(never)]
+fn http_register(f: &Fixture, n: u64) -> u64 {
+    let requests = register_requests(http_register_request);
+    let mut scratch = BeatScratch::default();
+    (0..n)
+        .map(|i| http_register_exchange(f, &requests[i as usize % requests.len()], &mut scratch))
+        .sum()
+}
+
+fn grpc_register_request(j: usize, weight: f64) -> Vec<u8> {
+    grpc_instance_request(j, "registerInstance", weight)
+}
+
+#[inline(never)]
+fn grpc_register(f: &Fixture, n: u64) -> u64 {
+    let requests = register_requests(grpc_register_request);
+    let mut scratch = GrpcScratch::default();
+    (0..n)
+        .map(|i| grpc_instance_exchange(f, &requests[i as usize % requests.len()], &mut scratch))
+        .sum()
+}
+
+/// Registers the deregister pool (the same on every run, whatever `n`) and
+/// returns its requests, one per instance.
+fn dereg_pool(f: &Fixture, make: impl Fn(usize) -> Vec<u8>) -> Vec<Vec<u8>> {
+    for j in DEREG_FIRST..DEREG_FIRST + DEREG_POOL {
+        let spec = InstanceSpec {
+            metadata: f.metas[j % f.metas.len()].clone(),
+            ..InstanceSpec::new("DEFAULT", profile::instance_ip(j), 8080)
+        };
+        let name = door_service(j);
+        f.store
+            .register(ServiceRef::new(NAMESPACE, &name), &spec, Millis(0))
+            .expect("pool registration");
+    }
+    (DEREG_FIRST..DEREG_FIRST + DEREG_POOL).map(make).collect()
+}
+
+#[inline(never)]
+fn http_deregister(f: &Fixture, n: u64) -> u64 {
+    let requests = dereg_pool(f, http_deregister_request);
+    let mut scratch = BeatScratch::default();
+    (0..n)
+        .map(|i| http_deregister_exchange(f, &requests[i as usize % DEREG_POOL], &mut scratch))
+        .sum()
+}
+
+#[inline(never)]
+fn grpc_deregister(f: &Fixture, n: u64) -> u64 {
+    let requests = dereg_pool(f, |j| grpc_instance_request(j, "deregisterInstance", 1.0));
+    let mut scratch = GrpcScratch::default();
+    (0..n)
+        .map(|i| grpc_instance_exchange(f, &requests[i as usize % DEREG_POOL], &mut scratch))
+        .sum()
+}
+
+/// `GET /instance/list` on a cache miss, as `http/instance.rs` `list` runs it.
+#[inline(never)]
+fn http_list(f: &Fixture, n: u64) -> u64 {
+    let mut scratch = BeatScratch::default();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        let Ok(Some((request, _))) = parse_request(black_box(HTTP_LIST), &Limits::default()) else {
+            unreachable!("checked");
+        };
+        black_box(route(request.method, request.path).expect("routes"));
+        let params = Params::from_request(&request).expect("params");
+        let req = ListRequest::parse(&params, &ParseLimits::default()).expect("a list");
+        scratch.name.clear();
+        req.service.write_grouped(&mut scratch.name);
+        let snapshot = f
+            .store
+            .snapshot(ServiceRef::new(req.namespace_id, &scratch.name));
+        let clusters: Vec<&str> = req.cluster_list().collect();
+        let view = ListView {
+            service: req.service,
+            clusters: req.clusters,
+            cluster_list: &clusters,
+            healthy_only: req.healthy_only,
+            cache_millis: 3_000,
+            last_ref_time: REF_TIME,
+        };
+        let mut body = Vec::with_capacity(512);
+        encode_list(snapshot.as_deref(), &view, &mut body);
+        scratch.out.clear();
+        write_response(
+            &mut scratch.out,
+            200,
+            ContentType::Json,
+            &body,
+            request.connection(),
+        );
+        acc += scratch.out.len() as u64;
+    }
+    acc
+}
+
+/// A `ServiceQueryRequest` on a cache miss, as `grpc/query.rs` runs it: the
+/// answer's frame is left in `out`.
+fn grpc_query_exchange(f: &Fixture, frame: &[u8], out: &mut Vec<u8>) {
+    let payload = grpc_read(frame);
+    let decoded = grpc::decode(payload.type_name(), payload.json(), &ParseLimits::default())
+        .expect("a valid query");
+    let ClientMessage::Query {
+        service,
+        clusters,
+        healthy_only,
+    } = decoded.message
+    else {
+        unreachable!("a ServiceQueryRequest");
+    };
+    let key = registry_core::ServiceKey::new(&service.namespace, &service.grouped());
+    let snapshot = f.store.snapshot(key.as_ref());
+    let cluster_list: Vec<&str> = clusters
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let view = InfoView {
+        service: &key,
+        clusters: &clusters,
+        cluster_list: &cluster_list,
+        healthy_only,
+        cache_millis: 10_000,
+        last_ref_time: REF_TIME as i64,
+    };
+    let mut body = Vec::with_capacity(512);
+    encode_service_info(snapshot.as_deref(), &view, &mut body);
+    let json = ResponseHead::ok(decoded.request_id).encode_with("serviceInfo", &body);
+    grpc_write(&Payload::new(QueryServiceResponse::TYPE, json), out);
+}
+
+#[inline(never)]
+fn grpc_query(f: &Fixture, n: u64) -> u64 {
+    let frame = grpc_query_request();
+    let mut out = Vec::new();
+    let mut acc = 0u64;
+    for _ in 0..n {
+        grpc_query_exchange(f, black_box(&frame), &mut out);
+        acc += out.len() as u64;
+    }
+    acc
 }

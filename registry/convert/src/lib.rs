@@ -10,6 +10,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod grpc;
+
 use std::net::IpAddr;
 
 use registry_core::{InstanceAddr, InstanceSpec, Metadata, ServiceSnapshot, View};

@@ -46,6 +46,18 @@ impl LoginResponse {
         // Strings and numbers: serializing cannot fail.
         let _ = serde_json::to_writer(out, self);
     }
+
+    /// Appends the v3 body (`UserControllerV3.login`): `accessToken`,
+    /// `tokenTtl`, `globalAdmin` and `username`.
+    pub fn encode_v3(&self, username: &str, out: &mut Vec<u8>) {
+        let body = serde_json::json!({
+            "accessToken": self.access_token,
+            "tokenTtl": self.token_ttl,
+            "globalAdmin": self.global_admin,
+            "username": username,
+        });
+        let _ = serde_json::to_writer(out, &body);
+    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,9 @@ pub const SNAPSHOT_PATH: &str = "/nacos/v1/ns/distro/datums";
 pub const CLIENTS_PATH: &str = "/nacos/v1/ns/distro/clients";
 /// A responsible node's client revisions, for renewal and repair.
 pub const CLIENT_VERIFY_PATH: &str = "/nacos/v1/ns/distro/clients/verify";
+/// A node's own push subscribers of one service (the console's and the
+/// admin APIs' cluster-wide subscriber lists gather them from every member).
+pub const SUBSCRIBERS_PATH: &str = "/nacos/v1/ns/distro/subscribers";
 /// Path of the readiness endpoint (Nacos 2.x's).
 pub const READINESS_PATH: &str = "/nacos/v1/console/health/readiness";
 /// Path of every Raft peer message (`POST`). Here rather than in `raft`,
@@ -389,6 +392,51 @@ pub struct Checksums {
     pub parts: u32,
     /// `(namespace, grouped name, checksum)`.
     pub items: Vec<(String, String, u64)>,
+}
+
+/// Asks a member for its own subscribers of one service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscribersQuery {
+    /// The namespace.
+    pub ns: String,
+    /// Grouped service name.
+    pub service: String,
+    /// Most rows to send back (the answer still counts them all).
+    pub limit: usize,
+}
+
+/// One push subscriber as a node holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriberRow {
+    /// `ip:port` pushes go to (a 2.x client's connection address).
+    pub addr_str: String,
+    /// IP.
+    pub ip: String,
+    /// Port.
+    pub port: u16,
+    /// `udp` (1.x) or `grpc` (2.x).
+    pub protocol: String,
+    /// A 2.x client's version; 1.x subscriptions keep no `User-Agent`.
+    pub agent: Option<String>,
+    /// The clusters it asked for (empty: all).
+    pub clusters: String,
+    /// Whether it asked for healthy instances only.
+    pub healthy_only: bool,
+    /// Milliseconds until its lease lapses (a connection's never does).
+    pub expires_in_ms: u64,
+    /// The member it is connected to (filled in by the node that gathers).
+    #[serde(default)]
+    pub node: String,
+}
+
+/// A node's answer to a [`SubscribersQuery`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalSubscribers {
+    /// How many subscribers it has.
+    pub count: usize,
+    /// The first `limit` of them.
+    pub rows: Vec<SubscriberRow>,
 }
 
 /// Services to send in full: `(namespace, grouped name)`.

@@ -256,7 +256,7 @@ fn open_api_pipeline(data: &[u8]) {
     use registry_proto::naming::batch::MetadataBatch;
     use registry_proto::naming::health::HealthUpdate;
     use registry_proto::openapi::envelope::{ApiError, Envelope};
-    use registry_proto::openapi::{instance, namespace, route, service};
+    use registry_proto::openapi::{admin, instance, namespace, route, service};
     fn envelope_is_json(e: ApiError) {
         let mut out = Vec::new();
         e.encode(&mut out);
@@ -300,6 +300,25 @@ fn open_api_pipeline(data: &[u8]) {
     check(MetadataBatch::parse(&p, &pl));
     check(HealthUpdate::parse(&p, &pl));
     let _ = instance::heart_beat(&p);
+    // The admin forms (cluster, client views, log, distro, statuses, paging).
+    for r in [
+        admin::ClusterForm::parse(&p, &pl).err(),
+        admin::ClientServiceForm::parse(&p, &pl).err(),
+        admin::client_id(&p).err(),
+        admin::log_form(&p).err(),
+        admin::distro_form(&p).err(),
+        admin::SubscriberPage::parse(&p).err(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        envelope_is_json(r);
+    }
+    if let Some(key) = req.path.strip_prefix(route::STATUSES_PREFIX) {
+        if let Err(e) = admin::statuses_key(key) {
+            envelope_is_json(e);
+        }
+    }
 }
 
 /// The seed inputs of the fuzz targets (`fuzz/seeds/<target>/`), when present.

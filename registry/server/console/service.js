@@ -1,6 +1,7 @@
 // One service: its settings (editable: protect threshold and metadata),
 // clusters, instances with their actions (weight, enable/disable,
-// deregister, take the IP offline everywhere) and subscribers. Every
+// deregister, take the IP offline everywhere) and subscribers (on every
+// member of a cluster). Every
 // change is a Nacos API call; the page then reads the service again.
 
 import { get, change, instanceParams } from './api.js';
@@ -147,8 +148,14 @@ export async function render(root, params) {
     instances.count > instances.list.length
       ? el('p', { class: 'muted' }, `Showing the first ${instances.list.length} of ${instances.count}.`) : null,
     el('h2', {}, `Subscribers (${subs.count})`),
-    table(['Address', 'Protocol', 'Client version', 'Clusters', 'Healthy only', '#Lease left'], subs.subscribers,
-      (s) => el('tr', { class: 'subscriber-row', dataset: { addr: s.addrStr } },
+    // Every member's subscribers (the API gathers them); a member that did
+    // not answer is named, so a short list is never mistaken for a whole one.
+    (subs.unreachable || []).length
+      ? el('p', { class: 'notice error', id: 'subscribers-unreachable' },
+        `Not counted: ${subs.unreachable.map((u) => `${u.node} (${u.error})`).join('; ')}`) : null,
+    table(['Node', 'Address', 'Protocol', 'Client version', 'Clusters', 'Healthy only', '#Lease left'], subs.subscribers,
+      (s) => el('tr', { class: 'subscriber-row', dataset: { addr: s.addrStr, node: s.node } },
+        el('td', { class: 'mono' }, s.node),
         el('td', { class: 'mono' }, s.addrStr),
         el('td', {}, s.protocol),
         el('td', {}, s.agent || '—'),

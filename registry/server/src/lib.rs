@@ -55,6 +55,7 @@ pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod list_cache;
+pub mod log_levels;
 pub mod metrics;
 pub mod namespaces;
 pub mod notifier;

@@ -312,15 +312,35 @@ fn prompt_hidden(prompt: &str) -> anyhow::Result<String> {
 }
 
 fn init_tracing(format: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("REGISTRY_LOG")
-        // openraft narrates every vote and replication step at info.
-        .unwrap_or_else(|_| "info,openraft=warn".into());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    // openraft narrates every vote and replication step at info.
+    const DEFAULT: &str = "info,openraft=warn";
+    let directives = std::env::var("REGISTRY_LOG")
+        .ok()
+        .filter(|d| tracing_subscriber::EnvFilter::try_new(d).is_ok())
+        .unwrap_or_else(|| DEFAULT.to_owned());
+    let filter = tracing_subscriber::EnvFilter::new(&directives);
+    // Reloadable, so `PUT /v3/admin/ns/ops/log` can change levels (the
+    // formatter is chosen before the reload layer, which names its type).
     if format == "json" {
-        builder.json().init();
+        let builder = tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_filter_reloading();
+        let handle = builder.reload_handle();
+        registry_server::log_levels::install(&directives, move |f| {
+            handle.reload(f).map_err(|e| e.to_string())
+        });
+        builder.init();
     } else {
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_filter_reloading();
+        let handle = builder.reload_handle();
+        registry_server::log_levels::install(&directives, move |f| {
+            handle.reload(f).map_err(|e| e.to_string())
+        });
         builder.init();
     }
 }

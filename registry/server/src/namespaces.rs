@@ -31,6 +31,10 @@ pub struct NamespaceBook {
     file: Option<PathBuf>,
     /// Serialises saves, so two changes never interleave their files.
     saving: Mutex<()>,
+    /// Held by a register into a namespace with a quota from its check to
+    /// its store write, so two concurrent registers cannot both pass a
+    /// quota that has room for one (see [`NamespaceBook::gate`]).
+    quota_gate: parking_lot::Mutex<()>,
 }
 
 /// A namespace as saved.
@@ -119,6 +123,16 @@ impl NamespaceBook {
         let services = services_in(store, id);
         self.table.delete(id, services)?;
         self.save()
+    }
+
+    /// The gate a register into `namespace` holds from its quota check to
+    /// its store write; `None` (nothing to hold) when the namespace has no
+    /// quota, so registers elsewhere pay one relaxed load. One gate for
+    /// every quota-bound namespace: such registers are admin-sized, and
+    /// one lock cannot deadlock.
+    pub fn gate(&self, namespace: &str) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        self.table.quota(namespace)?;
+        Some(self.quota_gate.lock())
     }
 
     /// Whether registering `addr` into `service` keeps its namespace
@@ -235,5 +249,58 @@ mod tests {
         let ids: Vec<String> = again.table().list().into_iter().map(|n| n.id).collect();
         assert_eq!(ids, ["public", "dev"]);
         assert_eq!(again.table().quota("dev").unwrap().max_services, Some(4));
+    }
+
+    /// Registers racing into a namespace with room for one instance, each
+    /// round released at once by a barrier: exactly one is admitted
+    /// (the quota check and the store write are one step under the gate).
+    #[test]
+    fn racing_registers_cannot_pass_a_quota_together() {
+        use crate::write::{Command, Targets, Writer};
+        use registry_core::{InstanceSpec, Millis};
+        use std::sync::{Arc, Barrier};
+        let store = Arc::new(Store::new(Default::default()));
+        let book = Arc::new(NamespaceBook::open(None).unwrap());
+        let writer = Writer::new(
+            store.clone(),
+            Arc::default(),
+            Arc::new(Targets::default()),
+            None,
+            false,
+        )
+        .with_namespaces(book.clone());
+        const RACERS: u16 = 8;
+        for round in 0..200 {
+            let id = format!("race{round}");
+            book.create(Namespace {
+                quota: Quota {
+                    max_services: None,
+                    max_instances: Some(1),
+                },
+                ..ns(&id)
+            })
+            .unwrap();
+            let barrier = Barrier::new(usize::from(RACERS));
+            let admitted: usize = std::thread::scope(|s| {
+                let racers: Vec<_> = (1..=RACERS)
+                    .map(|port| {
+                        let (writer, barrier, id) = (&writer, &barrier, &id);
+                        s.spawn(move || {
+                            let spec = InstanceSpec::new("DEFAULT", [10, 0, 0, 1].into(), port);
+                            barrier.wait();
+                            let command = Command::Register {
+                                service: ServiceRef::new(id, "DEFAULT_GROUP@@a"),
+                                instance: &spec,
+                                strict: false,
+                            };
+                            usize::from(writer.apply(command, Millis(1)).is_ok())
+                        })
+                    })
+                    .collect();
+                racers.into_iter().map(|r| r.join().unwrap()).sum()
+            });
+            assert_eq!(admitted, 1, "round {round}");
+            assert_eq!(instances_in(&store, &id), 1, "round {round}");
+        }
     }
 }

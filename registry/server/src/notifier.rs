@@ -54,7 +54,7 @@ use crate::state::App;
 #[derive(Clone)]
 enum Packet {
     Udp(Arc<[u8]>),
-    Grpc(Payload),
+    Grpc(Arc<Payload>),
 }
 
 struct Pending {
@@ -308,7 +308,7 @@ impl Notifier {
             &view.clusters,
             view.healthy_only,
         );
-        let payload = Payload::of(&NotifySubscriberRequest {
+        let payload = Arc::new(Payload::of(&NotifySubscriberRequest {
             head: RequestHead {
                 request_id: Some(seq.to_string()),
                 ..RequestHead::default()
@@ -317,7 +317,7 @@ impl Notifier {
             service_name: Some(service.service_name().to_owned()),
             group_name: Some(service.group().to_owned()),
             service_info: Some(info),
-        });
+        }));
         let sent_at = Instant::now();
         for c in conns {
             if self.expect_ack(
@@ -333,7 +333,7 @@ impl Notifier {
 
     /// Queues `payload` on connection `number`'s stream. A closed connection or a
     /// full queue loses it; the pending ack then brings the one resend.
-    fn send_grpc(&self, number: u64, payload: &Payload) {
+    fn send_grpc(&self, number: u64, payload: &Arc<Payload>) {
         let Some(conn) = self.app.grpc.hub.by_number(number) else {
             return;
         };

@@ -1408,3 +1408,487 @@ async fn every_door_sees_every_other() {
     }
     s.stop().await;
 }
+
+// ----- admin views: clients, subscribers, clusters, checkers ------------------------
+
+/// A 2.x client that registered `x` at 10.1.0.9:7 and subscribes to it,
+/// plus a 1.x UDP subscriber: `ClientControllerV3`, `ClientInfoControllerV2`
+/// (`ClientServiceImpl`), `ServiceControllerV3.subscribers`,
+/// `ClientControllerV3.getResponsibleServer4Client`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_and_subscriber_views() {
+    let s = TestServer::spawn().await;
+    let udp = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    s.call(
+        Method::Get,
+        &format!("/nacos/v1/ns/instance/list?serviceName=x&udpPort={udp_port}"),
+    )
+    .await;
+    let client = Raw::connect(s.grpc_addr).await;
+    let _keep = client.set_up().await.keep_alive();
+    let _: InstanceResponse = client
+        .expect(&InstanceRequest {
+            naming: naming("x"),
+            r#type: Some("registerInstance".into()),
+            instance: Some(WireInstance {
+                ip: Some("10.1.0.9".into()),
+                port: Some(7),
+                ..WireInstance::default()
+            }),
+            ..InstanceRequest::default()
+        })
+        .await;
+    let _: SubscribeServiceResponse = client
+        .expect(&SubscribeServiceRequest {
+            naming: naming("x"),
+            subscribe: Some(true),
+            clusters: Some(String::new()),
+            ..SubscribeServiceRequest::default()
+        })
+        .await;
+    let ids = s
+        .call(Method::Get, &format!("{V3A}/client/list"))
+        .await
+        .json();
+    let id = ids["data"][0].as_str().expect("a client id").to_owned();
+    let client_ip = id.split('_').nth(1).unwrap().to_owned();
+
+    // ClientServiceImpl.getClientDetail: a connection-based client.
+    for base in [V2, V3A] {
+        let d = s
+            .call(Method::Get, &format!("{base}/client?clientId={id}"))
+            .await
+            .json();
+        let d = &d["data"];
+        assert_eq!(
+            (
+                d["clientId"].as_str(),
+                d["ephemeral"].as_bool(),
+                d["clientType"].as_str(),
+                d["connectType"].as_str(),
+                d["clientIp"].as_str()
+            ),
+            (
+                Some(id.as_str()),
+                Some(true),
+                Some("connection"),
+                Some("GRPC"),
+                Some(client_ip.as_str())
+            ),
+            "{base}: {d}"
+        );
+        assert!(d["lastUpdatedTime"].as_u64().unwrap() > 0);
+    }
+    // getPublishedServiceList (v3) and ...Adapt (v2).
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client/publish/list?clientId={id}"),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!([{
+            "namespaceId": "public", "groupName": "DEFAULT_GROUP", "serviceName": "x",
+            "publisherInfo": {"clientId": null, "ip": "10.1.0.9", "port": 7, "clusterName": "DEFAULT"},
+            "subscriberInfo": null,
+        }]))
+    );
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/client/publish/list?clientId={id}"),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!([{
+            "namespace": "public", "group": "DEFAULT_GROUP", "serviceName": "x",
+            "registeredInstance": {"ip": "10.1.0.9", "port": 7, "cluster": "DEFAULT"},
+        }]))
+    );
+    // getSubscribeServiceList (v3) and ...Adapt (v2).
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client/subscribe/list?clientId={id}"),
+        )
+        .await
+        .json();
+    assert_eq!(r["data"][0]["serviceName"], "x", "{r}");
+    assert_eq!(r["data"][0]["subscriberInfo"]["address"], json!(client_ip));
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/client/subscribe/list?clientId={id}"),
+        )
+        .await
+        .json();
+    assert_eq!(
+        r["data"][0]["subscriberInfo"]["addr"],
+        json!(client_ip),
+        "{r}"
+    );
+
+    // getPublishedClientList: v3 filters by what is given; v2 compares ip
+    // and port even when absent (so only an exact match is listed).
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client/service/publisher/list?serviceName=x"),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(
+            json!([{"clientId": id, "ip": "10.1.0.9", "port": 7, "clusterName": "DEFAULT"}])
+        )
+    );
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client/service/publisher/list?serviceName=x&port=8"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!([])));
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/client/service/publisher/list?serviceName=x"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!([])));
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/client/service/publisher/list?serviceName=x&ip=10.1.0.9&port=7"),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!([{"ip": "10.1.0.9", "port": 7, "cluster": "DEFAULT", "clientId": id}]))
+    );
+    // getSubscribeClientList: connection subscribers only (the 1.x UDP one is no client).
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client/service/subscriber/list?serviceName=x"),
+        )
+        .await
+        .json();
+    assert_eq!(r["data"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["data"][0]["clientId"], json!(id));
+    assert_eq!(r["data"][0]["address"], json!(client_ip));
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V2}/client/service/subscriber/list?serviceName=x"),
+        )
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!([{"clientId": id, "ip": client_ip, "port": 0}]))
+    );
+
+    // ServiceControllerV3.subscribers: a Page of SubscriberInfo, both protocols.
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/service/subscribers?serviceName=x"),
+        )
+        .await
+        .json();
+    let page = &r["data"];
+    assert_eq!(
+        (
+            page["totalCount"].clone(),
+            page["pageNumber"].clone(),
+            page["pagesAvailable"].clone()
+        ),
+        (json!(2), json!(1), json!(1)),
+        "{r}"
+    );
+    let mut ports: Vec<u64> = page["pageItems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["port"].as_u64().unwrap())
+        .collect();
+    ports.sort_unstable();
+    assert_eq!(ports, vec![0, u64::from(udp_port)]);
+    assert_eq!(page["pageItems"][0]["serviceName"], "x");
+    assert_eq!(page["pageItems"][0]["groupName"], "DEFAULT_GROUP");
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/service/subscribers?serviceName=x&pageSize=1&pageNo=2"),
+        )
+        .await
+        .json();
+    assert_eq!(r["data"]["pageItems"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(r["data"]["pagesAvailable"], 2);
+
+    // getResponsibleServer4Client: this node, alone.
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client/distro?ip=1.2.3.4&port=80"),
+        )
+        .await
+        .json();
+    assert!(
+        r["data"]["responsibleServer"]
+            .as_str()
+            .unwrap()
+            .contains(':'),
+        "{r}"
+    );
+
+    // Bad input: the envelope, with Nacos's codes.
+    for (path, status, code, what) in [
+        (format!("{V3A}/client"), 400, 10000, "no clientId"),
+        (
+            format!("{V3A}/client?clientId=1_10.0.0.1_5"),
+            404,
+            20004,
+            "unknown client",
+        ),
+        (
+            format!("{V2}/client?clientId=nonsense"),
+            404,
+            20004,
+            "malformed client id",
+        ),
+        (
+            format!("{V2}/client/publish/list?clientId=nonsense"),
+            404,
+            20004,
+            "v2 publish list",
+        ),
+        (
+            format!("{V3A}/client/subscribe/list"),
+            400,
+            10000,
+            "v3 subscribe list without id",
+        ),
+        (
+            format!("{V3A}/client/service/publisher/list"),
+            400,
+            10000,
+            "no serviceName",
+        ),
+        (
+            format!("{V3A}/client/service/subscriber/list?serviceName=x&port=x"),
+            400,
+            20002,
+            "bad port",
+        ),
+        (
+            format!("{V3A}/service/subscribers?serviceName=x&pageNo=0"),
+            400,
+            20002,
+            "page 0",
+        ),
+        (
+            format!("{V3A}/service/subscribers"),
+            400,
+            10000,
+            "subscribers without service",
+        ),
+        (
+            format!("{V3A}/client/distro?ip=1.2.3.4"),
+            400,
+            10000,
+            "distro without port",
+        ),
+    ] {
+        let r = s.call(Method::Get, &path).await;
+        assert_error(&r, status, code, what);
+    }
+    s.stop().await;
+}
+
+/// `ClusterControllerV3.update`, `HealthControllerV3.checkers`,
+/// `ServiceControllerV3.listSelectorTypes`, `OperatorControllerV3.setLogLevel`, `InstanceControllerV2.listWithHealthStatus`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_checkers_log_and_statuses() {
+    let s = TestServer::spawn().await;
+    v1_register(
+        &s,
+        "serviceName=x&groupName=G&ip=10.0.0.1&port=1&metadata=a%3Db",
+    )
+    .await;
+    v1_register(
+        &s,
+        "serviceName=x&groupName=G&ip=10.0.0.2&port=2&healthy=false&ephemeral=false",
+    )
+    .await;
+    let metadata = |s: &TestServer| {
+        s.app
+            .store
+            .snapshot(ServiceRef::new("public", "G@@x"))
+            .map(|snap| {
+                snap.metadata()
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+
+    let r = s.call(Method::Get, &format!("{V3A}/health/checkers")).await;
+    let checkers = &r.json()["data"];
+    assert_eq!(checkers["TCP"], json!({"type": "TCP"}));
+    assert_eq!(checkers["NONE"], json!({"type": "NONE"}));
+    assert_eq!(
+        checkers["HTTP"],
+        json!({"type": "HTTP", "path": "", "headers": "", "expectedResponseCode": 200})
+    );
+
+    // ServiceControllerV3.listSelectorTypes.
+    let r = s
+        .call(Method::Get, &format!("{V3A}/service/selector/types"))
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!(["none", "label"])));
+
+    // The cluster's checker becomes the service metadata the checker reads.
+    let form =
+        "serviceName=x&groupName=G&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true\
+                &healthChecker=%7B%22type%22%3A%22HTTP%22%2C%22path%22%3A%22%2Fup%22%7D";
+    let r = s
+        .call_form(Method::Put, &format!("{V3A}/cluster"), form)
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    let before = metadata(&s);
+    assert!(
+        before.contains(&"preserved.health.checker.DEFAULT=HTTP:/up".to_owned()),
+        "{before:?}"
+    );
+
+    // Bad input: the envelope, nothing applied.
+    let base =
+        "serviceName=x&groupName=G&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true";
+    for (form, status, code, what) in [
+        ("serviceName=x&checkPort=80&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 10000, "no clusterName"),
+        (base.to_owned(), 400, 10000, "no healthChecker"),
+        (format!("{base}&healthChecker=nope"), 400, 20002, "checker not JSON"),
+        (format!("{base}&healthChecker=%7B%22type%22%3A%22MYSQL%22%7D"), 400, 20002, "MYSQL"),
+        ("serviceName=x&groupName=G&clusterName=DEFAULT&checkPort=99999&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 20002, "checkPort"),
+        ("serviceName=x&groupName=G&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=false&healthChecker=%7B%7D".to_owned(), 400, 20002, "another port"),
+        ("serviceName=x&groupName=G&clusterName=bad_name&checkPort=80&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 21004, "cluster name"),
+        ("serviceName=nope&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 30000, "unknown service"),
+    ] {
+        let r = s.call_form(Method::Put, &format!("{V3A}/cluster"), &form).await;
+        assert_error(&r, status, code, what);
+        assert_eq!(metadata(&s), before, "{what} applied something");
+    }
+    assert!(s
+        .app
+        .store
+        .snapshot(ServiceRef::new("public", "DEFAULT_GROUP@@nope"))
+        .is_none());
+
+    // setLogLevel: the parameters checked; an embedded server (this one:
+    // no filter installed by the binary) refuses clearly. The change
+    // itself is tested in `log_levels` and through the binary in `smoke`.
+    let r = s
+        .call(Method::Put, &format!("{V3A}/ops/log?logName=naming-server"))
+        .await;
+    assert_error(&r, 400, 10000, "no logLevel");
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V3A}/ops/log?logName=naming-server&logLevel=LOUD"),
+        )
+        .await;
+    assert_error(&r, 400, 20002, "bad level");
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V3A}/ops/log?logName=naming-server&logLevel=DEBUG"),
+        )
+        .await;
+    assert!(assert_error(&r, 501, 30000, "log level").contains("no log filter"));
+
+    // listWithHealthStatus: raw `{"ips":[...]}`, every method, a `##` namespace prefix.
+    let r = s
+        .call(Method::Get, "/nacos/v2/ns/instance/statuses/G%40%40x")
+        .await;
+    let mut ips: Vec<String> = serde_json::from_value(r.json()["ips"].clone()).unwrap();
+    ips.sort();
+    assert_eq!(ips, vec!["10.0.0.1:1_true", "10.0.0.2:2_false"]);
+    let r = s
+        .call(
+            Method::Put,
+            "/nacos/v2/ns/instance/statuses/public%23%23G%40%40x",
+        )
+        .await;
+    assert_eq!(r.json()["ips"].as_array().unwrap().len(), 2, "{}", r.body);
+    let r = s
+        .call(Method::Get, "/nacos/v2/ns/instance/statuses/G%40%40unknown")
+        .await;
+    assert_eq!(r.json(), json!({"ips": []}));
+    let r = s
+        .call(Method::Get, "/nacos/v2/ns/instance/statuses/x")
+        .await;
+    assert!(assert_error(&r, 400, 20002, "no group").contains("groupName@@serviceName"));
+    s.stop().await;
+}
+
+/// `UserControllerV3.login`: the 3.x body (`username` added) and the
+/// `Authorization: Bearer` header; bad credentials are a 403 text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v3_login_answers_the_3x_body() {
+    use registry_server::auth::{hash_password, MIN_ITERATIONS};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    std::fs::write(
+        &users,
+        format!("ops:{}\n", hash_password("pw-ops", MIN_ITERATIONS).unwrap()),
+    )
+    .unwrap();
+    let s = TestServer::with(registry_server::Config {
+        auth_users: Some(users),
+        ..registry_server::Config::for_test()
+    })
+    .await;
+    let mut conn = tokio::net::TcpStream::connect(s.http_addr).await.unwrap();
+    conn.write_all(
+        b"POST /nacos/v3/auth/user/login?username=ops&password=pw-ops HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{raw}");
+    let v: Value = serde_json::from_str(body).unwrap();
+    let token = v["accessToken"].as_str().unwrap();
+    assert!(
+        head.contains(&format!("Authorization: Bearer {token}")),
+        "{head}"
+    );
+    assert_eq!(
+        (v["username"].clone(), v["globalAdmin"].clone()),
+        (json!("ops"), json!(false))
+    );
+    assert!(v["tokenTtl"].as_u64().unwrap() > 0);
+    // The token opens the API.
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3C}/instance/list?serviceName=x&accessToken={token}"),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = s
+        .call(
+            Method::Post,
+            "/nacos/v3/auth/user/login?username=ops&password=no",
+        )
+        .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    s.stop().await;
+}

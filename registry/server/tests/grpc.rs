@@ -12,7 +12,7 @@ use registry_core::{ChangeEvent, ServiceKey, ServiceRef};
 use registry_proto::grpc::message::{
     BatchInstanceRequest, BatchInstanceResponse, ErrorResponse, HealthCheckRequest,
     InstanceRequest, InstanceResponse, NamingHead, NotifySubscriberRequest, QueryServiceResponse,
-    ServerCheckRequest, ServerCheckResponse, ServiceListRequest, ServiceListResponse,
+    RequestHead, ServerCheckRequest, ServerCheckResponse, ServiceListRequest, ServiceListResponse,
     ServiceQueryRequest, SubscribeServiceRequest, SubscribeServiceResponse, WireInstance,
 };
 use registry_proto::grpc::Payload;
@@ -207,6 +207,48 @@ async fn ephemeral_instances_belong_to_their_connection() {
         ports(&server, "owned").is_empty()
     })
     .await;
+    server.stop().await;
+}
+
+/// Query answers are encoded once per (service, revision, view) and each answer
+/// still echoes its own request id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_answers_are_cached_per_revision_and_view() {
+    let server = TestServer::spawn().await;
+    let client = Raw::connect(server.grpc_addr).await;
+    let _stream = client.set_up().await;
+    let _: InstanceResponse = client.expect(&register("cached", 1)).await;
+    let query = |id: &str, healthy_only: bool| ServiceQueryRequest {
+        head: RequestHead {
+            request_id: Some(id.into()),
+            ..RequestHead::default()
+        },
+        naming: naming("cached"),
+        healthy_only: Some(healthy_only),
+        ..ServiceQueryRequest::default()
+    };
+    let mut answers = Vec::new();
+    for id in ["q1", "q2", "q3"] {
+        let q: QueryServiceResponse = client.expect(&query(id, false)).await;
+        assert_eq!(q.head.request_id.as_deref(), Some(id));
+        answers.push(q.service_info.expect("service info"));
+    }
+    // The first read of a view is not kept (the cache's doorkeeper), the
+    // second is, the third is answered from it: the same encoding.
+    assert_eq!(answers[1], answers[2]);
+    assert_eq!(answers[2].hosts.len(), 1);
+    // Another view is another encoding.
+    let healthy: QueryServiceResponse = client.expect(&query("q4", true)).await;
+    let healthy = healthy.service_info.expect("service info");
+    assert!(healthy.last_ref_time > answers[2].last_ref_time);
+    // A new revision is never answered from the old one's encoding.
+    let _: InstanceResponse = client.expect(&register("cached", 2)).await;
+    let q: QueryServiceResponse = client.expect(&query("q5", false)).await;
+    let info = q.service_info.expect("service info");
+    let mut got: Vec<i64> = info.hosts.iter().map(|h| h.port).collect();
+    got.sort_unstable();
+    assert_eq!(got, vec![1, 2]);
+    assert!(info.last_ref_time > healthy.last_ref_time);
     server.stop().await;
 }
 

@@ -66,7 +66,12 @@ pub struct ServiceId {
 impl ServiceId {
     /// `group@@name`, the store's key.
     pub fn grouped(&self) -> String {
-        format!("{}@@{}", self.group, self.name)
+        // Not `format!`: its machinery costs more than the copies (per request).
+        let mut s = String::with_capacity(self.group.len() + 2 + self.name.len());
+        s.push_str(&self.group);
+        s.push_str("@@");
+        s.push_str(&self.name);
+        s
     }
 }
 
@@ -197,23 +202,23 @@ pub const MAX_BATCH: usize = 1_000;
 pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Decoded, Refusal> {
     match type_name {
         ServerCheckRequest::TYPE => {
-            let r: ServerCheckRequest = read(json)?;
-            Ok(decoded(r.head.request_id, ClientMessage::ServerCheck))
+            let r: flat::Head = read(json)?;
+            Ok(decoded(r.request_id, ClientMessage::ServerCheck))
         }
         ConnectionSetupRequest::TYPE => {
-            let r: ConnectionSetupRequest = read(json)?;
+            let r: flat::Setup = read(json)?;
             let client_version = r.client_version.unwrap_or_default();
             Ok(decoded(
-                r.head.request_id,
+                r.request_id,
                 ClientMessage::ConnectionSetup { client_version },
             ))
         }
         HealthCheckRequest::TYPE => {
-            let r: HealthCheckRequest = read(json)?;
-            Ok(decoded(r.head.request_id, ClientMessage::HealthCheck))
+            let r: flat::Head = read(json)?;
+            Ok(decoded(r.request_id, ClientMessage::HealthCheck))
         }
         InstanceRequest::TYPE => {
-            let r: InstanceRequest = read(json)?;
+            let r: InstanceRequest = read::<flat::Instance>(json)?.into();
             instance(
                 r.head.request_id,
                 &r.naming,
@@ -224,7 +229,7 @@ pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Deco
             )
         }
         PersistentInstanceRequest::TYPE => {
-            let r: PersistentInstanceRequest = read(json)?;
+            let r: PersistentInstanceRequest = read::<flat::Instance>(json)?.into();
             instance(
                 r.head.request_id,
                 &r.naming,
@@ -235,11 +240,11 @@ pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Deco
             )
         }
         BatchInstanceRequest::TYPE => {
-            let r: BatchInstanceRequest = read(json)?;
+            let r: BatchInstanceRequest = read::<flat::Batch>(json)?.into();
             batch(r, limits)
         }
         SubscribeServiceRequest::TYPE => {
-            let r: SubscribeServiceRequest = read(json)?;
+            let r: SubscribeServiceRequest = read::<flat::Subscribe>(json)?.into();
             let id = r.head.request_id;
             let service = service(&r.naming, limits).map_err(|e| Refusal::invalid(&e, &id))?;
             let clusters = clusters(r.clusters.as_deref(), limits, &id)?;
@@ -253,7 +258,7 @@ pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Deco
             ))
         }
         ServiceQueryRequest::TYPE => {
-            let r: ServiceQueryRequest = read(json)?;
+            let r: ServiceQueryRequest = read::<flat::Query>(json)?.into();
             let id = r.head.request_id;
             let service = service(&r.naming, limits).map_err(|e| Refusal::invalid(&e, &id))?;
             let clusters = clusters(r.cluster.as_deref(), limits, &id)?;
@@ -267,21 +272,22 @@ pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Deco
             ))
         }
         ServiceListRequest::TYPE => {
-            let r: ServiceListRequest = read(json)?;
+            let r: ServiceListRequest = read::<flat::List>(json)?.into();
             service_list(r, limits)
         }
         NotifySubscriberResponse::TYPE => {
-            let r: NotifySubscriberResponse = read(json)?;
+            // The response types only add a flattened head: read the head.
+            let head: ResponseHead = read(json)?;
             Ok(decoded(
-                r.head.request_id.clone(),
-                ClientMessage::NotifyAck(r.head),
+                head.request_id.clone(),
+                ClientMessage::NotifyAck(head),
             ))
         }
         ClientDetectionResponse::TYPE => {
-            let r: ClientDetectionResponse = read(json)?;
+            let head: ResponseHead = read(json)?;
             Ok(decoded(
-                r.head.request_id.clone(),
-                ClientMessage::DetectionAck(r.head),
+                head.request_id.clone(),
+                ClientMessage::DetectionAck(head),
             ))
         }
         _ => Err(Refusal::new(code::NO_HANDLER, code::NO_HANDLER_TEXT)),
@@ -500,4 +506,103 @@ fn instance_spec(w: WireInstance, limits: &ParseLimits) -> Result<InstanceSpec, 
         cluster,
         metadata,
     })
+}
+
+/// What the server reads of each request: the fields of the [`super::message`]
+/// types, flat. Those types share their heads through `#[serde(flatten)]`, and
+/// serde reads a flattened struct by first buffering the whole object as a tree
+/// of `Content` values (every key and value copied, the instance object read
+/// twice): that was half the instructions of a 2.x register. These are serde's
+/// ordinary derive over the same names; each converts into its message type
+/// by moving fields, so the validation below is shared with every other reader.
+mod flat {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+
+    use super::super::message::{
+        BatchInstanceRequest, InstanceRequest, NamingHead, PersistentInstanceRequest, RequestHead,
+        ServiceListRequest, ServiceQueryRequest, SubscribeServiceRequest, WireInstance,
+    };
+
+    /// A request with no fields of its own.
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase", default)]
+    pub(super) struct Head {
+        pub(super) request_id: Option<String>,
+    }
+
+    /// `ConnectionSetupRequest` (its labels and tenant are not used).
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase", default)]
+    pub(super) struct Setup {
+        pub(super) request_id: Option<String>,
+        pub(super) client_version: Option<String>,
+    }
+
+    macro_rules! naming_request {
+        ($flat:ident => $message:ident { $($field:ident : $ty:ty),* $(,)? }) => {
+            #[derive(Deserialize, Default)]
+            #[serde(rename_all = "camelCase", default)]
+            pub(super) struct $flat {
+                request_id: Option<String>,
+                namespace: Option<String>,
+                service_name: Option<String>,
+                group_name: Option<String>,
+                $($field: $ty,)*
+            }
+            impl From<$flat> for $message {
+                fn from(f: $flat) -> $message {
+                    $message {
+                        head: RequestHead {
+                            request_id: f.request_id,
+                            headers: BTreeMap::new(),
+                        },
+                        naming: NamingHead {
+                            namespace: f.namespace,
+                            service_name: f.service_name,
+                            group_name: f.group_name,
+                        },
+                        $($field: f.$field,)*
+                    }
+                }
+            }
+        };
+    }
+
+    naming_request!(Instance => InstanceRequest {
+        r#type: Option<String>,
+        instance: Option<WireInstance>,
+    });
+    /// The persistent request has the same fields.
+    impl From<Instance> for PersistentInstanceRequest {
+        fn from(f: Instance) -> PersistentInstanceRequest {
+            let r = InstanceRequest::from(f);
+            PersistentInstanceRequest {
+                head: r.head,
+                naming: r.naming,
+                r#type: r.r#type,
+                instance: r.instance,
+            }
+        }
+    }
+
+    naming_request!(Batch => BatchInstanceRequest {
+        r#type: Option<String>,
+        instances: Option<Vec<WireInstance>>,
+    });
+    naming_request!(Subscribe => SubscribeServiceRequest {
+        subscribe: Option<bool>,
+        clusters: Option<String>,
+    });
+    naming_request!(Query => ServiceQueryRequest {
+        cluster: Option<String>,
+        healthy_only: Option<bool>,
+        udp_port: Option<i64>,
+    });
+    naming_request!(List => ServiceListRequest {
+        page_no: Option<i64>,
+        page_size: Option<i64>,
+        selector: Option<String>,
+    });
 }

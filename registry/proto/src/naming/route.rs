@@ -67,6 +67,9 @@ pub enum Route {
     DistroClients,
     /// `PUT /nacos/v1/ns/distro/clients/verify`: a peer's client revisions
     DistroClientVerify,
+    /// `PUT /nacos/v1/ns/distro/subscribers`: a peer asks for this node's
+    /// subscribers of one service
+    DistroSubscribers,
     /// `GET /nacos/v1/console/health/readiness`
     Readiness,
     /// `POST /nacos/v1/core/raft`: a Raft peer message
@@ -186,6 +189,40 @@ pub enum Route {
     V3Metrics,
     /// `GET /nacos/v3/admin/ns/client/list`
     V3ClientListAdmin,
+    /// `/nacos/v2/ns/instance/statuses/{key}` (any method): a service's `ip:port_healthy` list
+    V2InstanceStatuses,
+    /// `GET /nacos/v2/ns/client`
+    V2ClientDetail,
+    /// `GET /nacos/v2/ns/client/publish/list`
+    V2ClientPublished,
+    /// `GET /nacos/v2/ns/client/subscribe/list`
+    V2ClientSubscribed,
+    /// `GET /nacos/v2/ns/client/service/publisher/list`
+    V2ServicePublishers,
+    /// `GET /nacos/v2/ns/client/service/subscriber/list`
+    V2ServiceSubscriberClients,
+    /// `GET /nacos/v3/admin/ns/client`
+    V3ClientDetail,
+    /// `GET /nacos/v3/admin/ns/client/publish/list`
+    V3ClientPublished,
+    /// `GET /nacos/v3/admin/ns/client/subscribe/list`
+    V3ClientSubscribed,
+    /// `GET /nacos/v3/admin/ns/client/service/publisher/list`
+    V3ServicePublishers,
+    /// `GET /nacos/v3/admin/ns/client/service/subscriber/list`
+    V3ServiceSubscriberClients,
+    /// `GET /nacos/v3/admin/ns/client/distro`
+    V3ClientDistro,
+    /// `PUT /nacos/v3/admin/ns/cluster`
+    V3ClusterUpdate,
+    /// `GET /nacos/v3/admin/ns/service/subscribers`
+    V3ServiceSubscribers,
+    /// `GET /nacos/v3/admin/ns/health/checkers`
+    V3HealthCheckers,
+    /// `PUT /nacos/v3/admin/ns/ops/log`
+    V3OpsLog,
+    /// `GET /nacos/v3/admin/ns/service/selector/types`
+    V3SelectorTypes,
     /// `GET /nacos/v3/admin/core/namespace/list`
     V3NamespaceList,
     /// `GET /nacos/v3/admin/core/namespace`
@@ -200,11 +237,14 @@ pub enum Route {
     V3NamespaceCheck,
     /// `POST /nacos/v3/auth/user/login`
     V3Login,
+    /// `GET /nacos/v1/ns/service/subscribers`: a service's push
+    /// subscribers on every member (the console's list)
+    ServiceSubscribers,
 }
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 90] = [
+    pub const ALL: [Route; 109] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -229,6 +269,7 @@ impl Route {
         Route::DistroSnapshot,
         Route::DistroClients,
         Route::DistroClientVerify,
+        Route::DistroSubscribers,
         Route::Readiness,
         Route::RaftRpc,
         Route::ClusterMemberAdd,
@@ -288,6 +329,23 @@ impl Route {
         Route::V3SwitchesUpdate,
         Route::V3Metrics,
         Route::V3ClientListAdmin,
+        Route::V2InstanceStatuses,
+        Route::V2ClientDetail,
+        Route::V2ClientPublished,
+        Route::V2ClientSubscribed,
+        Route::V2ServicePublishers,
+        Route::V2ServiceSubscriberClients,
+        Route::V3ClientDetail,
+        Route::V3ClientPublished,
+        Route::V3ClientSubscribed,
+        Route::V3ServicePublishers,
+        Route::V3ServiceSubscriberClients,
+        Route::V3ClientDistro,
+        Route::V3ClusterUpdate,
+        Route::V3ServiceSubscribers,
+        Route::V3HealthCheckers,
+        Route::V3OpsLog,
+        Route::V3SelectorTypes,
         Route::V3NamespaceList,
         Route::V3NamespaceDetail,
         Route::V3NamespaceCreate,
@@ -295,6 +353,7 @@ impl Route {
         Route::V3NamespaceDelete,
         Route::V3NamespaceCheck,
         Route::V3Login,
+        Route::ServiceSubscribers,
     ];
 
     /// A short stable name (`instance_beat`), for logs and metric labels.
@@ -324,6 +383,7 @@ impl Route {
             Route::DistroSnapshot => "distro_snapshot",
             Route::DistroClients => "distro_clients",
             Route::DistroClientVerify => "distro_client_verify",
+            Route::DistroSubscribers => "distro_subscribers",
             Route::Readiness => "readiness",
             Route::RaftRpc => "raft_rpc",
             Route::ClusterMemberAdd => "cluster_member_add",
@@ -383,6 +443,23 @@ impl Route {
             Route::V3SwitchesUpdate => "v3_switches_update",
             Route::V3Metrics => "v3_metrics",
             Route::V3ClientListAdmin => "v3_admin_client_list",
+            Route::V2InstanceStatuses => "v2_instance_statuses",
+            Route::V2ClientDetail => "v2_client_detail",
+            Route::V2ClientPublished => "v2_client_published",
+            Route::V2ClientSubscribed => "v2_client_subscribed",
+            Route::V2ServicePublishers => "v2_client_service_publishers",
+            Route::V2ServiceSubscriberClients => "v2_client_service_subscribers",
+            Route::V3ClientDetail => "v3_client_detail",
+            Route::V3ClientPublished => "v3_client_published",
+            Route::V3ClientSubscribed => "v3_client_subscribed",
+            Route::V3ServicePublishers => "v3_client_service_publishers",
+            Route::V3ServiceSubscriberClients => "v3_client_service_subscribers",
+            Route::V3ClientDistro => "v3_client_distro",
+            Route::V3ClusterUpdate => "v3_cluster_update",
+            Route::V3ServiceSubscribers => "v3_service_subscribers",
+            Route::V3HealthCheckers => "v3_health_checkers",
+            Route::V3OpsLog => "v3_ops_log",
+            Route::V3SelectorTypes => "v3_selector_types",
             Route::V3NamespaceList => "v3_namespace_list",
             Route::V3NamespaceDetail => "v3_namespace_detail",
             Route::V3NamespaceCreate => "v3_namespace_create",
@@ -390,6 +467,7 @@ impl Route {
             Route::V3NamespaceDelete => "v3_namespace_delete",
             Route::V3NamespaceCheck => "v3_namespace_check",
             Route::V3Login => "v3_login",
+            Route::ServiceSubscribers => "service_subscribers",
         }
     }
 
@@ -420,6 +498,7 @@ impl Route {
             Route::DistroSnapshot => (Method::Post, crate::distro::SNAPSHOT_PATH),
             Route::DistroClients => (Method::Put, crate::distro::CLIENTS_PATH),
             Route::DistroClientVerify => (Method::Put, crate::distro::CLIENT_VERIFY_PATH),
+            Route::DistroSubscribers => (Method::Put, crate::distro::SUBSCRIBERS_PATH),
             Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
             Route::RaftRpc => (Method::Post, crate::distro::RAFT_PATH),
             Route::ClusterMemberAdd => (Method::Post, crate::distro::MEMBER_PATH),
@@ -485,6 +564,36 @@ impl Route {
             Route::V3SwitchesUpdate => (Method::Put, "/nacos/v3/admin/ns/ops/switches"),
             Route::V3Metrics => (Method::Get, "/nacos/v3/admin/ns/ops/metrics"),
             Route::V3ClientListAdmin => (Method::Get, "/nacos/v3/admin/ns/client/list"),
+            Route::V2InstanceStatuses => (
+                Method::Get,
+                "/nacos/v2/ns/instance/statuses/DEFAULT_GROUP@@service",
+            ),
+            Route::V2ClientDetail => (Method::Get, "/nacos/v2/ns/client"),
+            Route::V2ClientPublished => (Method::Get, "/nacos/v2/ns/client/publish/list"),
+            Route::V2ClientSubscribed => (Method::Get, "/nacos/v2/ns/client/subscribe/list"),
+            Route::V2ServicePublishers => {
+                (Method::Get, "/nacos/v2/ns/client/service/publisher/list")
+            }
+            Route::V2ServiceSubscriberClients => {
+                (Method::Get, "/nacos/v2/ns/client/service/subscriber/list")
+            }
+            Route::V3ClientDetail => (Method::Get, "/nacos/v3/admin/ns/client"),
+            Route::V3ClientPublished => (Method::Get, "/nacos/v3/admin/ns/client/publish/list"),
+            Route::V3ClientSubscribed => (Method::Get, "/nacos/v3/admin/ns/client/subscribe/list"),
+            Route::V3ServicePublishers => (
+                Method::Get,
+                "/nacos/v3/admin/ns/client/service/publisher/list",
+            ),
+            Route::V3ServiceSubscriberClients => (
+                Method::Get,
+                "/nacos/v3/admin/ns/client/service/subscriber/list",
+            ),
+            Route::V3ClientDistro => (Method::Get, "/nacos/v3/admin/ns/client/distro"),
+            Route::V3ClusterUpdate => (Method::Put, "/nacos/v3/admin/ns/cluster"),
+            Route::V3ServiceSubscribers => (Method::Get, "/nacos/v3/admin/ns/service/subscribers"),
+            Route::V3HealthCheckers => (Method::Get, "/nacos/v3/admin/ns/health/checkers"),
+            Route::V3OpsLog => (Method::Put, "/nacos/v3/admin/ns/ops/log"),
+            Route::V3SelectorTypes => (Method::Get, "/nacos/v3/admin/ns/service/selector/types"),
             Route::V3NamespaceList => (Method::Get, "/nacos/v3/admin/core/namespace/list"),
             Route::V3NamespaceDetail => (Method::Get, "/nacos/v3/admin/core/namespace"),
             Route::V3NamespaceCreate => (Method::Post, "/nacos/v3/admin/core/namespace"),
@@ -492,6 +601,7 @@ impl Route {
             Route::V3NamespaceDelete => (Method::Delete, "/nacos/v3/admin/core/namespace"),
             Route::V3NamespaceCheck => (Method::Get, "/nacos/v3/admin/core/namespace/check"),
             Route::V3Login => (Method::Post, "/nacos/v3/auth/user/login"),
+            Route::ServiceSubscribers => (Method::Get, "/nacos/v1/ns/service/subscribers"),
         }
     }
 
@@ -625,6 +735,10 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
             },
             "distro/clients/verify" => match lookup {
                 Method::Put => Ok(Route::DistroClientVerify),
+                _ => Err(not_allowed("PUT")),
+            },
+            "distro/subscribers" => match lookup {
+                Method::Put => Ok(Route::DistroSubscribers),
                 _ => Err(not_allowed("PUT")),
             },
             _ => Err(RouteError::NoSuchApi { method, path }),

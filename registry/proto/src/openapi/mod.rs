@@ -13,7 +13,9 @@
 //! - [`instance`]: list forms, the v3 `heartBeat` flag, the `Instance` body.
 //! - [`service`]: list forms, the v2 list, the v3 page, the service detail.
 //! - [`namespace`]: namespace forms and bodies of every generation.
+//! - [`admin`]: cluster, health-checker, log, 2.x client and status forms.
 
+pub mod admin;
 pub mod envelope;
 pub mod instance;
 pub mod namespace;

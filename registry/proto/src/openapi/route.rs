@@ -15,6 +15,9 @@
 use crate::http1::Method;
 use crate::naming::route::{Route, RouteError};
 
+/// The path of v2 `/instance/statuses/{key}`, up to its key.
+pub const STATUSES_PREFIX: &str = "/nacos/v2/ns/instance/statuses/";
+
 /// Resolves a request to its route, over every generation.
 #[inline]
 pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
@@ -45,6 +48,13 @@ fn open_route(method: Method, path: &str) -> Option<Result<Route, RouteError<'_>
         path,
         allow,
     };
+    // `@RequestMapping("/statuses/{key}")`: every method, the key in the path.
+    if canonical
+        .strip_prefix(STATUSES_PREFIX)
+        .is_some_and(|key| !key.is_empty() && !key.contains('/'))
+    {
+        return Some(Ok(Route::V2InstanceStatuses));
+    }
     let found = match canonical.as_ref() {
         "/nacos/v1/ns/instance/metadata/batch" => match lookup {
             Method::Put => Ok(Route::MetadataBatchUpdate),
@@ -61,6 +71,10 @@ fn open_route(method: Method, path: &str) -> Option<Result<Route, RouteError<'_>
         },
         "/nacos/v1/ns/raft/leader" => match lookup {
             Method::Get => Ok(Route::RaftLeader),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v1/ns/service/subscribers" => match lookup {
+            Method::Get => Ok(Route::ServiceSubscribers),
             _ => Err(not_allowed("GET, HEAD")),
         },
         "/nacos/v1/console/health/liveness" => match lookup {
@@ -122,6 +136,26 @@ fn open_route(method: Method, path: &str) -> Option<Result<Route, RouteError<'_>
         },
         "/nacos/v2/ns/client/list" => match lookup {
             Method::Get => Ok(Route::V2ClientList),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v2/ns/client" => match lookup {
+            Method::Get => Ok(Route::V2ClientDetail),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v2/ns/client/publish/list" => match lookup {
+            Method::Get => Ok(Route::V2ClientPublished),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v2/ns/client/subscribe/list" => match lookup {
+            Method::Get => Ok(Route::V2ClientSubscribed),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v2/ns/client/service/publisher/list" => match lookup {
+            Method::Get => Ok(Route::V2ServicePublishers),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v2/ns/client/service/subscriber/list" => match lookup {
+            Method::Get => Ok(Route::V2ServiceSubscriberClients),
             _ => Err(not_allowed("GET, HEAD")),
         },
         "/nacos/v2/console/namespace/list" => match lookup {
@@ -191,6 +225,50 @@ fn open_route(method: Method, path: &str) -> Option<Result<Route, RouteError<'_>
         "/nacos/v3/admin/ns/client/list" => match lookup {
             Method::Get => Ok(Route::V3ClientListAdmin),
             _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/client" => match lookup {
+            Method::Get => Ok(Route::V3ClientDetail),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/client/publish/list" => match lookup {
+            Method::Get => Ok(Route::V3ClientPublished),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/client/subscribe/list" => match lookup {
+            Method::Get => Ok(Route::V3ClientSubscribed),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/client/service/publisher/list" => match lookup {
+            Method::Get => Ok(Route::V3ServicePublishers),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/client/service/subscriber/list" => match lookup {
+            Method::Get => Ok(Route::V3ServiceSubscriberClients),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/client/distro" => match lookup {
+            Method::Get => Ok(Route::V3ClientDistro),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/cluster" => match lookup {
+            Method::Put => Ok(Route::V3ClusterUpdate),
+            _ => Err(not_allowed("PUT")),
+        },
+        "/nacos/v3/admin/ns/service/subscribers" => match lookup {
+            Method::Get => Ok(Route::V3ServiceSubscribers),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/service/selector/types" => match lookup {
+            Method::Get => Ok(Route::V3SelectorTypes),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/health/checkers" => match lookup {
+            Method::Get => Ok(Route::V3HealthCheckers),
+            _ => Err(not_allowed("GET, HEAD")),
+        },
+        "/nacos/v3/admin/ns/ops/log" => match lookup {
+            Method::Put => Ok(Route::V3OpsLog),
+            _ => Err(not_allowed("PUT")),
         },
         "/nacos/v3/admin/core/namespace/list" => match lookup {
             Method::Get => Ok(Route::V3NamespaceList),

@@ -49,7 +49,11 @@ pub struct ListForm<'a> {
     pub page_size: usize,
 }
 
-fn page_param(params: &Params<'_>, name: &'static str, default: usize) -> Result<usize, ApiError> {
+pub(crate) fn page_param(
+    params: &Params<'_>,
+    name: &'static str,
+    default: usize,
+) -> Result<usize, ApiError> {
     match params.optional(name) {
         None => Ok(default),
         Some(v) => match v.parse::<i64>() {

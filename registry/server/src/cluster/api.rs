@@ -1,6 +1,6 @@
 //! The cluster's HTTP endpoints: the member list, readiness, and the peer
 //! endpoints (report, replicate, checksum, fetch, snapshot, 2.x client sets
-//! and their verify).
+//! and their verify, a service's local subscribers).
 //!
 //! A peer request is refused (403) unless it comes from a member's IP,
 //! names a member other than this node as its sender from that IP, and,
@@ -93,6 +93,11 @@ pub(crate) fn handle(
                 tracing::warn!(from = %m.from, invalid = r.invalid, "refused invalid client sets");
             }
             Ok(Reply::Text("ok"))
+        }
+        Route::DistroSubscribers => {
+            let m: Envelope<distro::SubscribersQuery> = admit(ex, cluster)?;
+            scratch.body = distro::encode_answer(&super::subscribers::answer(app, &m.body));
+            Ok(Reply::Json)
         }
         Route::DistroClientVerify => {
             let m: Envelope<ClientVerify> = admit(ex, cluster)?;

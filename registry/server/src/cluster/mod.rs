@@ -28,6 +28,8 @@
 //!   instance set with a revision to every member; peers hold synced
 //!   copies, renew them by the owner's verify and drop them after a grace
 //!   once it stops. Service states carry only 1.x (heartbeat) instances.
+//! - A service's subscriber list on one node covers every member's
+//!   subscribers: [`subscribers`] asks the others over a peer route.
 //! - A state or client set larger than one peer message travels in parts
 //!   and is applied whole once every part arrived (`parts`).
 //!
@@ -44,6 +46,7 @@ mod parts;
 pub mod raft;
 pub mod relay;
 mod replicate;
+pub(crate) mod subscribers;
 pub mod verify;
 
 use std::collections::HashMap;

@@ -1,10 +1,10 @@
-//! `/nacos/v1/ns/catalog/{services,service,instances}` and
-//! `/nacos/v1/ns/service/subscribers`: what the console's service pages
-//! read, in the shapes of Nacos's console API (`count` + `serviceList`,
-//! `service` + `clusters`, `count` + `list`, `count` + `subscribers`), with
-//! the fields Nacos does not have added (subscriber counts, last beat).
+//! `/nacos/v1/ns/catalog/{services,service,instances}`: what the console's
+//! service pages read, in the shapes of Nacos's console API (`count` +
+//! `serviceList`, `service` + `clusters`, `count` + `list`), with the
+//! fields Nacos does not have added (subscriber counts, last beat). A
+//! service's subscriber list is the API's (`crate::cluster::subscribers`).
 
-use registry_core::{Instance, ServiceKey, ServiceRef, ServiceSnapshot, Subscriber, Subscription};
+use registry_core::{Instance, ServiceKey, ServiceRef, ServiceSnapshot, Subscription};
 use registry_proto::naming::service::ServiceKey as WireKey;
 use registry_proto::params::Params;
 use serde::Serialize;
@@ -18,7 +18,7 @@ use crate::state::App;
 
 /// Most services on one page.
 const MAX_SERVICES_PAGE: usize = 500;
-/// Most instances or subscribers on one page.
+/// Most instances on one page.
 const MAX_ROWS_PAGE: usize = 1000;
 /// Deepest page: bounds the heap a page scan keeps (`pageNo * pageSize`).
 const MAX_PAGE_NO: usize = 100_000;
@@ -280,79 +280,6 @@ pub(super) fn instances(app: &App, params: &Params<'_>, body: &mut Vec<u8>) -> R
         })
         .collect();
     encode(body, &Rows { count, list })
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SubscriberRow {
-    addr_str: String,
-    ip: String,
-    port: u16,
-    /// How pushes reach it: `udp` for 1.x clients polling with `udpPort`,
-    /// `grpc` for 2.x connections.
-    protocol: &'static str,
-    /// A 2.x client's `clientVersion` from its connection setup; 1.x
-    /// subscriptions do not keep their `User-Agent`.
-    agent: Option<String>,
-    clusters: String,
-    healthy_only: bool,
-    expires_in_ms: u64,
-}
-
-#[derive(Serialize)]
-struct SubscriberPage {
-    count: usize,
-    subscribers: Vec<SubscriberRow>,
-}
-
-/// `GET /nacos/v1/ns/service/subscribers`: a page of a service's live push
-/// subscriptions.
-pub(super) fn subscribers(
-    app: &App,
-    params: &Params<'_>,
-    body: &mut Vec<u8>,
-) -> Result<(), Failure> {
-    let wire = WireKey::parse(params, &app.parse_limits)?;
-    let key = ServiceKey::new(wire.namespace_id, &wire.service.grouped());
-    let page_no = bounded(params, "pageNo", 1, MAX_PAGE_NO)?;
-    let page_size = bounded(params, "pageSize", 100, MAX_ROWS_PAGE)?;
-    let now = app.clock.now();
-    let mut all: Vec<Subscription> = Vec::new();
-    app.subscribers.targets(&key, now, &mut all);
-    all.sort_by_key(|s| s.subscriber);
-    let subscribers = all
-        .iter()
-        .skip((page_no - 1).saturating_mul(page_size))
-        .take(page_size)
-        .filter_map(|s| {
-            let (addr, protocol, agent) = match s.subscriber {
-                Subscriber::Udp(addr) => (addr, "udp", None),
-                // A connection that closed since the table was read has no
-                // row: its subscriptions are on their way out.
-                Subscriber::Connection(number) => {
-                    let conn = app.grpc.hub.by_number(number)?;
-                    (conn.peer, "grpc", Some(conn.client_version.clone()))
-                }
-            };
-            Some(SubscriberRow {
-                addr_str: addr.to_string(),
-                ip: addr.ip().to_string(),
-                port: addr.port(),
-                protocol,
-                agent,
-                clusters: s.view.clusters.to_string(),
-                healthy_only: s.view.healthy_only,
-                expires_in_ms: s.expires_at.0.saturating_sub(now.0),
-            })
-        })
-        .collect();
-    encode(
-        body,
-        &SubscriberPage {
-            count: all.len(),
-            subscribers,
-        },
-    )
 }
 
 /// Writes `value` as JSON; serialising these plain structs cannot fail

@@ -3,11 +3,14 @@
 //!
 //! The console is a client of the registry like any other: every change it
 //! makes (weight, enable/disable, deregister, service metadata and
-//! threshold, taking an IP offline) is a request to the public Nacos API,
+//! threshold, taking an IP offline, creating or deleting a namespace) is a
+//! request to the public Nacos API,
 //! so it is validated, persisted and pushed like a client's change. This
 //! module only reads. Its endpoints reuse Nacos's console names and shapes
-//! where they exist (`/v1/ns/catalog/*`, `/v1/ns/service/subscribers`,
-//! `/v1/console/namespaces`, `/v1/console/server/state`).
+//! where they exist (`/v1/ns/catalog/*`, `/v1/console/namespaces`,
+//! `/v1/console/server/state`). A service's subscribers come from the API's
+//! `/v1/ns/service/subscribers`, which gathers every member's (it waits on
+//! the peers, so it is a route of [`crate::http`], not a console read).
 //!
 //! Cost: a page of services is a page of the store's sorted index, O(page);
 //! a search is one pass over that same index ([`search`]), nothing built or
@@ -24,7 +27,7 @@
 //!
 //! # Layout
 //! - [`assets`]: the HTML, CSS and JavaScript compiled into the binary.
-//! - `catalog`: services, one service, its instances and its subscribers.
+//! - `catalog`: services, one service, its instances.
 //! - `hosts`: namespaces and the instances of one IP across services.
 //! - `state`: what the console's header and live view show about the server.
 //! - [`search`]: searches by name and group substring.
@@ -68,8 +71,6 @@ enum Data {
     Service,
     /// `GET /nacos/v1/ns/catalog/instances`
     Instances,
-    /// `GET /nacos/v1/ns/service/subscribers`
-    Subscribers,
 }
 
 impl Endpoint {
@@ -86,7 +87,6 @@ impl Endpoint {
             "/nacos/v1/ns/catalog/services" => Data::Services,
             "/nacos/v1/ns/catalog/service" => Data::Service,
             "/nacos/v1/ns/catalog/instances" => Data::Instances,
-            "/nacos/v1/ns/service/subscribers" => Data::Subscribers,
             _ => return assets::find(path).map(Endpoint::Asset),
         }))
     }
@@ -150,7 +150,6 @@ fn read(
         Data::Services => catalog::services(app, &params, &mut body)?,
         Data::Service => catalog::service(app, &params, &mut body)?,
         Data::Instances => catalog::instances(app, &params, &mut body)?,
-        Data::Subscribers => catalog::subscribers(app, &params, &mut body)?,
     }
     tracing::debug!(%peer, path = request.path, "console read");
     Ok(Response::json(body))
@@ -240,7 +239,12 @@ impl Response {
 
 /// A positive integer parameter with a default and an upper bound, with a
 /// plain-text 400 naming the parameter when it is not one.
-fn bounded(params: &Params<'_>, name: &str, default: usize, max: usize) -> Result<usize, Failure> {
+pub(crate) fn bounded(
+    params: &Params<'_>,
+    name: &str,
+    default: usize,
+    max: usize,
+) -> Result<usize, Failure> {
     match params
         .optional(name)
         .map(str::trim)
@@ -271,7 +275,6 @@ mod tests {
             "/nacos/console/nope.js",
             "/nacos/v1/ns/catalog/services",
             "/nacos/v1/ns/catalog/services/",
-            "/nacos/v1/ns/service/subscribers",
             "/nacos/v1/console/namespaces",
         ] {
             assert!(claims(p), "{p}");
@@ -281,6 +284,8 @@ mod tests {
             "/nacos/v1/ns/service",
             "/nacos/v1/ns/service/list",
             "/nacos/v1/ns/catalog",
+            // The API's: it waits on the other members.
+            "/nacos/v1/ns/service/subscribers",
             "/nacos/v1/core/cluster/nodes",
             "/nacos/v1/auth/login",
             "/metrics",

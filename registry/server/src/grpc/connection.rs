@@ -25,8 +25,16 @@ use registry_core::ServiceKey;
 use registry_proto::grpc::Payload;
 use tokio::sync::mpsc;
 
-/// Server requests waiting to be written on one stream.
+/// Server requests waiting to be written on one stream. The queue's memory is
+/// its blocks of 32 slots (tokio allocates the first with the channel, the rest
+/// as it fills), so the bound costs nothing while a connection is idle.
 pub const OUTBOUND_QUEUE: usize = 1024;
+
+/// A server request queued on a stream. Shared, not copied: one push goes to
+/// every subscribed connection and sits in the notifier's ack table for each,
+/// and an `Arc` keeps each queue slot at one pointer (a `Payload` is ~180
+/// bytes, so the first block of an idle queue was ~6 KiB).
+pub type Outbound = Arc<Payload>;
 
 /// An instance a connection registered: service, cluster, address.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -50,13 +58,18 @@ pub struct OwnedSubscription {
     pub clusters: Arc<str>,
 }
 
+/// A set keyed by our own names and addresses: foldhash, not the default
+/// SipHash (which guards against chosen keys; a connection only ever hurts its
+/// own set; SipHash was ~2k of the ~40k instructions of a 2.x register).
+pub type OwnedSet<T> = HashSet<T, foldhash::fast::FixedState>;
+
 /// What a connection owns; its mutex is taken by its own requests only.
 #[derive(Default)]
 pub struct Owned {
     /// Ephemeral instances registered through it.
-    pub instances: HashSet<OwnedInstance>,
+    pub instances: OwnedSet<OwnedInstance>,
     /// Its subscriptions.
-    pub subscriptions: HashSet<OwnedSubscription>,
+    pub subscriptions: OwnedSet<OwnedSubscription>,
 }
 
 /// One set-up connection.
@@ -70,7 +83,7 @@ pub struct Connection {
     /// `clientVersion` from its setup.
     pub client_version: String,
     /// Server requests to write on its stream.
-    pub outbound: mpsc::Sender<Payload>,
+    pub outbound: mpsc::Sender<Outbound>,
     /// Instances and subscriptions it owns.
     pub owned: Mutex<Owned>,
     /// Monotonic ms of its last message, for idle detection.
@@ -143,7 +156,7 @@ impl Hub {
         peer: SocketAddr,
         id: String,
         client_version: String,
-        outbound: mpsc::Sender<Payload>,
+        outbound: mpsc::Sender<Outbound>,
         now_ms: u64,
     ) -> Result<Arc<Connection>, Refused> {
         if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
@@ -183,6 +196,22 @@ impl Hub {
     /// The connection of a peer, if it is set up.
     pub fn by_peer(&self, peer: SocketAddr) -> Option<Arc<Connection>> {
         self.by_peer.pin().get(&peer).cloned()
+    }
+
+    /// Every set-up connection, by number (the v2/v3 admin client views;
+    /// an admin read, so a walk of the table is fine).
+    pub fn all(&self) -> Vec<Arc<Connection>> {
+        let mut all: Vec<Arc<Connection>> = self.by_number.pin().values().cloned().collect();
+        all.sort_by_key(|c| c.number);
+        all
+    }
+
+    /// The connection whose Nacos id is `id` (`<millis>_<ip>_<port>`).
+    pub fn by_id(&self, id: &str) -> Option<Arc<Connection>> {
+        let (rest, port) = id.rsplit_once('_')?;
+        let (_, ip) = rest.split_once('_')?;
+        let peer = SocketAddr::new(ip.parse().ok()?, port.parse().ok()?);
+        self.by_peer(peer).filter(|c| c.id == id)
     }
 
     /// The Nacos ids of every set-up connection, sorted (the v2/v3

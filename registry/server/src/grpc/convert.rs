@@ -133,6 +133,48 @@ pub fn service_info(
 mod tests {
     use super::*;
 
+    /// The answers' one-pass encoder (`registry_convert::grpc`) writes what the
+    /// owned `ServiceInfo` (still used by pushes) serialises to.
+    #[test]
+    fn the_one_pass_encoding_matches_the_owned_service_info() {
+        use registry_core::{Millis, ServiceRef, Store, StoreConfig};
+        let store = Store::new(StoreConfig::default());
+        let svc = ServiceRef::new("public", "DEFAULT_GROUP@@a");
+        for (cluster, port, healthy) in [("DEFAULT", 80, true), ("east", 81, false)] {
+            let spec = InstanceSpec {
+                healthy,
+                weight: 2.5,
+                metadata: Metadata::from_pairs([("k", "v\"q"), ("zone", "z1")]).unwrap(),
+                ..InstanceSpec::new(cluster, "10.0.0.1".parse().unwrap(), port)
+            };
+            store.register(svc, &spec, Millis(0)).unwrap();
+        }
+        let key = ServiceKey::new("public", "DEFAULT_GROUP@@a");
+        let snapshot = store.snapshot(key.as_ref());
+        for (clusters, healthy_only) in [("", false), ("east, DEFAULT", false), ("", true)] {
+            for snap in [snapshot.as_deref(), None] {
+                let owned = service_info(&key, snap, clusters, healthy_only);
+                let list: Vec<&str> = clusters
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect();
+                let view = registry_convert::grpc::InfoView {
+                    service: &key,
+                    clusters,
+                    cluster_list: &list,
+                    healthy_only,
+                    cache_millis: CACHE_MILLIS,
+                    last_ref_time: owned.last_ref_time,
+                };
+                let mut out = Vec::new();
+                registry_convert::grpc::encode_service_info(snap, &view, &mut out);
+                let ours: serde_json::Value = serde_json::from_slice(&out).unwrap();
+                assert_eq!(ours, serde_json::to_value(&owned).unwrap(), "{clusters:?}");
+            }
+        }
+    }
+
     #[test]
     fn ref_times_strictly_increase_within_one_millisecond() {
         let a = next_ref_time();

@@ -22,7 +22,7 @@ use registry_proto::grpc::{
 };
 
 use super::connection::{connection_id, Connection, OwnedInstance, OwnedSubscription};
-use super::convert::{instance_spec, service_info};
+use super::convert::instance_spec;
 use super::Grpc;
 use crate::clock::Clock;
 use crate::state::App;
@@ -154,12 +154,7 @@ async fn serve(
             healthy_only,
         } => {
             let key = key(&service);
-            let snapshot = app.store.snapshot(key.as_ref());
-            let info = service_info(&key, snapshot.as_deref(), &clusters, healthy_only);
-            Ok(Payload::of(&QueryServiceResponse {
-                head: ResponseHead::ok(id),
-                service_info: Some(info),
-            }))
+            Ok(super::query::query(app, &key, &clusters, healthy_only, id))
         }
         ClientMessage::ServiceList {
             namespace,
@@ -208,11 +203,7 @@ fn subscription(
     } else {
         unsubscribe(app, conn, &key, clusters);
     }
-    let snapshot = app.store.snapshot(key.as_ref());
-    Ok(Payload::of(&SubscribeServiceResponse {
-        head: ResponseHead::ok(id),
-        service_info: Some(service_info(&key, snapshot.as_deref(), clusters, false)),
-    }))
+    Ok(super::query::subscribed(app, &key, clusters, id))
 }
 
 /// The requests Nacos's handlers mark `@Secured`: they need a token with auth on.

@@ -7,6 +7,7 @@
 //! round. What is gRPC's own:
 //! - [`connection`]: the table of set-up connections and what each owns;
 //! - [`handler`]: unary requests, Nacos's order of checks and error codes;
+//! - [`query`]: query and subscribe answers, cached per (service, revision, view);
 //! - [`stream`]: a connection's life: setup, acks, idle detection, release on close;
 //! - [`convert`]: wire ⇄ core for 2.x (`ServiceInfo`, instance specs);
 //! - [`admission`]: the cap on raw TCP sockets, applied at accept.
@@ -23,6 +24,7 @@ pub mod admission;
 pub mod connection;
 pub mod convert;
 pub mod handler;
+pub mod query;
 pub mod stream;
 
 use std::convert::Infallible;
@@ -44,7 +46,7 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::metrics::{Counter, Gauge};
 use crate::prometheus::Exposition;
 use crate::state::App;
-use connection::{Hub, OUTBOUND_QUEUE};
+use connection::{Hub, Outbound, OUTBOUND_QUEUE};
 
 /// How long shutdown waits for gRPC connections to close after their streams
 /// ended, before dropping them (see `run_app`).
@@ -198,6 +200,38 @@ pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, cancel: Can
     }
 }
 
+/// The codec's starting buffer: tonic's default is 8 KiB for each direction,
+/// allocated per unary call and held for a stream's whole life (the read buffer
+/// of `Streaming`, the write buffer of the response body): 16 KiB of every idle
+/// connection for messages that are a few hundred bytes. Both grow on demand
+/// for a larger message, so a small start costs only a reallocation then.
+const CODEC_BUFFER: usize = 512;
+
+/// `tonic_prost`'s codec with [`CODEC_BUFFER`]: `ProstCodec` takes no buffer
+/// settings, its encoder and decoder do, so this only picks them.
+#[derive(Clone, Copy, Default)]
+struct PayloadCodec;
+
+impl tonic::codec::Codec for PayloadCodec {
+    type Encode = Payload;
+    type Decode = Payload;
+    type Encoder = tonic_prost::ProstEncoder<Payload>;
+    type Decoder = tonic_prost::ProstDecoder<Payload>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        tonic_prost::ProstEncoder::new(buffers())
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        tonic_prost::ProstDecoder::new(buffers())
+    }
+}
+
+fn buffers() -> tonic::codec::BufferSettings {
+    // tonic's default yield threshold (32 KiB): only the start size changes.
+    tonic::codec::BufferSettings::new(CODEC_BUFFER, 32 * 1024)
+}
+
 fn codec_limit(app: &App) -> usize {
     app.grpc.limits.max_body_bytes.saturating_mul(2)
 }
@@ -228,8 +262,7 @@ impl Service<http::Request<Body>> for RequestService {
                 return Ok(Status::unimplemented("unknown method").into_http());
             }
             let limit = codec_limit(&app);
-            let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default())
-                .max_decoding_message_size(limit);
+            let mut grpc = tonic::server::Grpc::new(PayloadCodec).max_decoding_message_size(limit);
             Ok(grpc.unary(Unary { app }, req).await)
         })
     }
@@ -289,8 +322,7 @@ impl Service<http::Request<Body>> for StreamService {
                 return Ok(Status::unimplemented("unknown method").into_http());
             }
             let limit = codec_limit(&app);
-            let mut grpc = tonic::server::Grpc::new(tonic_prost::ProstCodec::default())
-                .max_decoding_message_size(limit);
+            let mut grpc = tonic::server::Grpc::new(PayloadCodec).max_decoding_message_size(limit);
             Ok(grpc.streaming(Bidi { app, streams }, req).await)
         })
     }
@@ -316,9 +348,12 @@ impl Service<Request<Streaming<Payload>>> for Bidi {
             let Some(peer) = req.remote_addr() else {
                 return Err(Status::internal("no peer address"));
             };
-            let (tx, rx) = mpsc::channel::<Payload>(OUTBOUND_QUEUE);
+            let (tx, rx) = mpsc::channel::<Outbound>(OUTBOUND_QUEUE);
             tokio::spawn(stream::run(app, peer, req.into_inner(), tx, streams));
-            let out: BoxStream<Payload> = Box::pin(ReceiverStream::new(rx).map(Ok));
+            // The encoder wants an owned message: a shared push is copied here
+            // (its JSON is a `Bytes`, so that copy is a type name and a count).
+            let out: BoxStream<Payload> =
+                Box::pin(ReceiverStream::new(rx).map(|p| Ok(Arc::unwrap_or_clone(p))));
             Ok(Response::new(out))
         })
     }

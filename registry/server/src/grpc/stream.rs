@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
-use super::connection::{connection_id, Connection, Refused};
+use super::connection::{connection_id, Connection, Outbound, Refused};
 use super::handler::{deregister_owned, unsubscribe_owned};
 use crate::clock::Clock;
 use crate::state::App;
@@ -35,7 +35,7 @@ pub async fn run(
     app: Arc<App>,
     peer: std::net::SocketAddr,
     mut inbound: Streaming<Payload>,
-    outbound: mpsc::Sender<Payload>,
+    outbound: mpsc::Sender<Outbound>,
     cancel: CancellationToken,
 ) {
     let grpc = &app.grpc;
@@ -57,7 +57,7 @@ async fn setup(
     app: &Arc<App>,
     peer: std::net::SocketAddr,
     inbound: &mut Streaming<Payload>,
-    outbound: &mpsc::Sender<Payload>,
+    outbound: &mpsc::Sender<Outbound>,
 ) -> Option<Arc<Connection>> {
     let grpc = &app.grpc;
     let first = tokio::time::timeout(SETUP_TIMEOUT, inbound.message()).await;
@@ -66,7 +66,7 @@ async fn setup(
     };
     let refuse = |r: Refusal| {
         grpc.metrics.refused.inc();
-        let _ = outbound.try_send(refusal_payload(&r));
+        let _ = outbound.try_send(Arc::new(refusal_payload(&r)));
         None
     };
     let client_version = match decode(payload.type_name(), payload.json(), &app.parse_limits) {
@@ -145,12 +145,12 @@ async fn serve(
                 } else if now >= last + idle {
                     let id = next_probe;
                     next_probe += 1;
-                    let probe = Payload::of(&ClientDetectionRequest {
+                    let probe = Arc::new(Payload::of(&ClientDetectionRequest {
                         head: RequestHead {
                             request_id: Some(format!("detect-{id}")),
                             ..RequestHead::default()
                         },
-                    });
+                    }));
                     if conn.outbound.try_send(probe).is_err() {
                         return;
                     }

@@ -104,6 +104,8 @@ pub(crate) enum Done {
     Json(Vec<u8>),
     /// The answer of the peer a request was relayed to, as it came.
     Relayed(u16, ContentType, Vec<u8>),
+    /// A JSON body and one more response header line (`Name: value`).
+    JsonWithHeader(Vec<u8>, String),
 }
 
 /// What [`answer`] did with a request.
@@ -152,6 +154,19 @@ impl Later<'_> {
             Ok(Done::Relayed(status, ct, body)) => {
                 respond(out, *status, *ct, body, self.head_only, self.connection)
             }
+            Ok(Done::JsonWithHeader(body, header)) => {
+                let start = out.len();
+                let status = respond(
+                    out,
+                    200,
+                    ContentType::Json,
+                    body,
+                    self.head_only,
+                    self.connection,
+                );
+                add_header(out, start, header);
+                status
+            }
             Err(f) => respond(
                 out,
                 f.status,
@@ -194,9 +209,14 @@ fn respond(
 /// Adds `Allow` to the 405 response just written at `start..`: RFC 9110
 /// requires it, and it tells a client which methods the path serves.
 fn add_allow_header(out: &mut Vec<u8>, start: usize, allow: &str) {
+    add_header(out, start, &format!("Allow: {allow}"));
+}
+
+/// Adds one header line (`Name: value`) to the response just written at `start..`.
+fn add_header(out: &mut Vec<u8>, start: usize, line: &str) {
     if let Some(end) = out[start..].windows(4).position(|w| w == b"\r\n\r\n") {
         let at = start + end + 2;
-        let header = format!("Allow: {allow}\r\n");
+        let header = format!("{line}\r\n");
         out.splice(at..at, header.into_bytes());
     }
 }
@@ -348,6 +368,7 @@ fn dispatch(
                 | Route::DistroSnapshot
                 | Route::DistroClients
                 | Route::DistroClientVerify
+                | Route::DistroSubscribers
                 | Route::RaftRpc
         ) {
             auth.check(params.get("accessToken"))
@@ -383,7 +404,8 @@ fn dispatch(
         Route::ServiceList => service::list(&ex, scratch),
         Route::OperatorMetrics => operator::metrics(&ex, scratch),
         Route::OperatorSwitches => operator::switches(&ex, scratch),
-        Route::AuthLogin | Route::V3Login => login(&ex),
+        Route::AuthLogin => login(&ex, false),
+        Route::V3Login => login(&ex, true),
         Route::ClusterNodes
         | Route::ClusterReport
         | Route::DistroReplicate
@@ -392,6 +414,7 @@ fn dispatch(
         | Route::DistroSnapshot
         | Route::DistroClients
         | Route::DistroClientVerify
+        | Route::DistroSubscribers
         | Route::RaftRpc
         | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
         Route::ClusterMemberAdd | Route::ClusterMemberRemove => {
@@ -406,16 +429,19 @@ fn dispatch(
         | Route::Liveness
         | Route::NamespacesCreate
         | Route::NamespacesUpdate
-        | Route::NamespacesDelete) => v1::handle(&ex, r, scratch),
+        | Route::NamespacesDelete
+        | Route::ServiceSubscribers) => v1::handle(&ex, r, scratch),
         Route::PrometheusMetrics => operator::prometheus(&ex, scratch),
         // Every route left is a v2 or v3 one.
         r => openapi::handle(&ex, r, scratch),
     }
 }
 
-/// `POST /nacos/v1/auth/login`: the key derivation runs on a blocking
-/// thread, at most `--auth-max-logins` at once.
-fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+/// `POST /nacos/v1/auth/login` and the v3 `POST /nacos/v3/auth/user/login`
+/// (`UserControllerV3.login`: the body adds `username`, and the token also
+/// comes as an `Authorization: Bearer` header). The key derivation runs on
+/// a blocking thread, at most `--auth-max-logins` at once.
+fn login(ex: &Exchange<'_>, v3: bool) -> Result<Reply, Failure> {
     let Some(auth) = &ex.app.auth else {
         return Err(Failure::auth_disabled());
     };
@@ -424,6 +450,7 @@ fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         return Err(Failure::too_many_logins());
     };
     let (name, password) = (req.username.to_owned(), req.password.to_owned());
+    let name_v3 = name.clone();
     let auth = auth.clone();
     Ok(Reply::Later(Box::pin(async move {
         let ttl = auth.ttl_secs();
@@ -435,6 +462,16 @@ fn login(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         match verified {
             Ok(Ok(access_token)) => {
                 let mut body = Vec::with_capacity(160);
+                if v3 {
+                    let header = format!("Authorization: Bearer {access_token}");
+                    LoginResponse {
+                        access_token,
+                        token_ttl: ttl,
+                        global_admin: false,
+                    }
+                    .encode_v3(&name_v3, &mut body);
+                    return Ok(Done::JsonWithHeader(body, header));
+                }
                 LoginResponse {
                     access_token,
                     token_ttl: ttl,

@@ -1,8 +1,9 @@
 //! The v1 endpoints past the 1.x core that real tools call: metadata
 //! batches, health updates, switch updates, the server list, the Raft
-//! leader, the console's liveness and namespace writes. Plain-text errors,
-//! as the rest of v1. (The catalog and the namespace list, which the 1.x/2.x
-//! console and ops scripts read, are served by [`crate::console`].)
+//! leader, the console's liveness and namespace writes, a service's
+//! subscribers on every member. Plain-text errors, as the rest of v1. (The
+//! catalog and the namespace list, which the 1.x/2.x console and ops
+//! scripts read, are served by [`crate::console`].)
 
 use registry_proto::http1::Method;
 use registry_proto::naming::route::Route;
@@ -29,6 +30,7 @@ pub(crate) fn handle(
         Route::MetadataBatchUpdate => writes::metadata_batch(ex, scratch, false, Door::Text),
         Route::MetadataBatchDelete => writes::metadata_batch(ex, scratch, true, Door::Text),
         Route::HealthUpdate => writes::health(ex, scratch, Door::Text),
+        Route::ServiceSubscribers => subscribers(ex),
         other => Err(Failure::new(404, format!("no such api: {}", other.name()))),
     }
 }
@@ -108,4 +110,45 @@ fn raft_leader(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failur
     };
     let leader = peer.map(|p| serde_json::Value::String(p.to_string()));
     write_json(scratch, &json!({ "leader": leader }))
+}
+
+/// Most subscribers on one page.
+const MAX_SUBSCRIBERS_PAGE: usize = 1_000;
+
+/// `GET /service/subscribers` (`ServiceController.subscribers`, the
+/// console's list): a page of the service's push subscribers, with
+/// `aggregation` (default true, as Nacos) every member's, each row naming
+/// its `node`; members that did not answer in time are listed in
+/// `unreachable` (`crate::cluster::subscribers`).
+fn subscribers(ex: &Exchange<'_>) -> Result<Reply, Failure> {
+    let wire =
+        registry_proto::naming::service::ServiceKey::parse(&ex.params, &ex.app.parse_limits)?;
+    let key = registry_core::ServiceKey::new(wire.namespace_id, &wire.service.grouped());
+    let page_no = crate::console::bounded(&ex.params, "pageNo", 1, 100_000)?;
+    let page_size = crate::console::bounded(&ex.params, "pageSize", 100, MAX_SUBSCRIBERS_PAGE)?;
+    let everywhere = ex.params.bool_or("aggregation", true);
+    let offset = (page_no - 1).saturating_mul(page_size);
+    let gathering = crate::cluster::subscribers::gather(
+        ex.app,
+        &key,
+        offset.saturating_add(page_size),
+        everywhere,
+    );
+    Ok(Reply::Later(Box::pin(async move {
+        let g = gathering.await;
+        let page: Vec<_> = g.rows.iter().skip(offset).take(page_size).collect();
+        let unreachable: Vec<_> = g
+            .unreachable
+            .iter()
+            .map(|(node, why)| json!({"node": node, "error": why}))
+            .collect();
+        let body = json!({
+            "count": g.count,
+            "subscribers": page,
+            "unreachable": unreachable,
+        });
+        Ok(super::Done::Json(
+            serde_json::to_vec(&body).unwrap_or_default(),
+        ))
+    })))
 }

@@ -403,10 +403,26 @@ impl Writer {
 
     /// A register's namespace quota (one relaxed load when no namespace
     /// has a quota). The refusal is [`WriteError::Invalid`], a 400 with
-    /// the quota's text on every door.
-    fn admit(&self, command: &Command<'_>) -> Result<(), WriteError> {
+    /// the quota's text on every door. When the namespace has a quota, the
+    /// returned gate is held until the store write, so concurrent
+    /// registers are checked one after the other. (With Raft the write is
+    /// applied at commit, after the gate is released: there two registers
+    /// proposed at once may still both pass.)
+    fn admit(
+        &self,
+        command: &Command<'_>,
+    ) -> Result<Option<parking_lot::MutexGuard<'_, ()>>, WriteError> {
         let Some(book) = &self.namespaces else {
-            return Ok(());
+            return Ok(None);
+        };
+        let gate = match *command {
+            Command::Register { service, .. } | Command::Replace { service, .. } => {
+                match book.gate(service.namespace) {
+                    Some(g) => g,
+                    None => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
         };
         let check = |service: ServiceRef<'_>, spec: &InstanceSpec<'_>| {
             book.admit(&self.store, service, spec.addr, spec.ephemeral)
@@ -420,7 +436,8 @@ impl Writer {
                 service, instances, ..
             } => instances.iter().try_for_each(|i| check(service, i)),
             _ => Ok(()),
-        }
+        }?;
+        Ok(Some(gate))
     }
 
     /// Installs the Raft log once its engine has started.
@@ -441,7 +458,8 @@ impl Writer {
     /// The store's refusal, a full commit queue (before anything is
     /// written), or no log to propose to while the Raft engine starts.
     pub fn apply(&self, command: Command<'_>, now: Millis) -> Result<Outcome, WriteError> {
-        self.admit(&command)?;
+        // Held to the end of this call: past the store write below.
+        let _quota_gate = self.admit(&command)?;
         let durability = command.durability(&self.store);
         if durability == Durability::Memory {
             return self.write(command, now).map(Outcome::Done);

@@ -10,6 +10,8 @@
 //! # Layout
 //! - this file: the dispatch and the reads (lists, details, switches, metrics);
 //! - `write`: instance and service writes, beats and health.
+//! - `admin`: cluster checkers, log level, statuses, 2.x client views,
+//!   a service's subscribers.
 
 use registry_core::{InstanceAddr, ServiceRef};
 use registry_proto::naming::instance::InstanceKey;
@@ -66,6 +68,23 @@ pub(crate) fn handle(
             namespace::open(ex, Action::Delete, scratch)
         }
         Route::V3NamespaceCheck => namespace::open(ex, Action::Check, scratch),
+        r @ (Route::V3ClusterUpdate
+        | Route::V3HealthCheckers
+        | Route::V3OpsLog
+        | Route::V3SelectorTypes
+        | Route::V2InstanceStatuses
+        | Route::V3ClientDistro
+        | Route::V2ClientDetail
+        | Route::V3ClientDetail
+        | Route::V2ClientPublished
+        | Route::V3ClientPublished
+        | Route::V2ClientSubscribed
+        | Route::V3ClientSubscribed
+        | Route::V2ServicePublishers
+        | Route::V3ServicePublishers
+        | Route::V2ServiceSubscriberClients
+        | Route::V3ServiceSubscriberClients
+        | Route::V3ServiceSubscribers) => admin::handle(ex, r, scratch),
         other => write::handle(ex, other, scratch),
     }
 }
@@ -292,4 +311,5 @@ fn client_list(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failur
     Ok(Reply::Json)
 }
 
+mod admin;
 mod write;
