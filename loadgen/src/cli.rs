@@ -67,6 +67,11 @@ pub struct RunArgs {
     /// as Nacos clients do); without it an embedded registry is started on loopback.
     #[arg(long, env = "LOADGEN_TARGET")]
     pub target: Option<String>,
+    /// The members' gRPC addresses for `--protocol grpc`, comma-separated in the order
+    /// of `--target` (default: each member's HTTP port + 1000, as Nacos 2.x clients
+    /// assume).
+    #[arg(long, env = "LOADGEN_GRPC_TARGET", requires = "target")]
+    pub grpc_target: Option<String>,
     /// Length of the steady phase (e.g. 30s, 2m).
     #[arg(long, env = "LOADGEN_DURATION", value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -191,6 +196,7 @@ impl RunArgs {
                 pid: self.registry_pid,
                 registry_workers: self.registry_workers,
                 allow_remote: self.allow_remote,
+                grpc_url: self.grpc_target.clone(),
             },
             out: self.out.clone(),
             thresholds: self.thresholds.clone(),

@@ -180,6 +180,57 @@ impl Lane {
     fn pop(&self) -> Option<Request> {
         self.queue.borrow_mut().pop_front()
     }
+
+    /// Takes the next queued request (for a lane task other than [`drive`]).
+    pub fn take(&self) -> Option<Request> {
+        self.pop()
+    }
+
+    /// Takes every queued request.
+    pub fn take_all(&self) -> Vec<Request> {
+        self.queue.borrow_mut().drain(..).collect()
+    }
+
+    /// Takes the queued requests intended before `cutoff` (all of them once the lane
+    /// is closing): those that waited too long for an unreachable server.
+    pub fn take_stale(&self, cutoff: Nanos) -> Vec<Request> {
+        let closing = self.closing.get();
+        let mut q = self.queue.borrow_mut();
+        let (old, keep): (Vec<_>, Vec<_>) =
+            q.drain(..).partition(|r| closing || r.intended < cutoff);
+        q.extend(keep);
+        old
+    }
+
+    /// Whether the run asked the lane to finish ([`Lane::close`]).
+    pub fn is_closing(&self) -> bool {
+        self.closing.get()
+    }
+
+    /// Whether the run gave up on the lane ([`Lane::give_up`]).
+    pub fn has_given_up(&self) -> bool {
+        self.gave_up.get()
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.get()
+    }
+
+    /// Sets the count of requests in flight (kept by the lane's task).
+    pub fn set_in_flight(&self, n: usize) {
+        self.in_flight.set(n);
+    }
+
+    /// Wakes the lane's task.
+    pub fn wake(&self) {
+        self.notify.notify_one();
+    }
+
+    /// Waits until the lane's task is woken.
+    pub async fn notified(&self) {
+        self.notify.notified().await;
+    }
 }
 
 /// Opens a TCP connection to `target`, bound to `source` if given.
@@ -478,15 +529,7 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
                 // The server is unreachable: give up on what waited too long.
                 let now = clock.now();
                 let cutoff = now.saturating_sub(cfg.timeout.as_nanos() as Nanos);
-                let closing = lane.closing.get();
-                let stale: Vec<Request> = {
-                    let mut q = lane.queue.borrow_mut();
-                    let (old, keep): (Vec<_>, Vec<_>) =
-                        q.drain(..).partition(|r| closing || r.intended < cutoff);
-                    q.extend(keep);
-                    old
-                };
-                for r in &stale {
+                for r in &lane.take_stale(cutoff) {
                     ex.abandon(r, ErrorClass::Connection, now);
                 }
                 let backoff = Duration::from_millis(u64::from(failures.min(10)) * 50);

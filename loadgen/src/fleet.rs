@@ -294,6 +294,17 @@ impl Instances {
             .map(|local| local as u32)
     }
 
+    /// Like [`Instances::registered_from`], among instances the server confirmed
+    /// (`present`): for a protocol whose changes of one instance may overtake each
+    /// other.
+    pub fn confirmed_from(&self, start: usize) -> Option<u32> {
+        let n = self.slots.len();
+        (0..n)
+            .map(|k| (start + k) % n)
+            .find(|&l| self.slots[l].life == Life::Registered && self.slots[l].present)
+            .map(|l| l as u32)
+    }
+
     /// Sets `present` and keeps the count; returns whether it changed.
     pub fn set_present(&mut self, l: u32, present: bool) -> bool {
         let slot = &mut self.slots[l as usize];
@@ -503,6 +514,26 @@ mod tests {
         instances.slots[7].life = Life::Leaving;
         assert_eq!(instances.registered_from(8), Some(2), "wraps around");
         assert_eq!(Instances::new(0, 0, 1, 5000).registered_from(0), None);
+    }
+
+    #[test]
+    fn only_confirmed_instances_are_found_for_a_racy_protocol() {
+        let mut instances = Instances::new(10, 0, 1, 5000);
+        instances.slots[4].life = Life::Registered;
+        assert_eq!(instances.confirmed_from(0), None, "registration unanswered");
+        instances.set_present(4, true);
+        instances.slots[8].life = Life::Registered;
+        assert_eq!(
+            instances.confirmed_from(6),
+            Some(4),
+            "wraps to the confirmed one"
+        );
+        instances.slots[4].life = Life::Leaving;
+        assert_eq!(
+            instances.confirmed_from(0),
+            None,
+            "leaving is not registered"
+        );
     }
 
     fn ep(n: u32) -> Endpoint {

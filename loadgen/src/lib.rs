@@ -22,10 +22,12 @@
 //!   operation's request and what its answer means.
 //! - [`conn`]: keep-alive, pipelined HTTP/1.1 client connections over `127.0.0.x`.
 //! - [`subscriber`]: UDP push receivers: decode, ack, fingerprint.
-//! - [`grpc`]: the Nacos 2.x fleet (`protocol = "grpc"`): one gRPC connection per
-//!   simulated client, pushes on its stream; its requests ([`grpc::request`]) are
-//!   the real clients' field for field, and it verifies by listing services over gRPC.
-//! - [`worker`]: one thread per core driving its share of the fleet.
+//! - [`grpc`]: the Nacos 2.x fleet (`protocol = "grpc"`): a worker's lane is one
+//!   simulated client's gRPC connection ([`grpc::lane`]), pushes come on its
+//!   stream, and its requests ([`grpc::request`]) are the real clients' field for
+//!   field.
+//! - [`worker`]: one thread per core driving its share of the fleet, whichever
+//!   protocol it speaks: the one driver of every fleet.
 //! - [`recorder`]: per-worker histograms and counters.
 //! - [`target`]: the server under test (embedded or external) and the runner's client.
 //! - [`verify`]: end-of-phase checks against the server.

@@ -211,18 +211,24 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         }
     }
     let server = Server::start(&config.target)?;
-    if profile.protocol == Protocol::Grpc {
-        return run_grpc(&config, &profile, &thresholds, server);
-    }
     let dialect = profile.protocol.dialect().unwrap_or(Dialect::V1);
+    let grpc = profile.protocol == Protocol::Grpc;
     let mut control = ControlClient::for_members(server.addrs.clone()).with_dialect(dialect);
+    if grpc {
+        let mut naming = crate::fleet::Naming::new(&profile.fleet);
+        naming.segment = config.segment;
+        control = control
+            .counting_by_lists(naming)
+            .listing_over_grpc(server.grpc.clone());
+    }
     let baseline = verify::server_count(&mut control).with_context(|| {
         format!(
             "the target {} does not answer {}",
             server.url,
-            match dialect {
-                Dialect::V1 => "/nacos/v1/ns/operator/metrics",
-                Dialect::V3 => "/nacos/v3/admin/ns/ops/metrics",
+            match (grpc, dialect) {
+                (true, _) => "the gRPC lists of the fleet's services",
+                (false, Dialect::V1) => "/nacos/v1/ns/operator/metrics",
+                (false, Dialect::V3) => "/nacos/v3/admin/ns/ops/metrics",
             }
         )
     })?;
@@ -239,11 +245,17 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     }
     let clock = Clock::start();
     let started_at = SystemTime::now();
+    // The 2.x fleet's lanes connect to the members' gRPC ports, unbound.
+    let (targets, sources) = if grpc {
+        (server.grpc.clone(), Vec::new())
+    } else {
+        (server.addrs.clone(), source_ips(&profile, &server))
+    };
     let mut shared = Shared::new(
         profile.clone(),
         clock,
-        server.addrs.clone(),
-        source_ips(&profile, &server),
+        targets,
+        sources,
         server.local_ip(),
         workers,
     );
@@ -282,7 +294,7 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         spans: Vec::new(),
         status: String::new(),
     };
-    let mut walked = phases.walk(baseline, &mut control);
+    let mut walked = phases.walk(baseline, &control);
     let server_stats = server.stats();
     let mut totals = join_workers(handles)?;
     let (timeline, measured) = phases.finish();
@@ -340,67 +352,6 @@ fn wait_for_start(start: SystemTime, live: &Live, quiet: bool) {
     }
 }
 
-/// [`run`] for a `protocol = "grpc"` profile: the 2.x fleet ([`crate::grpc`]) in
-/// place of the workers and phases, into the same report.
-fn run_grpc(
-    config: &RunConfig,
-    profile: &Profile,
-    thresholds: &[Threshold],
-    server: Server,
-) -> anyhow::Result<Report> {
-    let started_at = SystemTime::now();
-    let paths = ReportPaths::new(&config.out, &profile.name, started_at)?;
-    if !config.quiet {
-        println!(
-            "loadgen: profile {} over gRPC against {} ({}), {} clients",
-            profile.name,
-            server.grpc_addr(),
-            if server.embedded {
-                "embedded"
-            } else {
-                "external"
-            },
-            profile.grpc.clients
-        );
-    }
-    let outcome = crate::grpc::run(profile, &server, server.grpc_addr())?;
-    let mut report = new_report(config, profile, &server, started_at);
-    report.duration_s = outcome.duration_s;
-    let plan = Plan::from_profile(profile);
-    add_operations(&mut report, &outcome.stats, &plan, &outcome.spans)?;
-    report.send_lag = Some(LatencyBlock::from_histogram(&outcome.stats.send_lag)?);
-    report.push = outcome.push;
-    report.server = server.stats();
-    report.verification = Some(outcome.verification);
-    report.generator = GeneratorLimits::of(profile).judge(&outcome.stats);
-    report.thresholds = thresholds.iter().map(|t| t.evaluate(&report)).collect();
-    report
-        .save(&paths.json)
-        .with_context(|| format!("saving {}", paths.json.display()))?;
-    if !config.quiet {
-        let limits = GeneratorLimits::of(profile);
-        let (_, peak) = host::memory(None);
-        let notes = Notes {
-            sched_lag_us: p99_and_max(&outcome.stats.sched_lag),
-            lag_limits_us: (limits.p99_us, limits.max_us),
-            steady_check: String::new(),
-            footprint: format!(
-                "peak RSS {} of the whole process{}; {} per connected 2.x client (RSS growth while connecting {} clients)",
-                peak.map_or("-".to_owned(), |b| reports::table::bytes(b as f64)),
-                if server.embedded { " (embedded registry included)" } else { "" },
-                outcome
-                    .bytes_per_client
-                    .map_or("-".to_owned(), |b| reports::table::bytes(b as f64)),
-                profile.grpc.clients
-            ),
-            files: vec![paths.json.display().to_string()],
-        };
-        println!("{}", output::summary(&report, &notes));
-    }
-    server.stop()?;
-    Ok(report)
-}
-
 /// Warns when the open-file limit cannot hold every subscriber socket and connection.
 fn warn_about_file_limit(profile: &Profile) {
     let nofile = host::raise_nofile().unwrap_or(0);
@@ -416,11 +367,17 @@ fn warn_about_file_limit(profile: &Profile) {
 /// The profile's worker count; 0 means one per core, less an embedded registry's.
 fn worker_count(profile: &Profile, server: &Server, target: &TargetConfig) -> u32 {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    match profile.generator.workers {
+    let workers = match profile.generator.workers {
         // An embedded registry needs its own cores: leave them to it.
         0 if server.embedded => cores.saturating_sub(target.registry_workers as u32).max(1),
         0 => cores,
         n => n,
+    };
+    // A 2.x worker's lanes are its clients: no worker without one.
+    if profile.protocol == Protocol::Grpc {
+        workers.min(profile.grpc.clients.max(1))
+    } else {
+        workers
     }
 }
 
@@ -575,14 +532,15 @@ impl Phases<'_, '_, '_> {
     }
 
     /// Load, steady, settle and verify, then drain, settle and verify again.
-    fn walk(&mut self, baseline: u64, control: &mut ControlClient) -> Walked {
+    fn walk(&mut self, baseline: u64, control: &ControlClient) -> Walked {
+        let members = &mut control.each_member();
         let settle_timeout = self.shared.profile.generator.settle_timeout.0;
         let start = self.load();
         self.steady();
-        let after_steady = self.settle(Phase::Settle, settle_timeout, baseline, control);
+        let after_steady = self.settle(Phase::Settle, settle_timeout, baseline, members);
         let at_end = if self.shared.profile.drain.enabled {
             self.drain();
-            self.settle(Phase::Final, settle_timeout, baseline, control)
+            self.settle(Phase::Final, settle_timeout, baseline, members)
         } else {
             after_steady.clone()
         };
@@ -703,7 +661,7 @@ impl Phases<'_, '_, '_> {
         phase: Phase,
         timeout: Duration,
         baseline: u64,
-        control: &mut ControlClient,
+        members: &mut [ControlClient],
     ) -> Check {
         let start = self.enter(phase);
         let limit = start + timeout.as_nanos() as Nanos;
@@ -733,18 +691,16 @@ impl Phases<'_, '_, '_> {
                 return false;
             }
             next_verify = me.now() + 500 * MILLI;
-            last.server = verify::server_count(control).ok();
-            match verify::lists(control, &shared.naming, &shared.watch.expected()) {
-                Ok((bad, examples)) => {
-                    last.bad_lists = bad;
-                    last.bad_examples = examples;
-                }
-                Err(_) => last.bad_lists = u64::from(shared.watch.len().max(1)),
-            }
+            let found = verify::members(members, &shared.naming, &shared.watch.expected());
+            last.server = found.count;
+            last.bad_lists = found.bad;
+            last.bad_examples = found.examples;
             last.ok()
         });
         if last.server.is_none() {
-            last.server = verify::server_count(control).ok();
+            last.server = members
+                .iter_mut()
+                .find_map(|m| verify::server_count(m).ok());
         }
         last
     }

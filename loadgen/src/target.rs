@@ -44,6 +44,9 @@ pub struct TargetConfig {
     pub registry_workers: usize,
     /// Allow a target outside 127.0.0.0/8.
     pub allow_remote: bool,
+    /// The members' gRPC addresses, in the order of `url` (`None`: each member's
+    /// HTTP port + 1000, where every Nacos 2.x client looks).
+    pub grpc_url: Option<String>,
 }
 
 /// A server being loaded.
@@ -52,6 +55,8 @@ pub struct Server {
     pub addr: SocketAddr,
     /// Every member's HTTP address (just `addr` for one server).
     pub addrs: Vec<SocketAddr>,
+    /// Every member's gRPC address, in the same order.
+    pub grpc: Vec<SocketAddr>,
     /// Its base URL (comma-separated for a cluster).
     pub url: String,
     /// Whether it runs inside this process.
@@ -126,8 +131,29 @@ impl Server {
                     .map(|a| format!("http://{a}"))
                     .collect::<Vec<_>>()
                     .join(",");
+                let grpc = match &cfg.grpc_url {
+                    Some(g) => {
+                        let grpc = parse_urls(g)?;
+                        if grpc.len() != addrs.len() {
+                            bail!(
+                                "--grpc-target lists {} servers, --target {}",
+                                grpc.len(),
+                                addrs.len()
+                            );
+                        }
+                        grpc
+                    }
+                    None => addrs
+                        .iter()
+                        .map(|a| {
+                            let port = a.port().saturating_add(registry_proto::grpc::PORT_OFFSET);
+                            SocketAddr::new(a.ip(), port)
+                        })
+                        .collect(),
+                };
                 let server = Server {
                     addr: addrs[0],
+                    grpc,
                     addrs,
                     url,
                     embedded: false,
@@ -155,6 +181,7 @@ impl Server {
         Ok(Server {
             addr: e.http_addr,
             addrs: vec![e.http_addr],
+            grpc: vec![e.grpc_addr],
             url: format!("http://{}", e.http_addr),
             embedded: true,
             pid: None,
@@ -254,6 +281,13 @@ pub struct ControlClient {
     path: String,
     /// The API its counts and lists are read through.
     dialect: Dialect,
+    /// Count instances by listing these services instead of reading metrics.
+    count_by_lists: Option<Naming>,
+    /// The members' gRPC ports (parallel to `addrs`): lists are then read over
+    /// gRPC, the 2.x fleet's protocol ([`crate::grpc::check`]).
+    grpc: Vec<SocketAddr>,
+    /// The gRPC lister of the member asked now.
+    lister: Option<crate::grpc::check::Lister>,
 }
 
 impl ControlClient {
@@ -272,7 +306,66 @@ impl ControlClient {
             buf: Vec::with_capacity(64 * 1024),
             path: String::new(),
             dialect: Dialect::V1,
+            count_by_lists: None,
+            grpc: Vec::new(),
+            lister: None,
         }
+    }
+
+    /// Counts instances by listing every service of `naming` (this process's
+    /// segment): for the 2.x fleet, whose instances another server need not count
+    /// in its metrics (r-nacos reports `instanceCount` 0 with every 2.x
+    /// registration answered), so a check that trusted them would fail a correct
+    /// server.
+    pub fn counting_by_lists(mut self, naming: Naming) -> ControlClient {
+        self.count_by_lists = Some(naming);
+        self
+    }
+
+    /// Reads every list over gRPC from `grpc` (the members' gRPC ports, in the
+    /// order of the HTTP addresses): the 2.x fleet is verified through the
+    /// protocol under test.
+    pub fn listing_over_grpc(mut self, grpc: Vec<SocketAddr>) -> ControlClient {
+        self.grpc = grpc;
+        self.lister = None;
+        self
+    }
+
+    /// Whether lists are read over gRPC.
+    pub fn lists_over_grpc(&self) -> bool {
+        !self.grpc.is_empty()
+    }
+
+    /// One client per member, reading as this one does (for checks that every
+    /// member of a cluster holds the same).
+    pub fn each_member(&self) -> Vec<ControlClient> {
+        self.addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let mut c = ControlClient::new(*a).with_dialect(self.dialect);
+                c.count_by_lists = self.count_by_lists.clone();
+                c.grpc = self.grpc.get(i).copied().into_iter().collect();
+                c
+            })
+            .collect()
+    }
+
+    /// The server this client asks now.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.addrs.get(self.current).copied()
+    }
+
+    /// The server's instance count: its metrics, or the sum of its lists.
+    pub fn instance_count(&mut self) -> anyhow::Result<u64> {
+        let Some(naming) = self.count_by_lists.clone() else {
+            return Ok(self.metrics()?.instance_count);
+        };
+        let mut total = 0;
+        for s in (0..naming.services).filter(|s| naming.owns_service(*s)) {
+            total += self.hosts(&naming, s)?.endpoints.len() as u64;
+        }
+        Ok(total)
     }
 
     /// Reads counts and lists through `dialect`'s API (v1 by default; a v3 fleet
@@ -376,6 +469,13 @@ impl ControlClient {
 
     /// The hosts of service `s`, through the client's dialect.
     pub fn hosts(&mut self, naming: &Naming, s: u32) -> anyhow::Result<HostList> {
+        if let Some(&grpc) = self.grpc.get(self.current).or(self.grpc.first()) {
+            let lister = match self.lister.take() {
+                Some(l) if l.addr() == grpc => l,
+                _ => crate::grpc::check::Lister::new(grpc)?,
+            };
+            return self.lister.insert(lister).hosts(naming, s);
+        }
         if self.dialect == Dialect::V1 {
             return Ok(HostList::from_info(&self.list(naming, s)?));
         }

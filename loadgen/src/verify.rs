@@ -7,9 +7,16 @@
 //!   run plus the instances loadgen registered and did not remove (an instance counts
 //!   as registered once a registration or a beat was answered OK, and as removed once
 //!   a deregistration was answered `ok` or a beat `20404`);
-//! - every watched service's list on the server must equal the set loadgen expects;
+//! - every watched service's list on the server must equal the set loadgen expects
+//!   (for the 2.x fleet read over gRPC, the protocol under test, and counted by
+//!   those lists rather than the server's counter: [`crate::grpc::check`]);
 //! - every subscriber's last received list must equal that set too (so it equals the
 //!   server's list): that is convergence.
+//!
+//! With several servers (`--target a,b,c`, a cluster's members) every member that
+//! answers is checked the same way ([`members`]): a cluster has converged when each
+//! of them holds what loadgen registered. A member that does not answer (stopped,
+//! its clients failed over) is left out.
 //!
 //! A segment of a run ([`crate::segment`]) shares the server with the other segments,
 //! so it cannot judge the server's total: it checks its own services' lists and its
@@ -17,6 +24,7 @@
 //! merge` to judge once every segment is in.
 
 use crate::fleet::{Naming, SetHash};
+use crate::grpc::check::{fresh_seed, sample, LIST_ALL_UP_TO};
 use crate::target::ControlClient;
 
 /// The result of one check.
@@ -83,11 +91,12 @@ impl Check {
 
 /// The server's instance count.
 pub fn server_count(client: &mut ControlClient) -> anyhow::Result<u64> {
-    Ok(client.metrics()?.instance_count)
+    client.instance_count()
 }
 
 /// Compares every watched service's list (of this process's segment) on the server with `expected`; returns the
-/// number that differ and up to five of their names.
+/// number that differ and up to five of their names. Over gRPC (the 2.x fleet),
+/// above [`LIST_ALL_UP_TO`] services a fresh random sample of that many is compared.
 pub fn lists(
     client: &mut ControlClient,
     naming: &Naming,
@@ -95,10 +104,15 @@ pub fn lists(
 ) -> anyhow::Result<(u64, Vec<String>)> {
     let mut bad = 0;
     let mut examples = Vec::new();
-    let own = expected
+    let mut own: Vec<(usize, &SetHash)> = expected
         .iter()
         .enumerate()
-        .filter(|(s, _)| naming.owns_service(*s as u32));
+        .filter(|(s, _)| naming.owns_service(*s as u32))
+        .collect();
+    if client.lists_over_grpc() && own.len() > LIST_ALL_UP_TO as usize {
+        // One gRPC query per service: above the limit a seeded sample of them.
+        own = sample(own, fresh_seed());
+    }
     for (s, want) in own {
         let got = client.hosts(naming, s as u32)?.hash;
         if got != *want {
@@ -165,4 +179,53 @@ mod tests {
             assert!(bad.describe().starts_with("FAILED"));
         }
     }
+}
+
+/// What [`members`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Members {
+    /// The instance count of the first member that answered (`None`: none did).
+    pub count: Option<u64>,
+    /// Watched services whose list differs on some member, plus members whose
+    /// count differs from that first count.
+    pub bad: u64,
+    /// The first few differences, for the message.
+    pub examples: Vec<String>,
+}
+
+/// Checks every member that answers: its instance count, and every watched
+/// service's list against `expected`.
+pub fn members(clients: &mut [ControlClient], naming: &Naming, expected: &[SetHash]) -> Members {
+    let mut out = Members::default();
+    let several = clients.len() > 1;
+    for client in clients.iter_mut() {
+        let Ok(count) = server_count(client) else {
+            continue; // not answering: left out
+        };
+        let member = client.addr().map_or(String::new(), |a| format!("{a}: "));
+        match out.count {
+            None => out.count = Some(count),
+            Some(first) if first != count => {
+                out.bad += 1;
+                if out.examples.len() < 5 {
+                    out.examples
+                        .push(format!("{member}{count} instances, another member {first}"));
+                }
+            }
+            Some(_) => {}
+        }
+        match lists(client, naming, expected) {
+            Ok((bad, examples)) => {
+                out.bad += bad;
+                for e in examples {
+                    if out.examples.len() < 5 {
+                        out.examples
+                            .push(if several { format!("{member}{e}") } else { e });
+                    }
+                }
+            }
+            Err(_) => out.bad += expected.len().max(1) as u64,
+        }
+    }
+    out
 }

@@ -25,6 +25,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use registry_proto::grpc::message::{
+    Host, NotifySubscriberRequest, ServiceInfo as GrpcServiceInfo, SubscribeServiceResponse,
+};
+use registry_proto::grpc::Payload;
 use registry_proto::http1::{write_request, Method, Response};
 use registry_proto::naming::beat::BeatResponse;
 use registry_proto::naming::client::{self, InstanceSpec, ListSpec, FORM_CONTENT_TYPE};
@@ -35,7 +39,8 @@ use tokio::task::{AbortHandle, JoinHandle};
 
 use crate::conn::{self, Exchange, Lane, LaneConfig, Request};
 use crate::dialect::{self, Dialect, Heartbeat};
-use crate::fleet::{Change, Instances, Life, Naming, SetHash, Subscriber, Watch};
+use crate::fleet::{Change, Endpoint, Instances, Life, Naming, SetHash, Subscriber, Watch};
+use crate::grpc::{self, request};
 use crate::plan::{Phase, Plan};
 use crate::profile::{BeatStyle, Profile};
 use crate::recorder::{ErrorClass, Op, Progress, Recorder, Stats};
@@ -230,6 +235,20 @@ struct State {
     group_lane: Vec<usize>,
 }
 
+/// One `batchRegisterInstance` of the load phase: a client's instances of a service.
+struct Batch {
+    lane: usize,
+    service: u32,
+    locals: Vec<u32>,
+}
+
+/// [`Request::generation`] of a load-phase registration (1.x: one instance).
+const LOAD: u32 = 1;
+/// [`Request::generation`] of a load-phase batch (`id` is the batch's index).
+const LOAD_BATCH: u32 = 2;
+/// Requests in flight on one simulated 2.x client's connection.
+const GRPC_DEPTH: usize = 256;
+
 struct Ctx {
     shared: Arc<Shared>,
     index: u32,
@@ -244,8 +263,15 @@ struct Ctx {
     beat_style: BeatStyle,
     /// Whole-request templates of the frequent requests (`None`: built the slow way).
     templates: Templates,
-    /// The API generation the fleet speaks.
+    /// The API generation an HTTP fleet speaks (V1 for the gRPC fleet, unused).
     dialect: Dialect,
+    /// Whether the fleet is the 2.x gRPC fleet: a lane is one client's connection,
+    /// instances belong to their lane's client and do not beat, subscriptions are
+    /// pushed on the client's stream and not polled.
+    grpc: bool,
+    /// The 2.x fleet's load-phase batches (`grpc.batch`): one per (client, service)
+    /// that holds instances.
+    batches: Vec<Batch>,
     /// Consecutive instance requests per lane (the pipeline depth).
     batch: u32,
 }
@@ -287,6 +313,10 @@ impl Ctx {
     /// holds. The load and the drain go through the fleet in order, so their requests
     /// still leave a block at a time.
     fn lane_for_change(&self, id: u32) -> usize {
+        if self.grpc {
+            // A 2.x instance lives with the connection that registered it.
+            return id as usize % self.lanes.len();
+        }
         (id / self.batch) as usize % self.lanes.len()
     }
 
@@ -307,6 +337,9 @@ impl Ctx {
 
     fn dispatch(&self, state: &mut State, req: Request, now: Nanos) {
         let lane = match req.op {
+            Op::Register if req.generation == LOAD_BATCH => self.batches[req.id as usize].lane,
+            // A 2.x subscription lives on its client's stream.
+            Op::Subscribe if self.grpc => req.id as usize % self.lanes.len(),
             Op::Subscribe => {
                 let group = usize::from(state.subscribers[req.id as usize].ip_group);
                 self.lane_for_group(state, group)
@@ -329,7 +362,7 @@ impl Ctx {
             state.live += 1;
         }
         slot.life = Life::Registered;
-        if !slot.in_wheel {
+        if !slot.in_wheel && !self.grpc {
             slot.in_wheel = true;
             let due = (intended / MILLI) as u32 + slot.interval_ms;
             state.wheel.insert(local, due);
@@ -337,7 +370,7 @@ impl Ctx {
         let req = Request {
             op: Op::Register,
             id: local,
-            generation: u32::from(load),
+            generation: if load { LOAD } else { 0 },
             intended,
         };
         self.dispatch(state, req, now);
@@ -359,7 +392,8 @@ impl Ctx {
         let global = i * w + self.index;
         let group = (i as usize) % self.groups.len();
         let ip = self.group_ips[group];
-        let socket = match self.dialect.pushes().then(|| subscriber::bind(ip)) {
+        let udp = self.dialect.pushes() && !self.grpc;
+        let socket = match udp.then(|| subscriber::bind(ip)) {
             None => None,
             Some(Ok(s)) => Some(s),
             Some(Err(_)) => {
@@ -401,7 +435,8 @@ impl Ctx {
         if let Some(old) = std::mem::replace(&mut state.subscriber_tasks[idx], task) {
             old.abort();
         }
-        if fresh {
+        // 2.x subscriptions are pushed on the stream, never polled.
+        if fresh && !self.grpc {
             let poll_ms = self.shared.profile.subscribers.poll_interval.0.as_millis() as u32;
             state.polls.insert(i, (intended / MILLI) as u32 + poll_ms);
         }
@@ -529,11 +564,14 @@ impl Ctx {
         }
     }
 
-    fn change_done(state: &mut State, req: &Request) {
+    fn change_done(&self, state: &mut State, req: &Request) {
         state.changes_outstanding = state.changes_outstanding.saturating_sub(1);
-        if req.op == Op::Register && req.generation == 1 {
-            state.load_left = state.load_left.saturating_sub(1);
-        }
+        let loaded = match (req.op, req.generation) {
+            (Op::Register, LOAD) => 1,
+            (Op::Register, LOAD_BATCH) => self.batches[req.id as usize].locals.len() as u64,
+            _ => 0,
+        };
+        state.load_left = state.load_left.saturating_sub(loaded);
     }
 
     /// A change failed: the instance's state on the server is unknown. A failed
@@ -571,13 +609,7 @@ impl Ctx {
                 if !self.dialect.write_ok(&resp.body) {
                     return Err(ErrorClass::Protocol);
                 }
-                self.set_present(state, req.id, false);
-                let slot = &mut state.instances.slots[req.id as usize];
-                if slot.life == Life::Leaving {
-                    slot.life = Life::Absent;
-                    state.live = state.live.saturating_sub(1);
-                    state.instances.free.push(req.id);
-                }
+                self.deregistered(state, req.id);
             }
             Op::Beat => self.on_beat(state, req, resp, done)?,
             Op::Query => {
@@ -595,6 +627,17 @@ impl Ctx {
             }
         }
         Ok(())
+    }
+
+    /// A deregistration of `local` was applied: absent, and its slot free again.
+    fn deregistered(&self, state: &mut State, local: u32) {
+        self.set_present(state, local, false);
+        let slot = &mut state.instances.slots[local as usize];
+        if slot.life == Life::Leaving {
+            slot.life = Life::Absent;
+            state.live = state.live.saturating_sub(1);
+            state.instances.free.push(local);
+        }
     }
 
     /// A subscriber's poll answer as a host list. A v3 list names no service: it is
@@ -757,21 +800,7 @@ impl Exchange for Ctx {
     }
 
     fn sent(&self, req: &Request, sent: Nanos) {
-        let mut state = self.state.borrow_mut();
-        state.recorder.sent(req.op, req.intended, sent);
-        if matches!(req.op, Op::Register | Op::Reregister | Op::Deregister) {
-            let n = self.naming();
-            let global = state.instances.global(req.id);
-            let s = n.service_of(global);
-            if n.is_watched(s) && !self.shared.watch.is_empty() {
-                let change = Change {
-                    sent,
-                    endpoint: n.endpoint(global),
-                    add: req.op != Op::Deregister,
-                };
-                self.shared.watch.with(s, |log| log.sent(change));
-            }
-        }
+        self.on_sent(req, sent);
     }
 
     fn complete(
@@ -783,8 +812,70 @@ impl Exchange for Ctx {
     ) {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
+        let answer = result.map(|resp| {
+            if (200..300).contains(&resp.status) {
+                self.on_ok(state, req, resp, done)
+            } else {
+                Err(ErrorClass::of_status(resp.status))
+            }
+        });
+        self.record(state, req, sent, done, answer);
+    }
+
+    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
+        self.on_abandon(req, class, declared);
+    }
+}
+
+/// What both kinds of lane report, recorded the same way.
+impl Ctx {
+    /// A request is being sent: recorded, and a change to a watched service logged.
+    fn on_sent(&self, req: &Request, sent: Nanos) {
+        let mut state = self.state.borrow_mut();
+        state.recorder.sent(req.op, req.intended, sent);
+        if !matches!(req.op, Op::Register | Op::Reregister | Op::Deregister)
+            || self.shared.watch.is_empty()
+        {
+            return;
+        }
+        let add = req.op != Op::Deregister;
+        let log = |local: u32| {
+            let n = self.naming();
+            let global = state.instances.global(local);
+            let s = n.service_of(global);
+            if n.is_watched(s) {
+                let endpoint = n.endpoint(global);
+                let change = Change {
+                    sent,
+                    endpoint,
+                    add,
+                };
+                self.shared.watch.with(s, |log| log.sent(change));
+            }
+        };
+        if req.generation == LOAD_BATCH {
+            self.batches[req.id as usize]
+                .locals
+                .iter()
+                .copied()
+                .for_each(log);
+        } else {
+            log(req.id);
+        }
+    }
+
+    /// Records an answered (`Ok`, with what the answer meant) or unanswered (`Err`)
+    /// request, and for a change what it leaves of the instance.
+    fn record(
+        &self,
+        state: &mut State,
+        req: &Request,
+        sent: Nanos,
+        done: Nanos,
+        answer: Result<Result<(), ErrorClass>, ErrorClass>,
+    ) {
         let is_change = matches!(req.op, Op::Register | Op::Deregister | Op::Reregister);
-        match result {
+        match answer {
             Err(class) => {
                 state
                     .recorder
@@ -793,12 +884,7 @@ impl Exchange for Ctx {
                     self.change_failed(state, req, done);
                 }
             }
-            Ok(resp) => {
-                let outcome = if (200..300).contains(&resp.status) {
-                    self.on_ok(state, req, resp, done)
-                } else {
-                    Err(ErrorClass::of_status(resp.status))
-                };
+            Ok(outcome) => {
                 if outcome.is_err() && is_change {
                     self.change_failed(state, req, done);
                 }
@@ -808,11 +894,11 @@ impl Exchange for Ctx {
             }
         }
         if is_change {
-            Ctx::change_done(state, req);
+            self.change_done(state, req);
         }
     }
 
-    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
+    fn on_abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
         state
@@ -820,7 +906,7 @@ impl Exchange for Ctx {
             .failed(req.op, class, req.intended, None, declared);
         if matches!(req.op, Op::Register | Op::Deregister | Op::Reregister) {
             self.change_failed(state, req, declared);
-            Ctx::change_done(state, req);
+            self.change_done(state, req);
         }
     }
 }
@@ -929,14 +1015,18 @@ impl Pacers {
 
 fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
     let p = &shared.profile;
-    let dialect = p
-        .protocol
-        .dialect()
-        .context("the HTTP workers drive an HTTP fleet")?;
+    let grpc = p.protocol == crate::profile::Protocol::Grpc;
+    let dialect = p.protocol.dialect().unwrap_or(Dialect::V1);
     let workers = shared.workers;
-    let per_worker = (p.connections.count as usize)
-        .div_ceil(workers as usize)
-        .max(1);
+    // The 2.x fleet's lanes are its clients, exactly as many as the profile says
+    // (the runner starts no more workers than clients).
+    let per_worker = if grpc {
+        share(u64::from(p.grpc.clients), index, workers).max(1) as usize
+    } else {
+        (p.connections.count as usize)
+            .div_ceil(workers as usize)
+            .max(1)
+    };
     let ips: Vec<Option<IpAddr>> = if shared.source_ips.is_empty() {
         vec![None]
     } else {
@@ -951,7 +1041,13 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut group_ips: Vec<IpAddr> = Vec::new();
     for k in 0..per_worker {
-        let number = index as usize * per_worker + k;
+        // A 2.x worker's share may be one client short of another's: number its
+        // clients across workers so they still spread evenly over the servers.
+        let number = if grpc {
+            k * workers as usize + index as usize
+        } else {
+            index as usize * per_worker + k
+        };
         let ip = ips[number % ips.len()];
         lanes.push(Rc::new(Lane::new(ip, servers.clone(), number)));
         let addr = ip.unwrap_or(shared.subscriber_ip);
@@ -970,6 +1066,11 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
     let subscribers = share(u64::from(p.fleet.subscribers), index, workers) as usize;
     let mut polls = crate::wheel::Wheel::new(16384, 0);
     polls.reserve_ids(subscribers);
+    let batches = if grpc && p.grpc.batch {
+        batches(&shared.naming, &instances, per_worker)
+    } else {
+        Vec::new()
+    };
     let state = State {
         load_left: instances.slots.len() as u64,
         instances,
@@ -1002,8 +1103,31 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
         beat_style: p.fleet.beat,
         templates: Templates::new(&shared.naming, &shared.host, dialect),
         dialect,
+        grpc,
+        batches,
         batch: p.connections.pipeline.max(1),
     }))
+}
+
+/// The load phase's batches of a 2.x worker: its instances grouped by (client,
+/// service), in the order of their first instance.
+fn batches(naming: &Naming, instances: &Instances, lanes: usize) -> Vec<Batch> {
+    let mut index: std::collections::HashMap<(usize, u32), usize> = Default::default();
+    let mut out: Vec<Batch> = Vec::new();
+    for local in 0..instances.slots.len() as u32 {
+        let lane = local as usize % lanes.max(1);
+        let service = naming.service_of(instances.global(local));
+        let k = *index.entry((lane, service)).or_insert_with(|| {
+            out.push(Batch {
+                lane,
+                service,
+                locals: Vec::new(),
+            });
+            out.len() - 1
+        });
+        out[k].locals.push(local);
+    }
+    out
 }
 
 /// The worker's driver: runs until the runner sets [`Phase::Stop`].
@@ -1019,14 +1143,26 @@ pub async fn drive(
     let ctx = build(&shared, index)?;
     let clock = shared.clock;
     let lane_config = LaneConfig {
-        depth: shared.profile.connections.pipeline as usize,
+        depth: if ctx.grpc {
+            GRPC_DEPTH
+        } else {
+            shared.profile.connections.pipeline as usize
+        },
         timeout: shared.profile.connections.timeout.0,
     };
+    let namespace: Rc<str> = Rc::from(shared.profile.fleet.namespace.as_str());
     let lane_tasks: Vec<JoinHandle<()>> = ctx
         .lanes
         .iter()
-        .map(|lane| {
-            tokio::task::spawn_local(conn::drive(ctx.clone(), lane.clone(), lane_config, clock))
+        .enumerate()
+        .map(|(k, lane)| {
+            let (ctx, lane) = (ctx.clone(), lane.clone());
+            if ctx.grpc {
+                let ns = namespace.clone();
+                tokio::task::spawn_local(grpc::lane::drive(ctx, lane, k, lane_config, clock, ns))
+            } else {
+                tokio::task::spawn_local(conn::drive(ctx, lane, lane_config, clock))
+            }
         })
         .collect();
     let spinner = ctx
@@ -1116,6 +1252,14 @@ impl Driver {
         self.phase = phase;
         self.ctx.state.borrow_mut().recorder.set_phase(phase);
         self.pacers = Pacers::for_phase(shared, phase, start, self.ctx.index);
+        if phase == Phase::Load && !self.ctx.batches.is_empty() {
+            // The worker's share of the registration rate, in batches.
+            let batches = self.ctx.batches.len();
+            let instances = self.ctx.state.borrow().instances.slots.len();
+            let per_batch = instances as f64 / batches as f64;
+            let rate = shared.plan.rates(phase).register / f64::from(shared.workers) / per_batch;
+            self.pacers.load = Some(Pacer::new(start + PHASE_LEAD, rate, Some(batches as u64)));
+        }
         if phase == Phase::Drain {
             self.ctx.state.borrow_mut().drain_cursor = 0;
         }
@@ -1318,6 +1462,9 @@ impl Ctx {
 
     /// The load phase: registers the fleet in index order.
     fn send_load(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
+        if !self.batches.is_empty() {
+            return self.send_load_batches(state, pacer, now);
+        }
         while let Some(intended) = pacer.next_due(now) {
             if (state.next_load as usize) < state.instances.slots.len() {
                 self.register(state, state.next_load, intended, now, true);
@@ -1325,6 +1472,33 @@ impl Ctx {
             } else {
                 state.recorder.skip(Op::Register);
             }
+        }
+    }
+
+    /// The 2.x load phase in batches: one `batchRegisterInstance` per (client,
+    /// service), each registering its instances (the pacer's slots are batches).
+    fn send_load_batches(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
+        while let Some(intended) = pacer.next_due(now) {
+            let k = state.next_load as usize;
+            let Some(batch) = self.batches.get(k) else {
+                state.recorder.skip(Op::Register);
+                continue;
+            };
+            for &local in &batch.locals {
+                let slot = &mut state.instances.slots[local as usize];
+                if slot.life == Life::Absent {
+                    state.live += 1;
+                }
+                slot.life = Life::Registered;
+            }
+            state.next_load += 1;
+            let req = Request {
+                op: Op::Register,
+                id: k as u32,
+                generation: LOAD_BATCH,
+                intended,
+            };
+            self.dispatch(state, req, now);
         }
     }
 
@@ -1360,7 +1534,14 @@ impl Ctx {
     fn send_deregistrations(&self, state: &mut State, pacer: &mut Pacer, now: Nanos) {
         while let Some(intended) = pacer.next_due(now) {
             let start = state.below(state.instances.slots.len() as u64) as usize;
-            match state.instances.registered_from(start) {
+            // A 2.x deregistration travels on its own HTTP/2 stream and could overtake
+            // the registration still in flight: only confirmed instances leave.
+            let found = if self.grpc {
+                state.instances.confirmed_from(start)
+            } else {
+                state.instances.registered_from(start)
+            };
+            match found {
                 Some(local) => self.deregister(state, local, intended, now),
                 None => state.recorder.skip(Op::Deregister),
             }
@@ -1437,4 +1618,177 @@ impl Ctx {
             })
             .count() as u64
     }
+}
+
+/// The 2.x fleet: a lane is one simulated client's gRPC connection
+/// ([`grpc::lane`]), and these are its requests and what their answers mean.
+impl grpc::lane::Exchange for Ctx {
+    fn payload(&self, req: &Request) -> Payload {
+        let n = self.naming();
+        let state = self.state.borrow();
+        let service_of = |local: u32| n.service_of(state.instances.global(local));
+        let instance = |local: u32| {
+            let global = state.instances.global(local);
+            request::instance(n.instance_ip(global).to_string(), n.port, &n.cluster)
+        };
+        match req.op {
+            Op::Register if req.generation == LOAD_BATCH => {
+                let batch = &self.batches[req.id as usize];
+                let instances: Vec<Host> = batch.locals.iter().map(|l| instance(*l)).collect();
+                request::batch_register(&self.grpc_naming(batch.service), &instances)
+            }
+            Op::Register | Op::Reregister => {
+                request::register(&self.grpc_naming(service_of(req.id)), &instance(req.id))
+            }
+            Op::Deregister => {
+                request::deregister(&self.grpc_naming(service_of(req.id)), &instance(req.id))
+            }
+            Op::Query => request::query(&self.grpc_naming(req.id)),
+            Op::Subscribe => {
+                let service = state.subscribers[req.id as usize].service;
+                request::subscribe(&self.grpc_naming(service))
+            }
+            // 2.x instances do not beat: their connection keeps them.
+            Op::Beat => request::health_check(),
+        }
+    }
+
+    fn sent(&self, req: &Request, sent: Nanos) {
+        self.on_sent(req, sent);
+    }
+
+    fn answered(
+        &self,
+        req: &Request,
+        sent: Nanos,
+        done: Nanos,
+        result: Result<&Payload, ErrorClass>,
+    ) {
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        let answer = result.map(|p| self.on_grpc_ok(state, req, p));
+        self.record(state, req, sent, done, answer);
+    }
+
+    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
+        self.on_abandon(req, class, declared);
+    }
+
+    fn pushed(&self, lane: usize, push: &NotifySubscriberRequest, at: Nanos) {
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        state.recorder.current.pushes += 1;
+        let Some(info) = &push.service_info else {
+            state.recorder.current.push_errors += 1;
+            return;
+        };
+        let list = grpc_list(info);
+        let n = self.naming();
+        // The client's subscriptions are the subscribers on its lane.
+        for i in (lane..state.subscribers.len()).step_by(self.lanes.len()) {
+            let sub = state.subscribers[i];
+            if !sub.active || n.grouped(sub.service) != list.name {
+                continue;
+            }
+            if self
+                .observe(state, i as u32, sub.generation, &list, Some(at))
+                .is_err()
+            {
+                state.recorder.current.push_errors += 1;
+            }
+        }
+    }
+
+    fn acked(&self) {
+        self.state.borrow_mut().recorder.current.acks += 1;
+    }
+
+    fn reconnected(&self, lane: usize) {
+        // The redo of the clients: every registration and subscription the client
+        // held, on its new connection.
+        let now = self.shared.clock.now();
+        let mut state = self.state.borrow_mut();
+        let state = &mut *state;
+        let lanes = self.lanes.len();
+        for local in (lane..state.instances.slots.len()).step_by(lanes) {
+            if state.instances.slots[local].life == Life::Registered {
+                let redo = Request {
+                    op: Op::Reregister,
+                    id: local as u32,
+                    generation: 0,
+                    intended: now,
+                };
+                self.dispatch(state, redo, now);
+            }
+        }
+        for i in (lane..state.subscribers.len()).step_by(lanes) {
+            let sub = state.subscribers[i];
+            if sub.active {
+                let redo = Request {
+                    op: Op::Subscribe,
+                    id: i as u32,
+                    generation: sub.generation,
+                    intended: now,
+                };
+                self.dispatch(state, redo, now);
+            }
+        }
+    }
+}
+
+impl Ctx {
+    /// Namespace, group and name of service `s` in a 2.x request.
+    fn grpc_naming(&self, s: u32) -> request::Naming {
+        let n = self.naming();
+        let mut service_name = String::new();
+        n.service_name(s, &mut service_name);
+        request::Naming {
+            namespace: n.namespace.clone(),
+            service_name,
+            group_name: n.group.clone(),
+        }
+    }
+
+    /// What a 2.x answer means for the fleet (an `ErrorResponse` never gets here).
+    fn on_grpc_ok(&self, state: &mut State, req: &Request, p: &Payload) -> Result<(), ErrorClass> {
+        match req.op {
+            Op::Register if req.generation == LOAD_BATCH => {
+                for &local in &self.batches[req.id as usize].locals {
+                    self.set_present(state, local, true);
+                }
+            }
+            Op::Register | Op::Reregister => self.set_present(state, req.id, true),
+            Op::Deregister => self.deregistered(state, req.id),
+            Op::Query | Op::Beat => {}
+            Op::Subscribe => {
+                let info = serde_json::from_slice::<SubscribeServiceResponse>(p.json())
+                    .ok()
+                    .and_then(|r| r.service_info)
+                    .ok_or(ErrorClass::Protocol)?;
+                self.observe(state, req.id, req.generation, &grpc_list(&info), None)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A 2.x service info as a host list (its name grouped, which clients accept
+/// either way).
+fn grpc_list(info: &GrpcServiceInfo) -> HostList {
+    let name = if info.name.contains("@@") {
+        info.name.clone()
+    } else {
+        ServiceName::new(&info.group_name, &info.name).grouped()
+    };
+    let endpoints = info
+        .hosts
+        .iter()
+        .map(|h| {
+            u16::try_from(h.port)
+                .ok()
+                .and_then(|port| Endpoint::parse(&h.ip, port))
+                .unwrap_or(Endpoint(u64::MAX))
+        })
+        .collect();
+    HostList::new(name, endpoints)
 }

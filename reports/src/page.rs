@@ -142,6 +142,31 @@ fn operation_charts(report: &Report, index: usize, id: &str) -> Result<Vec<Chart
     ])
 }
 
+/// The charts of the whole run rather than one operation: the push
+/// spectrum and the generator's send lag, when the report has them.
+fn spectrum_charts(report: &Report) -> Result<Vec<Chart>, HistogramError> {
+    let mut extra = Vec::new();
+    if let Some(push) = &report.push {
+        extra.push(Chart {
+            id: "push-spectrum".to_owned(),
+            title: "push: change to receipt by percentile".to_owned(),
+            x: XAxis::Percentile,
+            y: YAxis::Latency,
+            series: vec![spectrum_series("push", &push.latency)?],
+        });
+    }
+    if let Some(lag) = &report.send_lag {
+        extra.push(Chart {
+            id: "send-lag-spectrum".to_owned(),
+            title: "generator: send lag by percentile".to_owned(),
+            x: XAxis::Percentile,
+            y: YAxis::Latency,
+            series: vec![spectrum_series("send lag", lag)?],
+        });
+    }
+    Ok(extra)
+}
+
 /// Renders the whole page.
 pub fn render_html(report: &Report) -> Result<String, HistogramError> {
     let mut html = String::new();
@@ -193,25 +218,7 @@ pub fn render_html(report: &Report) -> Result<String, HistogramError> {
         }
         html.push_str("</div></section>\n");
     }
-    let mut extra = Vec::new();
-    if let Some(push) = &report.push {
-        extra.push(Chart {
-            id: "push-spectrum".to_owned(),
-            title: "push: change to receipt by percentile".to_owned(),
-            x: XAxis::Percentile,
-            y: YAxis::Latency,
-            series: vec![spectrum_series("push", &push.latency)?],
-        });
-    }
-    if let Some(lag) = &report.send_lag {
-        extra.push(Chart {
-            id: "send-lag-spectrum".to_owned(),
-            title: "generator: send lag by percentile".to_owned(),
-            x: XAxis::Percentile,
-            y: YAxis::Latency,
-            series: vec![spectrum_series("send lag", lag)?],
-        });
-    }
+    let extra = spectrum_charts(report)?;
     if !extra.is_empty() {
         html.push_str(
             "<section class=\"operation\" id=\"op-push-and-generator\"><h3>push and generator</h3><div class=\"charts\">",

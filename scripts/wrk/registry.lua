@@ -44,11 +44,11 @@ local function one()
   end
 end
 
--- Beats cycle over a fixed set of instances, so every batch is built once, on
--- the first call: formatting requests in Lua costs a few microseconds each and
--- capped one wrk thread near 100k beats/s, far below what the server answers,
--- so a beat run measured wrk, not the registry. Other modes make a new request
--- each time (registrations must not repeat).
+-- Beats cycle over a fixed set of instances, and list and floor requests never
+-- change, so every batch is built once, on the first call: formatting requests
+-- in Lua costs a few microseconds each and capped one wrk thread near 100k
+-- requests/s, far below what the server answers, so such a run measured wrk,
+-- not the server. Registrations are made anew each time (they must not repeat).
 local prebuilt, next_batch = nil, 0
 
 local function batch_of_one_each()
@@ -63,12 +63,13 @@ local function batch_of_one_each()
 end
 
 function request()
-  if mode ~= "beat" then
+  if mode == "register" then
     return batch_of_one_each()
   end
   if prebuilt == nil then
     prebuilt = {}
-    -- Enough batches to visit every instance at least once.
+    -- Enough batches to visit every instance at least once (one for list
+    -- and floor: count is 1).
     for b = 1, math.ceil(count / depth) do
       prebuilt[b] = batch_of_one_each()
     end

@@ -50,32 +50,14 @@ fn get(conn: &mut TcpStream, host: &str, target: &str) -> (u16, usize, Duration)
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let services = arg(&args, "--services", 600_000);
-    let instances = arg(&args, "--instances", 1_100_000).max(services);
-    let rounds = arg(&args, "--rounds", 20).max(1);
-
-    let mut config = Config::for_test();
-    config.workers = 1;
-    config.shards = 64;
-    // Nothing beats here: keep the fleet healthy and in place while timing.
-    config.beat_timeout_ms = 3_600_000;
-    config.delete_timeout_ms = 3_600_000;
-    config.max_services = config.max_services.max(services);
-    let registry = Embedded::start(config).expect("registry starts");
-    let filled = Instant::now();
-    let names = profile::populate(&registry.app.store, services, instances, Millis(0));
-    eprintln!(
-        "filled {services} services, {instances} instances in {:.1} s",
-        filled.elapsed().as_secs_f64()
-    );
-
+/// The console's endpoints timed, each with a target that makes it work
+/// at this size (the last service, a deep page, an IP in the middle).
+fn endpoints(names: &[String], services: usize, instances: usize) -> Vec<(&'static str, String)> {
     let last = &names[services - 1];
     let (_, last_name) = last.split_once("@@").expect("grouped fixture name");
     let probe_ip = profile::instance_ip(instances / 2);
     let deep_page = (services / 10 / 2).max(1);
-    let endpoints: Vec<(&str, String)> = vec![
+    vec![
         ("page /nacos/", "/nacos/".to_string()),
         (
             "services page 1",
@@ -116,7 +98,31 @@ fn main() {
         ),
         ("server state", "/nacos/v1/console/server/state".to_string()),
         ("metrics (live view)", "/metrics".to_string()),
-    ];
+    ]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let services = arg(&args, "--services", 600_000);
+    let instances = arg(&args, "--instances", 1_100_000).max(services);
+    let rounds = arg(&args, "--rounds", 20).max(1);
+
+    let mut config = Config::for_test();
+    config.workers = 1;
+    config.shards = 64;
+    // Nothing beats here: keep the fleet healthy and in place while timing.
+    config.beat_timeout_ms = 3_600_000;
+    config.delete_timeout_ms = 3_600_000;
+    config.max_services = config.max_services.max(services);
+    let registry = Embedded::start(config).expect("registry starts");
+    let filled = Instant::now();
+    let names = profile::populate(&registry.app.store, services, instances, Millis(0));
+    eprintln!(
+        "filled {services} services, {instances} instances in {:.1} s",
+        filled.elapsed().as_secs_f64()
+    );
+
+    let endpoints = endpoints(&names, services, instances);
     let host = registry.http_addr.to_string();
     let mut conn = TcpStream::connect(registry.http_addr).expect("connect");
     conn.set_nodelay(true).expect("nodelay");

@@ -297,6 +297,8 @@ impl Fixture {
 
     /// Checks that each path takes the branch it is meant to measure, so a
     /// fixture that silently stopped matching cannot pass the gate by doing less.
+    /// One independent check per gated path, in the gates' order: a list as
+    /// long as the gates, not logic to split.
     fn check(&self) -> Result<(), String> {
         match self
             .store

@@ -1,71 +1,36 @@
-//! The 2.x fleet's verification, through the protocol under test: each checked
-//! service is queried over gRPC (`ServiceQueryRequest`, as a client would) and its
-//! hosts must be exactly the instances loadgen registered there and did not remove.
+//! The 2.x fleet's verification lists, through the protocol under test: each
+//! checked service is queried over gRPC (`ServiceQueryRequest`, as a client would),
+//! so a server is judged by what its 2.x clients see, not by an HTTP view or a
+//! counter it need not keep (r-nacos reports `instanceCount` 0 with every 2.x
+//! registration answered).
 //!
-//! A server's own counter (`/nacos/v1/ns/operator/metrics` `instanceCount`) is read
-//! when the server has one, but only as a hint in the detail line: another server
-//! need not count 2.x instances there (r-nacos reports 0 with every registration
-//! answered), and a check that trusts it fails a correct server. Up to
-//! [`LIST_ALL_UP_TO`] services every one is listed; beyond that a random sample of
-//! that many (seeded, the seed is in the detail line) keeps a million-instance run's
-//! check to seconds.
+//! [`Lister`] is the runner's blocking handle on one member's gRPC port (a
+//! current-thread runtime of its own: the runner thread is not async).
+//! [`chosen`] picks which watched services are compared: every one up to
+//! [`LIST_ALL_UP_TO`], beyond that a seeded random sample of that many, which
+//! keeps a million-instance run's check to seconds.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::time::Duration;
 
-use registry_proto::grpc::message::QueryServiceResponse;
+use anyhow::Context as _;
+use registry_proto::grpc::message::{QueryServiceResponse, RequestHead};
+use tonic::transport::Channel;
 
-use super::{churn_instance, fleet_instance, naming, unary, Fleet};
+use super::lane::unary;
+use super::request;
+use crate::fleet::{Endpoint, Naming};
+use crate::subscriber::HostList;
 
 /// Services listed one by one before a sample is taken instead.
 pub const LIST_ALL_UP_TO: u32 = 1000;
 
-/// What one check found.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Lists {
-    /// Services listed.
-    pub listed: u32,
-    /// Services in the fleet.
-    pub services: u32,
-    /// Hosts loadgen expects in the listed services.
-    pub expected: u64,
-    /// Hosts the server listed in them.
-    pub found: u64,
-    /// Listed services whose hosts differ.
-    pub bad: u32,
-    /// The first few, for the message.
-    pub examples: Vec<String>,
-    /// The sample's seed (`None`: every service was listed).
-    pub seed: Option<u64>,
-}
+/// How long one connect or query may take before the member counts as silent.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl Lists {
-    /// Whether every listed service matched.
-    pub fn ok(&self) -> bool {
-        self.bad == 0 && self.listed > 0
-    }
-
-    /// One phrase for the detail line.
-    pub fn describe(&self) -> String {
-        let scope = match self.seed {
-            None => format!("all {} services", self.services),
-            Some(seed) => format!(
-                "a random sample of {} of {} services (seed {seed})",
-                self.listed, self.services
-            ),
-        };
-        let verdict = if self.bad == 0 {
-            "every list matches".to_owned()
-        } else {
-            format!("{} differ (e.g. {})", self.bad, self.examples.join(", "))
-        };
-        format!(
-            "listed {scope} over gRPC: {} hosts, expected {}; {verdict}",
-            self.found, self.expected
-        )
-    }
-}
-
-/// Which services to list: all of them, or a seeded sample of [`LIST_ALL_UP_TO`].
+/// Which of `services` services to list: all of them, or a sample of
+/// [`LIST_ALL_UP_TO`] reproducible from `seed`.
 pub fn chosen(services: u32, seed: u64) -> Vec<u32> {
     if services <= LIST_ALL_UP_TO {
         return (0..services).collect();
@@ -85,80 +50,145 @@ pub fn chosen(services: u32, seed: u64) -> Vec<u32> {
     v
 }
 
-/// The hosts service `s` should list: the fleet's instances there (unless drained)
-/// and the churn instances still registered there.
-fn expected(
-    fleet: &Fleet,
-    s: u32,
-    live: &VecDeque<(u64, usize)>,
-    drained: bool,
-) -> HashSet<(String, i64)> {
-    let p = &fleet.profile;
-    let services = p.fleet.services.max(1);
-    let watched = u64::from(p.fleet.watched_services.max(1));
-    let mut want = HashSet::new();
-    if !drained {
-        for i in (s..p.fleet.instances).step_by(services as usize) {
-            let inst = fleet_instance(p, i);
-            want.insert((inst.ip, inst.port));
-        }
-        for (seq, _) in live.iter().filter(|(seq, _)| seq % watched == u64::from(s)) {
-            let inst = churn_instance(p, *seq);
-            want.insert((inst.ip, inst.port));
-        }
+/// The items to query of `items` (one per service): all of them up to
+/// [`LIST_ALL_UP_TO`], else the sample [`chosen`] picks with `seed`.
+pub fn sample<T: Copy>(items: Vec<T>, seed: u64) -> Vec<T> {
+    if items.len() <= LIST_ALL_UP_TO as usize {
+        return items;
     }
-    want
+    let len = u32::try_from(items.len()).unwrap_or(u32::MAX);
+    chosen(len, seed)
+        .into_iter()
+        .map(|k| items[k as usize])
+        .collect()
 }
 
-/// Lists the chosen services and compares them with what loadgen registered.
-pub async fn lists(fleet: &Fleet, live: &VecDeque<(u64, usize)>, drained: bool) -> Lists {
-    let services = fleet.profile.fleet.services.max(1);
-    let seed = std::time::SystemTime::now()
+/// A seed for [`chosen`] (the clock's nanoseconds: each check its own sample).
+pub fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
-    let mut out = Lists {
-        services,
-        seed: (services > LIST_ALL_UP_TO).then_some(seed),
-        ..Lists::default()
-    };
-    for (k, s) in chosen(services, seed).into_iter().enumerate() {
-        let want = expected(fleet, s, live, drained);
-        let client = &fleet.clients[k % fleet.clients.len()];
-        let got = server_hosts(fleet, client, s).await;
-        out.listed += 1;
-        out.expected += want.len() as u64;
-        out.found += got.as_ref().map_or(0, |g| g.len() as u64);
-        if got.as_ref() != Some(&want) {
-            out.bad += 1;
-            if out.examples.len() < 5 {
-                let found = got.map_or("no answer".to_owned(), |g| format!("{} hosts", g.len()));
-                out.examples.push(format!(
-                    "{} has {found}, expected {}",
-                    super::service_name(&fleet.profile, s),
-                    want.len()
-                ));
+        .map_or(1, |d| d.as_nanos() as u64)
+}
+
+/// Lists services of one member over its gRPC port, blocking.
+pub struct Lister {
+    addr: SocketAddr,
+    runtime: tokio::runtime::Runtime,
+    channel: Option<Channel>,
+}
+
+impl std::fmt::Debug for Lister {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lister").field("addr", &self.addr).finish()
+    }
+}
+
+impl Lister {
+    /// A lister for the gRPC port `addr` (connects on first use).
+    pub fn new(addr: SocketAddr) -> anyhow::Result<Lister> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the gRPC verification runtime")?;
+        Ok(Lister {
+            addr,
+            runtime,
+            channel: None,
+        })
+    }
+
+    /// The gRPC port it asks.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The member's list of service `s`, as its 2.x clients would get it.
+    pub fn hosts(&mut self, naming: &Naming, s: u32) -> anyhow::Result<HostList> {
+        let addr = self.addr;
+        let channel = match self.channel.clone() {
+            Some(c) => c,
+            None => {
+                let c = self
+                    .runtime
+                    .block_on(async {
+                        tokio::time::timeout(CALL_TIMEOUT, connect(addr, &naming.namespace)).await
+                    })
+                    .unwrap_or_else(|_| {
+                        Err(anyhow::anyhow!("connecting to gRPC {addr} timed out"))
+                    })?;
+                self.channel = Some(c.clone());
+                c
+            }
+        };
+        let mut service_name = String::new();
+        naming.service_name(s, &mut service_name);
+        let payload = request::query(&request::Naming {
+            namespace: naming.namespace.clone(),
+            service_name,
+            group_name: naming.group.clone(),
+        });
+        let name = naming.grouped(s);
+        let answer = self
+            .runtime
+            .block_on(async { tokio::time::timeout(CALL_TIMEOUT, unary(&channel, payload)).await });
+        let answer = match answer {
+            Ok(Ok(a)) => a,
+            failed => {
+                self.channel = None; // reconnect on the next call
+                let why = failed.map_or_else(|_| anyhow::anyhow!("timed out"), |r| r.unwrap_err());
+                return Err(why.context(format!("gRPC query of {name} on {addr}")));
+            }
+        };
+        let info = serde_json::from_slice::<QueryServiceResponse>(answer.json())
+            .ok()
+            .and_then(|r| r.service_info)
+            .with_context(|| {
+                format!(
+                    "gRPC query of {name} on {addr} answered {}",
+                    String::from_utf8_lossy(answer.json())
+                )
+            })?;
+        let endpoints = info
+            .hosts
+            .iter()
+            .map(|h| {
+                u16::try_from(h.port)
+                    .ok()
+                    .and_then(|p| Endpoint::parse(&h.ip, p))
+                    .unwrap_or(Endpoint(u64::MAX))
+            })
+            .collect();
+        Ok(HostList::new(name, endpoints))
+    }
+}
+
+/// Opens a connection as a client does (server check, the stream with the
+/// connection setup, a health check until the server has seen the setup): a
+/// server answers queries only on a registered connection. The stream is read by
+/// a task of the lister's runtime (it answers the server's detection requests),
+/// which runs while the lister's calls do.
+async fn connect(addr: SocketAddr, namespace: &str) -> anyhow::Result<Channel> {
+    let (channel, mut inbound, tx) = super::lane::open(addr, namespace, 16, CALL_TIMEOUT).await?;
+    tokio::spawn(async move {
+        while let Ok(Some(p)) = inbound.message().await {
+            if p.type_name() != "ClientDetectionRequest" {
+                continue; // no subscriptions here: nothing else to answer
+            }
+            let id = serde_json::from_slice::<RequestHead>(p.json())
+                .ok()
+                .and_then(|h| h.request_id)
+                .unwrap_or_default();
+            if tx
+                .send(request::ack("ClientDetectionResponse", &id))
+                .await
+                .is_err()
+            {
+                break;
             }
         }
-    }
-    out
-}
-
-/// The hosts the server lists for service `s` (`None`: no valid answer).
-pub(super) async fn server_hosts(
-    fleet: &Fleet,
-    client: &super::Client,
-    s: u32,
-) -> Option<HashSet<(String, i64)>> {
-    let answer = unary(
-        &client.channel,
-        super::request::query(&naming(&fleet.profile, s)),
-    )
-    .await
-    .ok()?;
-    let info = serde_json::from_slice::<QueryServiceResponse>(answer.json())
-        .ok()?
-        .service_info?;
-    Some(info.hosts.iter().map(|h| (h.ip.clone(), h.port)).collect())
+    });
+    super::lane::registered(&channel, 200).await?;
+    Ok(channel)
 }
 
 #[cfg(test)]
@@ -168,37 +198,43 @@ mod tests {
     #[test]
     fn small_fleets_list_every_service_and_large_ones_a_stable_sample() {
         assert_eq!(chosen(3, 7), vec![0, 1, 2]);
+        assert_eq!(chosen(LIST_ALL_UP_TO, 7).len(), LIST_ALL_UP_TO as usize);
         let a = chosen(50_000, 42);
         assert_eq!(a.len(), LIST_ALL_UP_TO as usize);
         assert!(a.iter().all(|s| *s < 50_000));
+        assert!(a.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
         assert_eq!(a, chosen(50_000, 42), "the seed reproduces the sample");
         assert_ne!(a, chosen(50_000, 43));
     }
 
     #[test]
-    fn the_detail_says_what_was_listed() {
-        let all = Lists {
-            listed: 3,
-            services: 3,
-            expected: 9,
-            found: 9,
-            ..Lists::default()
-        };
-        assert!(all.ok());
-        assert!(all.describe().contains("all 3 services"));
-        let sample = Lists {
-            listed: 1000,
-            services: 50_000,
-            seed: Some(5),
-            bad: 1,
-            examples: vec!["svc-9 has 2 hosts, expected 3".into()],
-            ..Lists::default()
-        };
-        assert!(!sample.ok());
-        assert!(sample
-            .describe()
-            .contains("random sample of 1000 of 50000 services (seed 5)"));
-        assert!(sample.describe().contains("1 differ"));
-        assert!(!Lists::default().ok(), "nothing listed is no verification");
+    fn every_watched_service_is_compared_up_to_the_limit_then_a_sample_of_them() {
+        let few: Vec<u32> = (100..400).collect();
+        assert_eq!(
+            sample(few.clone(), 9),
+            few,
+            "under the limit: all, in order"
+        );
+        // A segment's services: every third of 9,000.
+        let many: Vec<u32> = (0..9_000).step_by(3).collect();
+        let picked = sample(many.clone(), 9);
+        assert_eq!(picked.len(), LIST_ALL_UP_TO as usize);
+        assert!(picked.iter().all(|s| s % 3 == 0), "only the segment's own");
+        let distinct: HashSet<u32> = picked.iter().copied().collect();
+        assert_eq!(distinct.len(), picked.len(), "no service twice");
+        assert_eq!(picked, sample(many.clone(), 9));
+        assert_ne!(picked, sample(many, 10));
+    }
+
+    #[test]
+    fn a_silent_member_is_an_error_not_an_empty_list() {
+        // A port nothing listens on: the check must not read it as "0 hosts".
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = free.local_addr().unwrap();
+        drop(free);
+        let mut lister = Lister::new(addr).unwrap();
+        let profile = crate::profile::Profile::from_toml("x", "name = \"x\"\n").unwrap();
+        let naming = Naming::new(&profile.fleet);
+        assert!(lister.hosts(&naming, 0).is_err());
     }
 }

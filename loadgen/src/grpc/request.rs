@@ -3,14 +3,17 @@
 //! `tests/real_client_payloads.rs` captures theirs through a recording proxy and
 //! compares).
 //!
-//! These are loadgen's own `Serialize` types, not `registry_proto`'s: the proto's types
-//! are the server's reading side, lenient and full of `Option`s, and a `None` there
-//! goes out as JSON `null`. No real client sends `"weight": null`, and a server that
-//! reads it as a number (r-nacos: "invalid type: null, expected f32") refuses the
-//! whole request. Here every field has the value a real client gives it.
+//! The request bodies are loadgen's own `Serialize` types, not `registry_proto`'s:
+//! the proto's request types are the server's reading side, lenient and full of
+//! `Option`s, and a `None` there goes out as JSON `null`. No real client sends
+//! `"weight": null`, and a server that reads it as a number (r-nacos: "invalid
+//! type: null, expected f32") refuses the whole request. Here every field has the
+//! value a real client gives it. The instance itself is the proto's
+//! [`Host`], which has no `Option`s.
 
 use std::collections::BTreeMap;
 
+use registry_proto::grpc::message::Host;
 use registry_proto::grpc::Payload;
 use serde::Serialize;
 
@@ -48,47 +51,17 @@ pub struct Naming {
     pub group_name: String,
 }
 
-/// An instance as the clients send it: every field set, with the clients' defaults.
-#[derive(Serialize, Clone, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct Instance {
-    /// Left empty: the server derives ids.
-    pub instance_id: String,
-    /// Its IP.
-    pub ip: String,
-    /// Its port.
-    pub port: i64,
-    /// 1.0, as the clients default it.
-    pub weight: f64,
-    /// True.
-    pub healthy: bool,
-    /// True.
-    pub enabled: bool,
-    /// True: the 2.x fleet's instances live with their connection.
-    pub ephemeral: bool,
-    /// The cluster.
-    pub cluster_name: String,
-    /// Left empty: the request's service wins.
-    pub service_name: String,
-    /// Metadata (empty unless the instance carries a churn sequence).
-    pub metadata: BTreeMap<String, String>,
-}
-
-impl Instance {
-    /// An instance at `ip:port` in `cluster` with the clients' defaults.
-    pub fn new(ip: String, port: i64, cluster: &str) -> Instance {
-        Instance {
-            instance_id: String::new(),
-            ip,
-            port,
-            weight: 1.0,
-            healthy: true,
-            enabled: true,
-            ephemeral: true,
-            cluster_name: cluster.to_owned(),
-            service_name: String::new(),
-            metadata: BTreeMap::new(),
-        }
+/// An instance at `ip:port` in `cluster` as the clients send it: every field set,
+/// with the clients' defaults (weight 1.0, healthy, enabled, ephemeral: the 2.x
+/// fleet's instances live with their connection; no id and no service name, which
+/// the server derives from the request). The proto's [`Host`] has exactly the
+/// fields of the clients' `Instance` and no `Option`s, so it serializes as they do.
+pub fn instance(ip: String, port: u16, cluster: &str) -> Host {
+    Host {
+        ip,
+        port: i64::from(port),
+        cluster_name: cluster.to_owned(),
+        ..Host::default()
     }
 }
 
@@ -100,7 +73,7 @@ struct InstanceBody<'a> {
     #[serde(flatten)]
     naming: &'a Naming,
     r#type: &'static str,
-    instance: &'a Instance,
+    instance: &'a Host,
 }
 
 #[derive(Serialize)]
@@ -111,7 +84,7 @@ struct BatchBody<'a> {
     #[serde(flatten)]
     naming: &'a Naming,
     r#type: &'static str,
-    instances: &'a [Instance],
+    instances: &'a [Host],
 }
 
 #[derive(Serialize)]
@@ -166,16 +139,16 @@ fn payload(type_name: &str, body: &impl Serialize) -> Payload {
 }
 
 /// `registerInstance` of one instance.
-pub fn register(naming: &Naming, instance: &Instance) -> Payload {
+pub fn register(naming: &Naming, instance: &Host) -> Payload {
     instance_request(naming, "registerInstance", instance)
 }
 
 /// `deregisterInstance` of one instance.
-pub fn deregister(naming: &Naming, instance: &Instance) -> Payload {
+pub fn deregister(naming: &Naming, instance: &Host) -> Payload {
     instance_request(naming, "deregisterInstance", instance)
 }
 
-fn instance_request(naming: &Naming, r#type: &'static str, instance: &Instance) -> Payload {
+fn instance_request(naming: &Naming, r#type: &'static str, instance: &Host) -> Payload {
     let body = InstanceBody {
         head: Head::new("naming"),
         naming,
@@ -186,7 +159,7 @@ fn instance_request(naming: &Naming, r#type: &'static str, instance: &Instance) 
 }
 
 /// `batchRegisterInstance`: the connection's instances of the service become these.
-pub fn batch_register(naming: &Naming, instances: &[Instance]) -> Payload {
+pub fn batch_register(naming: &Naming, instances: &[Host]) -> Payload {
     let body = BatchBody {
         head: Head::new("naming"),
         naming,
@@ -292,7 +265,7 @@ pub fn samples() -> Vec<Sample> {
         service_name: "svc-0".into(),
         group_name: "DEFAULT_GROUP".into(),
     };
-    let one = Instance::new("10.0.0.1".into(), 8080, "DEFAULT");
+    let one = instance("10.0.0.1".into(), 8080, "DEFAULT");
     let sample = |what, payload, instance_type| Sample {
         what,
         payload,

@@ -434,10 +434,10 @@ impl Config {
                     .into(),
             );
         }
-        if self.max_buffered_bytes < crate::http::READ_CHUNK {
+        if self.max_buffered_bytes < crate::buffers::READ_CHUNK {
             return Err(format!(
                 "--max-buffered-bytes must hold at least one read buffer ({} bytes)",
-                crate::http::READ_CHUNK
+                crate::buffers::READ_CHUNK
             ));
         }
         if self.sweep_interval_ms == 0 {
@@ -506,18 +506,6 @@ impl Config {
             p => p.checked_add(registry_proto::grpc::PORT_OFFSET)?,
         };
         Some(SocketAddr::new(self.listen.ip(), port))
-    }
-
-    /// The gRPC server's bounds.
-    pub fn grpc_limits(&self) -> crate::grpc::Limits {
-        crate::grpc::Limits {
-            max_body_bytes: self.grpc_max_body_bytes,
-            max_connections: self.grpc_max_connections,
-            max_sockets: self.grpc_max_sockets,
-            max_subscriptions_per_connection: self.grpc_max_subscriptions_per_connection,
-            idle_ms: self.grpc_idle_ms,
-            detect_timeout_ms: self.grpc_detect_timeout_ms,
-        }
     }
 
     /// The health checker's part of the configuration.

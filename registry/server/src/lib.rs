@@ -16,10 +16,12 @@
 //! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
 //!   batched UDP sends, acks and the one resend.
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
-//! - [`grpc`]: the Nacos 2.x gRPC server: connections, requests, streams.
+//! - [`grpc`]: the Nacos 2.x gRPC server: requests, streams, admission;
+//!   [`hub`]: its connections and ack queue, as every part shares them.
 //! - [`sweeper`]: the lease sweeper task.
 //! - [`disk`]: the free-space check that refuses persistent writes on a
 //!   full data directory before anything is applied.
+//! - [`subscriber_list`]: a service's push subscribers, the cluster's included.
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
@@ -32,8 +34,13 @@
 //! - [`metrics`]: the counters and histograms (`Relaxed` atomics);
 //!   [`prometheus`]: the one writer of their text on `/metrics`;
 //!   [`footprint`]: the resident set broken into parts.
+//! - [`reply`]: what handling a request comes to (reply, deferred answer,
+//!   failure), below the HTTP door and the cluster alike.
+//! - [`buffers`]: the one budget of connection read buffers.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
 //! - [`embed`]: running a registry inside another program (loadgen, tests).
+//! - [`state`]: what the doors share ([`App`]); [`startup`]: making it from
+//!   the configuration, cluster included.
 //!
 //! [`run`] takes bound sockets and a shutdown future, so tests start the
 //! real server in-process on port 0 and stop it with a oneshot.
@@ -43,6 +50,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod buffers;
 pub mod clock;
 pub mod cluster;
 pub mod config;
@@ -54,6 +62,7 @@ pub mod footprint;
 pub mod grpc;
 pub mod health;
 pub mod http;
+pub mod hub;
 pub mod list_cache;
 pub mod log_levels;
 pub mod metrics;
@@ -62,8 +71,11 @@ pub mod notifier;
 pub mod persist;
 pub mod prometheus;
 pub mod pusher;
+pub mod reply;
 pub mod shutdown;
+pub mod startup;
 pub mod state;
+pub mod subscriber_list;
 pub mod sweeper;
 pub mod users;
 pub mod write;
@@ -180,7 +192,10 @@ pub async fn run_app(
     let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
     // Nothing without --members; stopped with the sweeper.
-    let cluster_tasks = cluster::start(&app, &stages.sweeper);
+    let cluster_tasks = match &app.cluster {
+        Some(c) => c.start(&app, &stages.sweeper),
+        None => Vec::new(),
+    };
     let health_stop = tokio_util::sync::CancellationToken::new();
     let health = tokio::spawn(health::run(app.health_checks(), health_stop.clone()));
     let connections = tokio_util::task::TaskTracker::new();

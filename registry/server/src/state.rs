@@ -1,11 +1,18 @@
 //! The state the request path shares, and who writes what in it.
 //!
-//! [`App`] is what HTTP handlers, the sweeper and the notifier see. The
-//! parts that run on their own take only their pieces, never the whole
-//! `App`: the health checker a [`HealthChecks`] (store, change feed, clock,
-//! targets, counters, settings), persistence an `Arc<Store>`. So the module
-//! graph points one way: `state` → `health`, `persist`, `events`,
-//! `list_cache`, … and none of those reach back into `state`.
+//! [`App`] is what the doors (HTTP, gRPC, the console), the sweeper, the
+//! notifier and the cluster see. The parts that run on their own below it
+//! take only their pieces, never the whole `App`: the health checker a
+//! [`HealthChecks`] (store, change feed, clock, targets, counters,
+//! settings), persistence an `Arc<Store>`, the write path its [`Writer`].
+//! So the module graph points one way: the doors and the cluster → `state`
+//! → `health`, `persist`, `events`, `list_cache`, `hub`, `buffers`,
+//! `reply`, `config`, …, and none of those reach back into `state`
+//! (`tests/module_graph.rs` holds that).
+//!
+//! The cluster sits above the doors' state, not inside it: `App` holds it
+//! as a [`ClusterHook`], which the doors call, so no door names the
+//! cluster's modules (see `crate::startup` for how it is installed).
 //!
 //! - `store`: written by HTTP handlers, the sweeper and the health checker
 //!   through its shard locks; read lock-free by everyone.
@@ -21,29 +28,39 @@
 //! - `health_targets`: written by persistent writes and the restore,
 //!   pruned by the health checker; one mutex, never on ephemeral paths.
 //! - `grpc`: the gRPC connection table (written by stream tasks) and the
-//!   queue of gRPC push acks to the notifier (see `crate::grpc`).
+//!   queue of gRPC push acks to the notifier (see [`crate::hub`]).
 //! - `auth`: read-only after start.
 //! - `cluster`: `None` for a single node; else membership, replication and
-//!   relaying (see [`crate::cluster`]), which also sees every change event.
+//!   relaying behind a [`ClusterHook`] (`crate::cluster::hook`), which also
+//!   sees every change event.
 
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use registry_core::{ChangeEvent, ServiceKey, Store, SubscriberConfig, Subscribers};
-use registry_proto::http1::Limits;
+use registry_core::{ChangeEvent, Millis, ServiceKey, Store, SubscriberConfig, Subscribers};
+use registry_proto::distro::{LocalSubscribers, SubscribersQuery};
+use registry_proto::http1::{Limits, Request};
+use registry_proto::naming::route::Route;
 use registry_proto::naming::ParseLimits;
+use registry_proto::params::Params;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::auth::Auth;
+use crate::buffers::BufferBudget;
 use crate::clock::Clock;
-use crate::cluster::{Cluster, ClusterConfig};
 use crate::config::Config;
 use crate::events::ChangeFeed;
-use crate::health::{HealthChecks, HealthStats, Targets};
-use crate::http::BufferBudget;
+use crate::health::{HealthChecks, HealthStats, Targets, Verdicts};
+use crate::hub::Connection;
 use crate::list_cache::ListCache;
 use crate::metrics::Metrics;
 use crate::persist::Persist;
+use crate::prometheus::Exposition;
+use crate::reply::{Failure, Verdict};
 use crate::write::Writer;
 
 /// The server's shared state.
@@ -76,10 +93,11 @@ pub struct App {
     pub health_stats: Arc<HealthStats>,
     /// Access control; `None` without `--auth-users`.
     pub auth: Option<Arc<Auth>>,
-    /// Cluster membership and Distro; `None` without `--members`.
-    pub cluster: Option<Arc<Cluster>>,
+    /// Cluster membership, relaying, Distro and Raft; `None` without
+    /// `--members`.
+    pub(crate) cluster: Option<Arc<dyn ClusterHook>>,
     /// The gRPC (Nacos 2.x) connections and ack queue.
-    pub grpc: crate::grpc::Grpc,
+    pub grpc: crate::hub::Grpc,
     /// Change events on their way to the notifier.
     pub changes: Arc<ChangeFeed>,
     /// The one write path every door and writing task goes through.
@@ -89,97 +107,9 @@ pub struct App {
 }
 
 impl App {
-    /// State for a server with `config`. With `--data-dir` it opens the
-    /// database and loads every persistent instance and explicit service
-    /// before returning, so nothing is served from a half-loaded store.
-    ///
-    /// # Errors
-    /// When the configuration is invalid, or the data directory or users
-    /// file cannot be used.
-    pub fn new(config: Config) -> anyhow::Result<App> {
-        App::with_clock(config, Clock::start())
-    }
-
-    /// [`App::new`] on a given clock: tests pass [`Clock::adjustable`] to
-    /// move the server's time forward instead of sleeping.
-    ///
-    /// # Errors
-    /// As [`App::new`].
-    pub fn with_clock(config: Config, clock: Clock) -> anyhow::Result<App> {
-        config.validate().map_err(anyhow::Error::msg)?;
-        let cluster = match ClusterConfig::from_config(&config)? {
-            Some(c) => Some(Arc::new(Cluster::new(c)?)),
-            None => None,
-        };
-        // In a cluster, --data-dir holds the Raft log instead: persistent
-        // writes are durable once committed there (see `cluster::raft`).
-        let raft = cluster.as_ref().is_some_and(|c| c.raft_enabled());
-        let persist = match &config.data_dir {
-            Some(dir) if !raft => Some(Arc::new(Persist::open(
-                dir,
-                config.data_cache_bytes,
-                config.max_pending_writes,
-                config.max_commit_batch,
-            )?)),
-            _ => None,
-        };
-        let auth = match &config.auth_users {
-            Some(path) => {
-                // Cluster members must accept each other's tokens: a
-                // relayed request carries the token its client got from
-                // another node. The key then derives from the shared secret.
-                let cluster_secret = cluster.as_ref().and_then(|c| c.config.secret.as_deref());
-                let key = match (&persist, cluster_secret) {
-                    (_, Some(secret)) => crate::auth::key_from_secret(secret),
-                    (Some(p), None) => p.auth_key()?,
-                    (None, None) => crate::auth::random_key()?,
-                };
-                let auth = Auth::load(
-                    path,
-                    key,
-                    config.auth_token_ttl_secs,
-                    config.auth_max_logins,
-                )?;
-                Some(Arc::new(auth))
-            }
-            None => None,
-        };
-        let mut app = App::build(config, clock, persist, auth, raft);
-        app.namespaces = Arc::new(crate::namespaces::NamespaceBook::open(
-            app.config.data_dir.as_deref(),
-        )?);
-        app.writer = app.writer.clone().with_namespaces(app.namespaces.clone());
-        if let Some(c) = cluster {
-            // Replication consumes the same change events as the notifier.
-            let tap = c.clone();
-            app.changes
-                .set_tap(Box::new(move |event| tap.changed(event)));
-            app.cluster = Some(c);
-        }
-        match &app.persist {
-            Some(p) => {
-                let targets = &app.health_targets;
-                let r = p.restore(&app.store, app.clock.now(), |s| targets.insert(s))?;
-                tracing::info!(
-                    dir = %p.dir().display(),
-                    services = r.services,
-                    instances = r.instances,
-                    skipped = r.skipped,
-                    ms = r.elapsed.as_secs_f64() * 1e3,
-                    "recovered persistent state"
-                );
-            }
-            None if raft => tracing::info!(
-                "persistent instances and services are replicated by Raft under --data-dir"
-            ),
-            None => tracing::info!(
-                "no --data-dir: persistent instances and services are kept in memory only"
-            ),
-        }
-        Ok(app)
-    }
-
-    fn build(
+    /// The state of `config` with its parts made (see `crate::startup`):
+    /// no cluster yet, no namespaces read.
+    pub(crate) fn build(
         config: Config,
         clock: Clock,
         persist: Option<Arc<Persist>>,
@@ -223,7 +153,7 @@ impl App {
             health_stats: Arc::default(),
             auth,
             cluster: None,
-            grpc: crate::grpc::Grpc::new(config.grpc_limits()),
+            grpc: crate::hub::Grpc::new(crate::hub::Limits::from_config(&config)),
             changes,
             writer,
             namespaces: Arc::default(),
@@ -240,10 +170,7 @@ impl App {
             targets: self.health_targets.clone(),
             stats: self.health_stats.clone(),
             settings: self.config.health_settings(),
-            verdicts: self.cluster.as_ref().filter(|c| c.raft_enabled()).map(|c| {
-                Arc::new(crate::cluster::raft::LeaderChecks(c.clone()))
-                    as Arc<dyn crate::health::Verdicts>
-            }),
+            verdicts: self.cluster.as_ref().and_then(|c| c.health_verdicts()),
         }
     }
 
@@ -266,4 +193,109 @@ impl App {
     pub(crate) async fn overflowed(&self) {
         self.changes.overflowed().await
     }
+}
+
+/// A request as a handler sees it: what the doors' handlers and the
+/// cluster's endpoints take.
+pub(crate) struct Exchange<'a> {
+    pub app: &'a App,
+    pub peer: SocketAddr,
+    pub request: &'a Request<'a>,
+    pub params: Params<'a>,
+    /// The core's time for this request, from the same clock read that
+    /// starts its latency measurement: one read per request, not two.
+    pub now: Millis,
+}
+
+/// Each other member's own subscribers of a service, with its address: its
+/// rows, or why it did not answer; in member order.
+pub(crate) type PeerSubscribers =
+    Pin<Box<dyn Future<Output = Vec<(String, Result<LocalSubscribers, String>)>> + Send>>;
+
+/// How a cluster (`--members`) takes part in the server, installed in
+/// [`App::cluster`] at start. The doors call it and never name the
+/// cluster's modules: HTTP asks [`ClusterHook::intercept`] before every
+/// handler, gRPC reports each connection's owned set, the sweeper asks who
+/// owns a service, the operator endpoints and `/metrics` ask what it knows.
+pub(crate) trait ClusterHook: Send + Sync {
+    /// Before an HTTP request's handler: [`Verdict::Local`] to serve it
+    /// here, else the cluster's answer (a relay in flight, one of the
+    /// cluster's routes, see [`is_cluster_route`], or a refusal). `body`
+    /// is the response body being assembled.
+    ///
+    /// # Errors
+    /// 503 while the node loads its snapshot or its Raft group is not
+    /// ready, 403 for a peer request from a non-member.
+    fn intercept(
+        &self,
+        ex: &Exchange<'_>,
+        route: Route,
+        body: &mut Vec<u8>,
+    ) -> Result<Verdict, Failure>;
+
+    /// The instances 2.x connection `conn` holds changed, after the gRPC
+    /// door wrote them (see `cluster::clients`).
+    fn connection_changed(&self, app: &App, conn: &Connection);
+
+    /// 2.x connection `conn` closed, after the gRPC door removed its
+    /// instances.
+    fn connection_closed(&self, app: &App, conn: &Connection);
+
+    /// Whether this node's view of the members is current enough to
+    /// expire what it owns at `now`.
+    fn may_act_as_owner(&self, now: Millis) -> bool;
+
+    /// Whether this node is responsible for `key`.
+    fn owns(&self, key: &ServiceKey) -> bool;
+
+    /// This node's address as members name it.
+    fn me(&self) -> &str;
+
+    /// Every member's address and state name (`UP`, `DOWN`, …).
+    fn members(&self) -> Vec<(String, &'static str)>;
+
+    /// `None` without Raft; else the leader's address and the term, or
+    /// `None` inside while no leader is known.
+    fn raft_leader(&self) -> Option<Option<(String, u64)>>;
+
+    /// Appends the cluster's metric families.
+    fn render(&self, e: &mut Exposition<'_>);
+
+    /// Where persistent instances' health checks run (the Raft leader
+    /// only), or `None` when every node checks its own.
+    fn health_verdicts(&self) -> Option<Arc<dyn Verdicts>>;
+
+    /// The member Distro's hash of `tag` (a client's `ip:port`) picks.
+    fn responsible_for(&self, tag: &str) -> String;
+
+    /// Every other member's own subscribers of `query`'s service, asked at
+    /// once, each with its address: its rows, or why it did not answer
+    /// (see `cluster::subscribers`).
+    fn peer_subscribers(&self, query: SubscribersQuery) -> PeerSubscribers;
+
+    /// Starts the cluster's tasks; each ends when `cancel` fires.
+    fn start(&self, app: &Arc<App>, cancel: &CancellationToken)
+        -> Vec<tokio::task::JoinHandle<()>>;
+}
+
+/// The routes a cluster answers itself: the member list, readiness, the
+/// peer endpoints and membership changes (a single node answers the first
+/// two and refuses the rest, see `http::v1`).
+pub(crate) fn is_cluster_route(route: Route) -> bool {
+    matches!(
+        route,
+        Route::ClusterNodes
+            | Route::ClusterReport
+            | Route::DistroReplicate
+            | Route::DistroFetch
+            | Route::DistroChecksum
+            | Route::DistroSnapshot
+            | Route::DistroClients
+            | Route::DistroClientVerify
+            | Route::DistroSubscribers
+            | Route::RaftRpc
+            | Route::Readiness
+            | Route::ClusterMemberAdd
+            | Route::ClusterMemberRemove
+    )
 }

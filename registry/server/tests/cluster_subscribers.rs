@@ -4,6 +4,9 @@
 //! v1 list the console reads and the v3 admin page gather each member's
 //! own subscribers over the peer route; a member that does not answer is
 //! named as unreachable within the bounded wait, the rest still listed.
+//! Also the later doors' writes in a cluster: a v2 or v3 HTTP register
+//! reaching a node that is not the service's responsible one is relayed to
+//! it, as a 1.x write is, so every member lists it.
 
 mod binary;
 mod cluster_support;
@@ -120,4 +123,80 @@ async fn subscribers_of_every_member_are_listed() {
     )
     .await;
     drop(sockets);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_and_v3_writes_reach_the_responsible_node() {
+    let c = TestCluster::start(3, &[]).await;
+    let limit = Duration::from_secs(5);
+    // Leases far longer than the test: what is asserted is where the
+    // writes land, never how fast they expire.
+    let lease = "%7B%22preserved.heart.beat.timeout%22%3A%22600000%22%2C%22preserved.ip.delete.timeout%22%3A%22600000%22%7D";
+    // Services node 0 is responsible for, written through nodes 1 and 2.
+    let v3 = c.service_owned_by(0, "v3w");
+    let v2 = c.service_owned_by(0, "v2w");
+    let (status, body) = c.nodes[1]
+        .call(
+            Method::Post,
+            &format!(
+                "/nacos/v3/client/ns/instance?serviceName={v3}&ip=127.0.0.1&port=7001&metadata={lease}"
+            ),
+        )
+        .await;
+    assert_eq!(
+        (status, json(&body)["data"].clone()),
+        (200, "ok".into()),
+        "{body}"
+    );
+    let (status, body) = c.nodes[2]
+        .call(
+            Method::Post,
+            &format!(
+                "/nacos/v2/ns/instance?serviceName={v2}&ip=127.0.0.1&port=7002&metadata={lease}"
+            ),
+        )
+        .await;
+    assert_eq!(
+        (status, json(&body)["data"].clone()),
+        (200, "ok".into()),
+        "{body}"
+    );
+    c.until_everywhere(&v3, &[(7001, true)], limit).await;
+    c.until_everywhere(&v2, &[(7002, true)], limit).await;
+    // Relayed, not served where they arrived: the owner replicated them.
+    assert_eq!(
+        c.nodes[1].metric("registry_cluster_relayed_total").await,
+        1.0
+    );
+    assert_eq!(
+        c.nodes[2].metric("registry_cluster_relayed_total").await,
+        1.0
+    );
+    // The v3 heartbeat is relayed too: it renews on the owner.
+    let (status, body) = c.nodes[2]
+        .call(
+            Method::Post,
+            &format!(
+                "/nacos/v3/client/ns/instance?serviceName={v3}&ip=127.0.0.1&port=7001&heartBeat=true"
+            ),
+        )
+        .await;
+    assert_eq!(
+        (status, json(&body)["code"].clone()),
+        (200, 0.into()),
+        "{body}"
+    );
+    assert_eq!(
+        c.nodes[2].metric("registry_cluster_relayed_total").await,
+        2.0
+    );
+    // A deregister through another non-owner reaches every member.
+    let (status, body) = c.nodes[2]
+        .call(
+            Method::Delete,
+            &format!("/nacos/v3/client/ns/instance?serviceName={v3}&ip=127.0.0.1&port=7001"),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    c.until_everywhere(&v3, &[], limit).await;
 }

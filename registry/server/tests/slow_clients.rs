@@ -225,7 +225,7 @@ async fn a_client_that_never_reads_is_dropped_at_the_write_deadline() {
 /// The budget's peak never passes its limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_buffers_stay_within_the_budget() {
-    let chunk = registry_server::http::READ_CHUNK;
+    let chunk = registry_server::buffers::READ_CHUNK;
     let server = TestServer::with(Config {
         max_buffered_bytes: 4 * chunk,
         max_body_bytes: 1 << 20,
@@ -447,7 +447,7 @@ async fn slowloris_connections_are_closed_at_the_deadline_while_normal_clients_a
     let budget = server.app.buffers.limit();
     assert!(server.app.buffers.peak() <= budget);
     assert!(
-        peak_buffers <= (slow + 8) * registry_server::http::READ_CHUNK,
+        peak_buffers <= (slow + 8) * registry_server::buffers::READ_CHUNK,
         "one buffer per connection: {peak_buffers}"
     );
     let grown_mib = rss_kib().saturating_sub(rss_before) / 1024;

@@ -78,6 +78,11 @@ impl Store {
     ///
     /// # Errors
     /// A validation error for the state; nothing is applied then.
+    ///
+    /// Longer than 80 lines: one pass under the shard's writer lock whose
+    /// steps (held instances, placement and leases, counts, the next
+    /// snapshot) share the guard, the cell and the old snapshot; split, each
+    /// would take most of them as arguments.
     pub fn apply_replica(
         &self,
         service: ServiceRef<'_>,

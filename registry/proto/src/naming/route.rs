@@ -357,6 +357,7 @@ impl Route {
     ];
 
     /// A short stable name (`instance_beat`), for logs and metric labels.
+    /// (One arm per route: as long as the route enum, not logic to split.)
     pub fn name(self) -> &'static str {
         match self {
             Route::InstanceRegister => "instance_register",
@@ -472,6 +473,7 @@ impl Route {
     }
 
     /// The method and path this route answers (the canonical request line).
+    /// (One arm per route: as long as the route enum, not logic to split.)
     pub fn endpoint(self) -> (Method, &'static str) {
         match self {
             Route::InstanceRegister => (Method::Post, "/nacos/v1/ns/instance"),

@@ -32,6 +32,9 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
 }
 
 /// The table of this module; `None` when it does not know the path.
+///
+/// One match is the whole table of the v2/v3 paths, read top to bottom as
+/// `naming::route` is: longer than 80 lines because the table is.
 fn open_route(method: Method, path: &str) -> Option<Result<Route, RouteError<'_>>> {
     let trimmed = match path.strip_suffix('/') {
         Some(p) if !p.is_empty() => p,

@@ -1,12 +1,15 @@
 //! The cluster's HTTP endpoints: the member list, readiness, and the peer
 //! endpoints (report, replicate, checksum, fetch, snapshot, 2.x client sets
-//! and their verify, a service's local subscribers).
+//! and their verify, a service's local subscribers), and an operator's
+//! membership change (see [`super::membership`]).
 //!
 //! A peer request is refused (403) unless it comes from a member's IP,
 //! names a member other than this node as its sender from that IP, and,
 //! when the cluster has a secret, presents it (compared in constant time).
 //! Its body is bounded and versioned (400 with the reason otherwise), and
 //! nothing of a refused message is applied.
+
+use std::sync::Arc;
 
 use registry_proto::distro::RaftMemberView;
 use registry_proto::distro::{
@@ -22,7 +25,8 @@ use super::clients::{on_client_sets, on_verify};
 use super::replicate::apply_datums;
 use super::verify::{answer_fetch, answer_snapshot, on_checksums};
 use super::Cluster;
-use crate::http::{error::Failure, Done, Exchange, Reply, Scratch};
+use crate::reply::{Done, Failure, Reply};
+use crate::state::Exchange;
 
 /// Answers a cluster route.
 ///
@@ -30,52 +34,25 @@ use crate::http::{error::Failure, Done, Exchange, Reply, Scratch};
 /// 403 for a non-member or a wrong secret, 400 for a bad message.
 pub(crate) fn handle(
     ex: &Exchange<'_>,
+    cluster: &Arc<Cluster>,
     route: Route,
-    scratch: &mut Scratch,
+    body: &mut Vec<u8>,
 ) -> Result<Reply, Failure> {
     let app = ex.app;
-    let Some(cluster) = app.cluster.as_deref() else {
-        return single_node(ex, route, scratch);
-    };
     match route {
         Route::ClusterNodes => {
-            let states = cluster.member_states();
-            let consensus = cluster.consensus();
-            let raft_of = |addr: &str| -> Option<RaftMemberView> {
-                let c = consensus?;
-                if addr == cluster.config.me {
-                    return Some(c.position().view());
-                }
-                let reported = cluster.peer(addr).and_then(|p| p.raft());
-                Some(reported.unwrap_or_else(|| RaftMemberView {
-                    role: "UNKNOWN".into(),
-                    ..RaftMemberView::default()
-                }))
-            };
-            let views: Vec<MemberView<'_>> = states
-                .iter()
-                .map(|(addr, state, last, fails)| MemberView {
-                    address: addr,
-                    state: state.name(),
-                    last_refresh_ms: *last,
-                    fail_count: *fails,
-                    raft: raft_of(addr),
-                    clients: if *addr == cluster.config.me {
-                        Some(cluster.client_counts(app.grpc.hub.len() as u64))
-                    } else {
-                        cluster.peer(addr).and_then(|p| p.clients())
-                    },
-                })
-                .collect();
-            distro::encode_members(&mut scratch.body, &views);
+            members(app, cluster, body);
             Ok(Reply::Json)
         }
         Route::Readiness => readiness(cluster.is_ready()),
+        Route::ClusterMemberAdd | Route::ClusterMemberRemove => {
+            super::membership::handle(ex, cluster, route)
+        }
         Route::ClusterReport => {
             let m: Envelope<Report> = admit(ex, cluster)?;
-            cluster.heard_from(&m.from, &m.body);
+            cluster.heard_from(app, &m.from, &m.body);
             let answer = cluster.report(app.grpc.hub.len() as u64);
-            scratch.body = distro::encode_answer(&answer);
+            *body = distro::encode_answer(&answer);
             Ok(Reply::Json)
         }
         Route::DistroReplicate => {
@@ -96,12 +73,12 @@ pub(crate) fn handle(
         }
         Route::DistroSubscribers => {
             let m: Envelope<distro::SubscribersQuery> = admit(ex, cluster)?;
-            scratch.body = distro::encode_answer(&super::subscribers::answer(app, &m.body));
+            *body = distro::encode_answer(&super::subscribers::answer(app, &m.body));
             Ok(Reply::Json)
         }
         Route::DistroClientVerify => {
             let m: Envelope<ClientVerify> = admit(ex, cluster)?;
-            scratch.body = distro::encode_answer(&on_verify(app, cluster, &m.body));
+            *body = distro::encode_answer(&on_verify(app, cluster, &m.body));
             Ok(Reply::Json)
         }
         Route::DistroChecksum => {
@@ -118,7 +95,7 @@ pub(crate) fn handle(
         }
         Route::DistroFetch => {
             let m: Envelope<Fetch> = admit(ex, cluster)?;
-            scratch.body = distro::encode_answer(&answer_fetch(app, cluster, &m.body));
+            *body = distro::encode_answer(&answer_fetch(app, cluster, &m.body));
             Ok(Reply::Json)
         }
         Route::DistroSnapshot => {
@@ -130,25 +107,62 @@ pub(crate) fn handle(
                     "malformed peer message: part out of range",
                 ));
             }
-            scratch.body = distro::encode_answer(&answer_snapshot(app, cluster, m.body));
+            *body = distro::encode_answer(&answer_snapshot(app, cluster, m.body));
             Ok(Reply::Json)
         }
-        Route::RaftRpc => {
-            let m: Envelope<RaftRequest> = admit(ex, cluster)?;
-            let Some(consensus) = cluster.consensus() else {
-                return Err(Failure::new(
-                    503,
-                    "the Raft engine is not running on this node",
-                ));
-            };
-            let consensus = consensus.clone();
-            Ok(Reply::Later(Box::pin(async move {
-                let answer = super::raft::net::serve(&consensus, m.body).await;
-                Ok(Done::Json(distro::encode_answer(&answer)))
-            })))
-        }
+        Route::RaftRpc => raft_rpc(ex, cluster),
         _ => Err(Failure::new(404, "not a cluster route")),
     }
+}
+
+/// The member list (`Route::ClusterNodes`): every member's
+/// state as this node sees it, with Raft roles and 2.x client counts.
+fn members(app: &crate::state::App, cluster: &Cluster, body: &mut Vec<u8>) {
+    let states = cluster.member_states();
+    let consensus = cluster.consensus();
+    let raft_of = |addr: &str| -> Option<RaftMemberView> {
+        let c = consensus?;
+        if addr == cluster.config.me {
+            return Some(c.position().view());
+        }
+        let reported = cluster.peer(addr).and_then(|p| p.raft());
+        Some(reported.unwrap_or_else(|| RaftMemberView {
+            role: "UNKNOWN".into(),
+            ..RaftMemberView::default()
+        }))
+    };
+    let views: Vec<MemberView<'_>> = states
+        .iter()
+        .map(|(addr, state, last, fails)| MemberView {
+            address: addr,
+            state: state.name(),
+            last_refresh_ms: *last,
+            fail_count: *fails,
+            raft: raft_of(addr),
+            clients: if *addr == cluster.config.me {
+                Some(cluster.client_counts(app.grpc.hub.len() as u64))
+            } else {
+                cluster.peer(addr).and_then(|p| p.clients())
+            },
+        })
+        .collect();
+    distro::encode_members(body, &views);
+}
+
+/// A Raft RPC from a peer, answered once the engine has handled it.
+fn raft_rpc(ex: &Exchange<'_>, cluster: &Cluster) -> Result<Reply, Failure> {
+    let m: Envelope<RaftRequest> = admit(ex, cluster)?;
+    let Some(consensus) = cluster.consensus() else {
+        return Err(Failure::new(
+            503,
+            "the Raft engine is not running on this node",
+        ));
+    };
+    let consensus = consensus.clone();
+    Ok(Reply::Later(Box::pin(async move {
+        let answer = super::raft::net::serve(&consensus, m.body).await;
+        Ok(Done::Json(distro::encode_answer(&answer)))
+    })))
 }
 
 fn readiness(ready: bool) -> Result<Reply, Failure> {
@@ -159,37 +173,6 @@ fn readiness(ready: bool) -> Result<Reply, Failure> {
             503,
             "not ready: loading the cluster snapshot from a peer",
         ))
-    }
-}
-
-/// A registry without `--members`: it is its own only member and always
-/// ready; peer endpoints do not exist for it.
-fn single_node(ex: &Exchange<'_>, route: Route, scratch: &mut Scratch) -> Result<Reply, Failure> {
-    match route {
-        Route::ClusterNodes => {
-            let me = ex.app.config.listen.to_string();
-            distro::encode_members(
-                &mut scratch.body,
-                &[MemberView {
-                    address: &me,
-                    state: "UP",
-                    last_refresh_ms: crate::clock::Clock::wall_ms(),
-                    fail_count: 0,
-                    raft: None,
-                    clients: Some(registry_proto::distro::ClientCounts {
-                        connections: ex.app.grpc.hub.len() as u64,
-                        native_clients: 0,
-                        synced_clients: 0,
-                    }),
-                }],
-            );
-            Ok(Reply::Json)
-        }
-        Route::Readiness => readiness(true),
-        _ => Err(Failure::new(
-            403,
-            "this registry runs as a single node (no --members): peer requests are refused",
-        )),
     }
 }
 

@@ -45,7 +45,7 @@ use super::members::MemberState;
 use super::parts::{Offered, Parts};
 use super::Cluster;
 use crate::clock::Clock;
-use crate::grpc::connection::Connection;
+use crate::hub::Connection;
 use crate::state::App;
 use crate::write::Command;
 
@@ -119,11 +119,8 @@ impl ClientSync {
 /// Notes a change of `conn`'s owned instances, after the gRPC door wrote
 /// them to the store: the connection's whole set becomes its native
 /// client's next revision, instances other clients still hold are put
-/// back, and the set is queued for the peers. Without a cluster, nothing.
-pub fn native_changed(app: &App, conn: &Connection) {
-    let Some(cluster) = app.cluster.as_deref() else {
-        return;
-    };
+/// back, and the set is queued for the peers.
+pub fn native_changed(app: &App, cluster: &Cluster, conn: &Connection) {
     let set: Vec<ClientInstance> = {
         let owned = conn.owned.lock();
         owned
@@ -167,10 +164,7 @@ pub fn native_changed(app: &App, conn: &Connection) {
 /// Notes that `conn` closed, after the gRPC door removed its instances:
 /// instances other clients still hold are put back, and the removal is
 /// queued for the peers.
-pub fn native_closed(app: &App, conn: &Connection) {
-    let Some(cluster) = app.cluster.as_deref() else {
-        return;
-    };
+pub fn native_closed(app: &App, cluster: &Cluster, conn: &Connection) {
     let sync = &cluster.clients;
     let mut table = sync.table.lock();
     let Some(revision) = table.get(&conn.id).map(|c| c.revision + 1) else {

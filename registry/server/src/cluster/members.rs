@@ -196,6 +196,10 @@ pub struct Cluster {
     /// The other members; replaced whole when the membership changes.
     peers: ArcSwap<Vec<Arc<Peer>>>,
     view: ArcSwap<View>,
+    /// Serialises [`Cluster::update_view`]: the probe loop and the report
+    /// route both recompute it, and a slower caller must not publish an
+    /// older view over a newer one.
+    view_update: Mutex<()>,
     pub(super) ready: AtomicBool,
     /// Woken when the node stops being ready (it must load a snapshot).
     pub(super) reload: Notify,
@@ -244,6 +248,7 @@ impl Cluster {
                 up: Vec::new(),
                 me: None,
             }),
+            view_update: Mutex::new(()),
             ready: AtomicBool::new(alone),
             reload: Notify::new(),
             member_ips: ArcSwap::from_pointee(member_ips),
@@ -403,10 +408,15 @@ impl Cluster {
         out
     }
 
-    /// A report from `from` arrived: it is alive.
-    pub(super) fn heard_from(&self, from: &str, report: &Report) {
+    /// A report from `from` arrived: it is alive. The view follows at once,
+    /// not at the end of this node's next probe round: a member listed UP
+    /// is then already the one writes for its services are relayed to (a
+    /// write served here on a stale view would be dropped by its owner's
+    /// checksums).
+    pub(super) fn heard_from(&self, app: &App, from: &str, report: &Report) {
         if let Some(p) = self.peer(from) {
             p.heard(report);
+            self.update_view(app);
         }
     }
 
@@ -459,6 +469,7 @@ impl Cluster {
     /// Recomputes the view; on a change, first renews the leases of every
     /// service this node gains, then publishes it.
     pub(super) fn update_view(&self, app: &App) {
+        let _one = self.view_update.lock();
         let next = self.compute_view();
         let old = self.view.load_full();
         if *old == next {
@@ -513,13 +524,15 @@ pub(crate) async fn probe_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: Can
             );
             cluster.set_ready(&app, false);
         }
-        probe_round(&cluster, app.grpc.hub.len() as u64).await;
+        probe_round(&app, &cluster, app.grpc.hub.len() as u64).await;
         cluster.last_round.set(app.clock.now().0);
         cluster.update_view(&app);
     }
 }
 
-async fn probe_round(cluster: &Arc<Cluster>, connections: u64) {
+/// Probes every peer once; the view follows each answer as it comes (see
+/// [`Cluster::heard_from`]), not only the round's slowest.
+async fn probe_round(app: &App, cluster: &Arc<Cluster>, connections: u64) {
     let report = distro::encode(&cluster.envelope(cluster.report(connections)));
     let mut probes = tokio::task::JoinSet::new();
     for peer in cluster.peers().iter() {
@@ -544,5 +557,7 @@ async fn probe_round(cluster: &Arc<Cluster>, connections: u64) {
             }
         });
     }
-    while probes.join_next().await.is_some() {}
+    while probes.join_next().await.is_some() {
+        cluster.update_view(app);
+    }
 }

@@ -29,8 +29,8 @@ use registry_proto::raft::{NodeId, TypeConfig};
 
 use super::raft::{node_id, Consensus};
 use super::Cluster;
-use crate::http::{error::Failure, Done, Exchange, Reply};
-use crate::state::App;
+use crate::reply::{Done, Failure, Reply};
+use crate::state::{App, Exchange};
 
 /// How long an added node may take to catch up before the add gives up
 /// (it stays a learner; `remove` takes it out).
@@ -50,16 +50,14 @@ enum Change {
 /// # Errors
 /// 400 for a bad address or a registry without the Raft group; 503 when no
 /// leader is reachable; the leader's refusal otherwise.
-pub(crate) fn handle(ex: &Exchange<'_>, route: Route) -> Result<Reply, Failure> {
+pub(crate) fn handle(
+    ex: &Exchange<'_>,
+    cluster: &Arc<Cluster>,
+    route: Route,
+) -> Result<Reply, Failure> {
     let change = match route {
         Route::ClusterMemberAdd => Change::Add,
         _ => Change::Remove,
-    };
-    let Some(cluster) = ex.app.cluster.clone() else {
-        return Err(Failure::new(
-            400,
-            "this registry runs as a single node (no --members): it has no members to change",
-        ));
     };
     let Some(consensus) = cluster.consensus().cloned() else {
         return Err(Failure::new(
@@ -90,7 +88,7 @@ pub(crate) fn handle(ex: &Exchange<'_>, route: Route) -> Result<Reply, Failure> 
                 "this node stopped being the Raft leader; try again",
             ));
         }
-        return forward(&cluster, &consensus, position.leader, ex.request);
+        return forward(cluster, &consensus, position.leader, ex.request);
     }
     Ok(Reply::Later(Box::pin(async move {
         match change {

@@ -34,11 +34,16 @@
 //!   and is applied whole once every part arrived (`parts`).
 //!
 //! Replication consumes the same change events the notifier does
-//! ([`Cluster::changed`], called from [`crate::App::publish`]), so every
-//! node also pushes replicated changes to its own subscribers.
+//! ([`Cluster::changed`], the change feed's tap), so every node also pushes
+//! replicated changes to its own subscribers.
+//!
+//! The doors never name this module: the server installs [`hook::Hook`] in
+//! `App::cluster` at start, and HTTP, gRPC and the sweeper call it
+//! (`state::ClusterHook`).
 
 pub mod api;
 pub mod clients;
+pub mod hook;
 mod link;
 pub mod members;
 pub mod membership;
@@ -311,10 +316,11 @@ impl Cluster {
 }
 
 /// Starts the cluster's tasks; each ends when `cancel` fires.
-pub fn start(app: &Arc<App>, cancel: &CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
-    let Some(cluster) = app.cluster.clone() else {
-        return Vec::new();
-    };
+pub fn start(
+    app: &Arc<App>,
+    cluster: Arc<Cluster>,
+    cancel: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let (repair_tx, repair_rx) = mpsc::channel(64);
     cluster.set_repairs(repair_tx);
     let mut tasks = Vec::new();

@@ -25,17 +25,15 @@ use registry_proto::params::Params;
 use super::link::Answer;
 use super::members::Owner;
 use super::Cluster;
-use crate::http::{error::Failure, Done, Reply};
+use crate::reply::{Done, Failure, Reply, Verdict};
 use crate::state::App;
 
-/// What to do with a request before its handler.
-pub(crate) enum Verdict {
-    /// Serve it here.
-    Local,
-    /// Answered (a relay in flight, or a refusal).
-    Answer(Reply),
-}
-
+/// The client writes and beats relayed to the service's responsible node:
+/// 1.x's, and the v2/v3 HTTP doors' (their instances are lease-held like
+/// 1.x's, so they are service-owned Distro data too; Nacos keys its v2/v3
+/// HTTP instances by an ip:port client and does not proxy them, but here a
+/// lease instance written on another node would be overwritten by the
+/// owner's replication).
 fn is_write(route: Route) -> bool {
     matches!(
         route,
@@ -47,6 +45,23 @@ fn is_write(route: Route) -> bool {
             | Route::ServiceCreate
             | Route::ServiceDelete
             | Route::ServiceUpdate
+            | Route::V2InstanceRegister
+            | Route::V2InstanceDeregister
+            | Route::V2InstanceUpdate
+            | Route::V2InstancePatch
+            | Route::V2InstanceBeat
+            | Route::V2ServiceCreate
+            | Route::V2ServiceDelete
+            | Route::V2ServiceUpdate
+            | Route::V3ClientRegister
+            | Route::V3ClientDeregister
+            | Route::V3InstanceRegister
+            | Route::V3InstanceDeregister
+            | Route::V3InstanceUpdate
+            | Route::V3InstancePartial
+            | Route::V3ServiceCreate
+            | Route::V3ServiceDelete
+            | Route::V3ServiceUpdate
     )
 }
 

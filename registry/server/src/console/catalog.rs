@@ -13,7 +13,7 @@ use super::bounded;
 use super::search::{search, Query};
 use crate::clock::Clock;
 use crate::convert::MetadataJson;
-use crate::http::error::Failure;
+use crate::reply::Failure;
 use crate::state::App;
 
 /// Most services on one page.

@@ -17,7 +17,7 @@ use registry_proto::params::Params;
 use serde::Serialize;
 
 use super::catalog::encode;
-use crate::http::error::Failure;
+use crate::reply::Failure;
 use crate::state::App;
 
 /// Most instances one IP search returns; past it the answer says so.

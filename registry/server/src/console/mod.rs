@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 use registry_proto::http1::{reason_phrase, Connection, Method, Request};
 use registry_proto::params::Params;
 
-use crate::http::error::Failure;
+use crate::reply::Failure;
 use crate::state::App;
 use assets::Asset;
 

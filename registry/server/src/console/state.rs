@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::catalog::encode;
-use crate::http::error::Failure;
+use crate::reply::Failure;
 use crate::state::App;
 
 #[derive(Serialize)]

@@ -21,10 +21,10 @@ use registry_proto::grpc::{
     ServiceId,
 };
 
-use super::connection::{connection_id, Connection, OwnedInstance, OwnedSubscription};
 use super::convert::instance_spec;
-use super::Grpc;
 use crate::clock::Clock;
+use crate::hub::Grpc;
+use crate::hub::{connection_id, Connection, OwnedInstance, OwnedSubscription};
 use crate::state::App;
 use crate::write::{Command, Outcome, WriteError};
 
@@ -359,7 +359,9 @@ async fn write_instance(
             InstanceOp::Deregister => held.instances.remove(&owned),
         };
     }
-    crate::cluster::clients::native_changed(app, conn);
+    if let Some(cluster) = &app.cluster {
+        cluster.connection_changed(app, conn);
+    }
     Ok(())
 }
 
@@ -431,7 +433,9 @@ async fn batch(
             }
         }
     }
-    crate::cluster::clients::native_changed(app, conn);
+    if let Some(cluster) = &app.cluster {
+        cluster.connection_changed(app, conn);
+    }
     Ok(())
 }
 

@@ -4,8 +4,8 @@
 //!
 //! It is a second way into the same store, subscriber table and notifier as the 1.x
 //! HTTP API: a gRPC register is visible to 1.x queries and pushes, and the other way
-//! round. What is gRPC's own:
-//! - [`connection`]: the table of set-up connections and what each owns;
+//! round. The table of set-up connections, the bounds, counters and ack queue are
+//! shared state below the doors ([`crate::hub`]). What is gRPC's own:
 //! - [`handler`]: unary requests, Nacos's order of checks and error codes;
 //! - [`query`]: query and subscribe answers, cached per (service, revision, view);
 //! - [`stream`]: a connection's life: setup, acks, idle detection, release on close;
@@ -14,25 +14,22 @@
 //!
 //! Pushes to connections are sent by the notifier (`crate::notifier`), which owns the
 //! ack table of both protocols; the stream task hands it the acks it reads through a
-//! bounded queue ([`Grpc::ack`]).
+//! bounded queue ([`crate::hub::Grpc::ack`]).
 //!
 //! The two services are written by hand over `tonic::server::Grpc` (no code
 //! generation, so the build needs no `protoc`); the messages are prost types declared
 //! in `registry_proto::grpc`.
 
 pub mod admission;
-pub mod connection;
 pub mod convert;
 pub mod handler;
 pub mod query;
 pub mod stream;
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use parking_lot::Mutex;
 use registry_proto::grpc::{Payload, REQUEST_PATH, STREAM_PATH};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -43,139 +40,12 @@ use tonic::codegen::{http, BoxFuture, BoxStream, Service};
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::metrics::{Counter, Gauge};
-use crate::prometheus::Exposition;
+use crate::hub::{Outbound, OUTBOUND_QUEUE};
 use crate::state::App;
-use connection::{Hub, Outbound, OUTBOUND_QUEUE};
 
 /// How long shutdown waits for gRPC connections to close after their streams
 /// ended, before dropping them (see `run_app`).
 pub const DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Acks read from streams, waiting for the notifier.
-const ACK_QUEUE: usize = 65_536;
-
-/// Bounds of the gRPC server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest JSON body answered normally; larger ones get a 503 payload (and
-    /// messages over twice this are refused by the transport).
-    pub max_body_bytes: usize,
-    /// Most set-up connections.
-    pub max_connections: usize,
-    /// Most TCP sockets open at once, set up or not (checked at accept).
-    pub max_sockets: usize,
-    /// Most subscriptions one connection may hold.
-    pub max_subscriptions_per_connection: usize,
-    /// Quiet time after which a connection is sent a detection, ms.
-    pub idle_ms: u64,
-    /// Time a detection may go unanswered before the connection is dropped, ms.
-    pub detect_timeout_ms: u64,
-}
-
-/// gRPC counters.
-#[derive(Default)]
-pub struct Metrics {
-    /// Set-up connections.
-    pub connections: Gauge,
-    /// Requests answered with an `ErrorResponse`.
-    pub refused: Counter,
-    /// Connections dropped for not answering a detection.
-    pub dropped_idle: Counter,
-    /// Acks dropped because the notifier's queue was full.
-    pub acks_dropped: Counter,
-    /// TCP sockets open on the gRPC port (set up or not).
-    pub sockets: Gauge,
-    /// Sockets closed at accept for being over `--grpc-max-sockets`.
-    pub sockets_refused: Counter,
-}
-
-impl Metrics {
-    /// Appends the gRPC door's families.
-    pub fn render(&self, e: &mut Exposition<'_>) {
-        e.gauge(
-            "registry_grpc_connections",
-            "gRPC (Nacos 2.x) connections set up.",
-            self.connections.get(),
-        );
-        e.counter(
-            "registry_grpc_refused_total",
-            "gRPC requests answered with an ErrorResponse.",
-            self.refused.get(),
-        );
-        e.counter(
-            "registry_grpc_dropped_idle_total",
-            "Connections dropped for not answering a detection.",
-            self.dropped_idle.get(),
-        );
-        e.counter(
-            "registry_grpc_acks_dropped_total",
-            "Push acks dropped on a full queue.",
-            self.acks_dropped.get(),
-        );
-        e.gauge(
-            "registry_grpc_sockets",
-            "TCP sockets open on the gRPC port, set up or not.",
-            self.sockets.get(),
-        );
-        e.counter(
-            "registry_grpc_sockets_refused_total",
-            "Sockets closed at accept for being over --grpc-max-sockets.",
-            self.sockets_refused.get(),
-        );
-    }
-}
-
-/// The gRPC server's shared state (one per [`App`]).
-pub struct Grpc {
-    /// Set-up connections.
-    pub hub: Hub,
-    /// Bounds.
-    pub limits: Limits,
-    /// Counters.
-    pub metrics: Metrics,
-    acks: mpsc::Sender<(u64, u64)>,
-    ack_receiver: Mutex<Option<mpsc::Receiver<(u64, u64)>>>,
-    stopping: AtomicBool,
-    /// Sockets open now: incremented only by the accept loop, decremented when a
-    /// connection is dropped (see [`admission`]).
-    sockets: AtomicUsize,
-}
-
-impl Grpc {
-    /// State for a server with `limits`.
-    pub fn new(limits: Limits) -> Grpc {
-        let (acks, receiver) = mpsc::channel(ACK_QUEUE);
-        Grpc {
-            hub: Hub::new(limits.max_connections),
-            limits,
-            metrics: Metrics::default(),
-            acks,
-            ack_receiver: Mutex::new(Some(receiver)),
-            stopping: AtomicBool::new(false),
-            sockets: AtomicUsize::new(0),
-        }
-    }
-
-    /// Hands the ack of push `seq` on connection `number` to the notifier. Never
-    /// blocks: a full queue drops the ack (the push is then resent once).
-    pub fn ack(&self, number: u64, seq: u64) {
-        if self.acks.try_send((number, seq)).is_err() {
-            self.metrics.acks_dropped.inc();
-        }
-    }
-
-    /// The ack receiver; the notifier takes it once.
-    pub(crate) fn take_acks(&self) -> Option<mpsc::Receiver<(u64, u64)>> {
-        self.ack_receiver.lock().take()
-    }
-
-    /// True once shutdown began: requests are refused, closing connections keep
-    /// their instances (the process is going away).
-    pub fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
-    }
-}
 
 /// Serves gRPC on `listener` until `cancel` fires; then refuses new requests, ends
 /// every stream and lets tonic close the connections.
@@ -186,7 +56,7 @@ pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener, cancel: Can
         let (app, streams, cancel) = (app.clone(), streams.clone(), cancel.clone());
         async move {
             cancel.cancelled().await;
-            app.grpc.stopping.store(true, Ordering::Relaxed);
+            app.grpc.stop();
             streams.cancel();
         }
     };

@@ -2,7 +2,7 @@
 //! connection.
 //!
 //! 1. The first message must be `ConnectionSetupRequest` (within the setup timeout);
-//!    it registers the connection in the [`Hub`](super::connection::Hub). There is no
+//!    it registers the connection in the [`Hub`](crate::hub::Hub). There is no
 //!    answer to it (the server check said `supportAbilityNegotiation: false`).
 //! 2. Then the stream carries the client's answers to the server's requests: push acks
 //!    (`NotifySubscriberResponse`, handed to the notifier, which owns the ack table) and
@@ -22,9 +22,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tonic::Streaming;
 
-use super::connection::{connection_id, Connection, Outbound, Refused};
 use super::handler::{deregister_owned, unsubscribe_owned};
 use crate::clock::Clock;
+use crate::hub::{connection_id, Connection, Outbound, Refused};
 use crate::state::App;
 
 /// How long a new stream may take to send its setup.
@@ -197,5 +197,7 @@ fn release(app: &App, conn: &Connection) {
     for i in &instances {
         deregister_owned(app, conn, i);
     }
-    crate::cluster::clients::native_closed(app, conn);
+    if let Some(cluster) = &app.cluster {
+        cluster.connection_closed(app, conn);
+    }
 }

@@ -28,7 +28,6 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,95 +40,21 @@ use tokio_util::task::TaskTracker;
 
 use super::error::{Failure, TOO_MANY_CONNECTIONS};
 use super::{answer, Later, Scratch};
-use crate::prometheus::Exposition;
+use crate::buffers::{BufferBudget, READ_CHUNK};
 use crate::state::App;
 
 /// Write buffer size after which a pipelined batch is flushed before the
 /// rest is answered, bounding per-connection memory.
 const FLUSH_AT: usize = 256 * 1024;
-/// Initial read buffer size, and the step it grows by.
-pub const READ_CHUNK: usize = 16 * 1024;
 /// Longest a connection closed with an error response drains its input.
 const LINGER: Duration = Duration::from_millis(500);
-/// A buffer larger than this is shrunk back to [`READ_CHUNK`] once empty.
+/// A buffer larger than this is shrunk back to [`READ_CHUNK`] once empty (the
+/// write buffer once its connection has nothing more to read).
 const SHRINK_ABOVE: usize = 4 * READ_CHUNK;
 /// The most a pipelining connection's buffer grows to for its batches (see
 /// `ReadBuffer::make_room`); no larger than [`SHRINK_ABOVE`], so it is kept
 /// while the connection pipelines rather than shrunk after every batch.
 const PIPELINE_MAX: usize = SHRINK_ABOVE;
-
-/// Bytes of connection read buffers the server may hold at once.
-#[derive(Debug)]
-pub struct BufferBudget {
-    used: AtomicUsize,
-    limit: usize,
-    peak: AtomicUsize,
-}
-
-impl BufferBudget {
-    /// A budget of `limit` bytes.
-    pub fn new(limit: usize) -> BufferBudget {
-        BufferBudget {
-            used: AtomicUsize::new(0),
-            limit,
-            peak: AtomicUsize::new(0),
-        }
-    }
-
-    /// Takes `n` bytes if they fit.
-    fn try_charge(&self, n: usize) -> bool {
-        let charged = self
-            .used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(n).filter(|total| *total <= self.limit)
-            });
-        match charged {
-            Ok(before) => {
-                self.peak.fetch_max(before + n, Ordering::Relaxed);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    fn release(&self, n: usize) {
-        self.used.fetch_sub(n, Ordering::AcqRel);
-    }
-
-    /// Bytes held now.
-    pub fn used(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
-    }
-
-    /// Most bytes ever held at once.
-    pub fn peak(&self) -> usize {
-        self.peak.load(Ordering::Relaxed)
-    }
-
-    /// The limit.
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-
-    /// Appends the read-buffer budget's families.
-    pub fn render(&self, e: &mut Exposition<'_>) {
-        e.gauge(
-            "registry_http_buffer_bytes",
-            "Bytes of connection read buffers held.",
-            self.used(),
-        );
-        e.gauge(
-            "registry_http_buffer_bytes_peak",
-            "Most bytes of read buffers held at once.",
-            self.peak(),
-        );
-        e.gauge(
-            "registry_http_buffer_bytes_limit",
-            "The read-buffer budget (--max-buffered-bytes).",
-            self.limit,
-        );
-    }
-}
 
 /// A connection's read buffer, whose capacity is charged to the budget.
 struct ReadBuffer<'a> {
@@ -164,7 +89,7 @@ impl<'a> ReadBuffer<'a> {
         if filled && cap < PIPELINE_MAX && self.budget.try_charge(cap) {
             self.bytes.reserve_exact(2 * cap - len);
             let extra = self.bytes.capacity().saturating_sub(2 * cap);
-            self.budget.used.fetch_add(extra, Ordering::AcqRel);
+            self.budget.charge_over(extra);
             return true;
         }
         if cap - len >= READ_CHUNK / 4 {
@@ -178,7 +103,7 @@ impl<'a> ReadBuffer<'a> {
         // A Vec reports the capacity asked for; should it ever report more,
         // charge that too, so that the release on drop matches.
         let extra = self.bytes.capacity().saturating_sub(want);
-        self.budget.used.fetch_add(extra, Ordering::AcqRel);
+        self.budget.charge_over(extra);
         true
     }
 
@@ -355,9 +280,6 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             return;
         }
         wbuf.clear();
-        if wbuf.capacity() > SHRINK_ABOVE {
-            wbuf.shrink_to(READ_CHUNK);
-        }
         if !answered.open || shutting_down {
             let _ = stream.shutdown().await;
             return;
@@ -383,6 +305,32 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             )
             .await;
             return;
+        }
+        // The next batch, if the peer already sent it (a pipelining peer's
+        // usually is there: it sent it while this one was answered). Only
+        // after progress: a request still incomplete waits in `read_more`,
+        // where its deadline is.
+        if answered.consumed > 0 {
+            match stream.try_read_buf(&mut rbuf.bytes) {
+                Ok(0) => return,
+                Ok(_) => {
+                    filled = rbuf.bytes.len() == rbuf.bytes.capacity();
+                    // A read that never waits would never yield the worker
+                    // to other connections: count it as tokio's reads do.
+                    tokio::task::coop::consume_budget().await;
+                    continue;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+        // The connection goes quiet: only now does a large write buffer go
+        // back. Shrunk after every batch, a 16-deep pipeline of 10-instance
+        // lists (~70 KiB of answers) regrew it 16 -> 128 KiB, three copies
+        // and a large allocation, for every batch.
+        let wbuf = &mut batch.wbuf;
+        if wbuf.capacity() > SHRINK_ABOVE {
+            wbuf.shrink_to(READ_CHUNK);
         }
         let wait = Wait {
             deadlines: &deadlines,

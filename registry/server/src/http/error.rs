@@ -7,11 +7,9 @@
 //! (`registry-proto`). Core errors need the operation and names to say what
 //! Nacos says, so each operation has its own mapping ([`registry`]).
 
-use std::borrow::Cow;
-
 use registry_core::namespace::NamespaceError;
 use registry_core::RegistryError;
-use registry_proto::http1::{ContentType, HttpError};
+use registry_proto::http1::HttpError;
 use registry_proto::naming::route::RouteError;
 use registry_proto::openapi::envelope::{ApiError, ErrorCode};
 use registry_proto::openapi::namespace::{self, Refusal};
@@ -25,62 +23,7 @@ use crate::write::WriteError;
 /// Body of the 503 a connection past `--max-connections` gets.
 pub const TOO_MANY_CONNECTIONS: &str = "too many connections, please try again later";
 
-/// A request that failed: the status and the reason, plain text for v1
-/// and the cluster, a `Result` envelope for the v2 and v3 APIs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// HTTP status.
-    pub status: u16,
-    /// The body: plain text, or the envelope's JSON.
-    pub text: Cow<'static, str>,
-    /// The body's type.
-    pub content: ContentType,
-}
-
-impl Failure {
-    /// A failure with a fixed text.
-    pub fn new(status: u16, text: impl Into<Cow<'static, str>>) -> Failure {
-        Failure {
-            status,
-            text: text.into(),
-            content: ContentType::Text,
-        }
-    }
-
-    /// A v2/v3 failure: its status, and the envelope as the body.
-    pub fn envelope(e: &ApiError) -> Failure {
-        let mut body = Vec::with_capacity(96 + e.detail.len());
-        e.encode(&mut body);
-        Failure {
-            status: e.status,
-            // The envelope is written from UTF-8 texts.
-            text: String::from_utf8_lossy(&body).into_owned().into(),
-            content: ContentType::Json,
-        }
-    }
-
-    /// This failure in the v2/v3 envelope: failures made before a v2/v3
-    /// handler ran (auth, overload, routing, framing) keep their status
-    /// and say what they said as the detail.
-    pub fn into_envelope(self) -> Failure {
-        if self.content == ContentType::Json {
-            return self;
-        }
-        let code = match self.status {
-            403 => ErrorCode::AccessDenied,
-            404 => ErrorCode::ResourceNotFound,
-            400 => ErrorCode::ParameterValidate,
-            _ => ErrorCode::ServerError,
-        };
-        Failure::envelope(&ApiError::new(self.status, code, self.text))
-    }
-}
-
-impl From<ApiError> for Failure {
-    fn from(e: ApiError) -> Failure {
-        Failure::envelope(&e)
-    }
-}
+pub use crate::reply::Failure;
 
 /// A namespace change refused, in the v2/v3 envelope (Nacos's codes:
 /// 22000 illegal, 22001 missing (404), 22002 exists; 23000 for what Nacos

@@ -43,12 +43,8 @@ mod service;
 mod v1;
 mod writes;
 
-use registry_core::Millis;
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use tokio::time::Instant;
 
 use registry_proto::auth::{LoginRequest, LoginResponse};
@@ -59,12 +55,13 @@ use registry_proto::naming::route::{Route, RouteError};
 use registry_proto::openapi::route::route;
 use registry_proto::params::Params;
 
-pub use conn::{serve, BufferBudget, READ_CHUNK};
-use error::Failure;
+pub use conn::serve;
 pub(crate) use instance::PUSH_CACHE_MILLIS;
 
-use crate::list_cache::CachedList;
+use crate::reply::Verdict;
+pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};
 use crate::state::App;
+pub(crate) use crate::state::Exchange;
 use crate::write::{Pending, WriteError};
 
 /// Per-connection buffers reused across requests, so the hot paths do not
@@ -77,35 +74,6 @@ pub(crate) struct Scratch {
     key: String,
     /// A response body being assembled.
     pub(crate) body: Vec<u8>,
-}
-
-/// A successful answer.
-pub(crate) enum Reply {
-    /// A fixed text body.
-    Text(&'static str),
-    /// A JSON body written into the scratch body.
-    Json,
-    /// A cached JSON body.
-    Cached(Arc<CachedList>),
-    /// A Prometheus text body written into the scratch body.
-    Prometheus,
-    /// Finished later: a persistent write waiting for its commit, a login.
-    Later(Deferred),
-}
-
-/// The rest of a request that finishes later. Owns everything it needs.
-pub(crate) type Deferred = Pin<Box<dyn Future<Output = Result<Done, Failure>> + Send>>;
-
-/// A deferred request's successful answer.
-pub(crate) enum Done {
-    /// A fixed text body.
-    Text(&'static str),
-    /// A JSON body.
-    Json(Vec<u8>),
-    /// The answer of the peer a request was relayed to, as it came.
-    Relayed(u16, ContentType, Vec<u8>),
-    /// A JSON body and one more response header line (`Name: value`).
-    JsonWithHeader(Vec<u8>, String),
 }
 
 /// What [`answer`] did with a request.
@@ -221,17 +189,6 @@ fn add_header(out: &mut Vec<u8>, start: usize, line: &str) {
     }
 }
 
-/// What a handler sees.
-pub(crate) struct Exchange<'a> {
-    pub app: &'a App,
-    pub peer: SocketAddr,
-    pub request: &'a Request<'a>,
-    pub params: Params<'a>,
-    /// The core's time for this request, from the same clock read that
-    /// starts its latency measurement: one read per request, not two.
-    pub now: Millis,
-}
-
 /// Answers one request into `out`, or hands back a [`Later`] for the
 /// caller to finish in order.
 ///
@@ -303,7 +260,28 @@ pub(crate) fn answer<'a>(
             }
         }
     };
-    let status = match result {
+    let status = write_now(out, result, scratch, &routed, head_only, connection);
+    *clock = Instant::now();
+    app.metrics.request(
+        routed.ok(),
+        status,
+        clock.saturating_duration_since(started),
+    );
+    Answered::Now(keep_alive)
+}
+
+/// Writes an answer made now into `out`; its status. (Inlined: it is the
+/// tail of every beat's answer, split out only to keep `answer` readable.)
+#[inline]
+fn write_now(
+    out: &mut Vec<u8>,
+    result: Result<Reply, Failure>,
+    scratch: &Scratch,
+    routed: &Result<Route, RouteError<'_>>,
+    head_only: bool,
+    connection: Connection,
+) -> u16 {
+    match result {
         Ok(reply) => {
             let (ct, body): (ContentType, &[u8]) = match &reply {
                 Reply::Text(t) => (ContentType::Text, t.as_bytes()),
@@ -330,14 +308,32 @@ pub(crate) fn answer<'a>(
             }
             status
         }
-    };
-    *clock = Instant::now();
-    app.metrics.request(
-        routed.ok(),
-        status,
-        clock.saturating_duration_since(started),
-    );
-    Answered::Now(keep_alive)
+    }
+}
+
+/// Whether `route` needs a valid access token under `--auth-users`.
+/// Nothing but a valid token opens the API: never a header, never a
+/// source address (see `crate::auth`). Peers prove membership with the
+/// cluster secret instead (see the cluster's endpoints); readiness is for
+/// orchestrators.
+fn needs_token(route: Route) -> bool {
+    !matches!(
+        route,
+        Route::AuthLogin
+            | Route::V3Login
+            | Route::Liveness
+            | Route::PrometheusMetrics
+            | Route::Readiness
+            | Route::ClusterReport
+            | Route::DistroReplicate
+            | Route::DistroFetch
+            | Route::DistroChecksum
+            | Route::DistroSnapshot
+            | Route::DistroClients
+            | Route::DistroClientVerify
+            | Route::DistroSubscribers
+            | Route::RaftRpc
+    )
 }
 
 fn dispatch(
@@ -350,27 +346,7 @@ fn dispatch(
 ) -> Result<Reply, Failure> {
     let params = Params::from_request(request)?;
     if let Some(auth) = &app.auth {
-        // Nothing but a valid token opens the API: never a header, never a
-        // source address (see `crate::auth`).
-        // Peers prove membership with the cluster secret instead (see
-        // `crate::cluster::api`); readiness is for orchestrators.
-        if !matches!(
-            route,
-            Route::AuthLogin
-                | Route::V3Login
-                | Route::Liveness
-                | Route::PrometheusMetrics
-                | Route::Readiness
-                | Route::ClusterReport
-                | Route::DistroReplicate
-                | Route::DistroFetch
-                | Route::DistroChecksum
-                | Route::DistroSnapshot
-                | Route::DistroClients
-                | Route::DistroClientVerify
-                | Route::DistroSubscribers
-                | Route::RaftRpc
-        ) {
+        if needs_token(route) {
             auth.check(params.get("accessToken"))
                 .map_err(Failure::denied)?;
         }
@@ -383,10 +359,11 @@ fn dispatch(
         now: app.clock.at(started),
     };
     scratch.body.clear();
+    // A cluster answers its own routes, relays what another node owns and
+    // refuses while it loads (see `state::ClusterHook`).
     if let Some(cluster) = &app.cluster {
-        match crate::cluster::relay::intercept(app, cluster, route, request, peer, &ex.params)? {
-            crate::cluster::relay::Verdict::Local => {}
-            crate::cluster::relay::Verdict::Answer(reply) => return Ok(reply),
+        if let Verdict::Answer(reply) = cluster.intercept(&ex, route, &mut scratch.body)? {
+            return Ok(reply);
         }
     }
     match route {
@@ -416,10 +393,9 @@ fn dispatch(
         | Route::DistroClientVerify
         | Route::DistroSubscribers
         | Route::RaftRpc
-        | Route::Readiness => crate::cluster::api::handle(&ex, route, scratch),
-        Route::ClusterMemberAdd | Route::ClusterMemberRemove => {
-            crate::cluster::membership::handle(&ex, route)
-        }
+        | Route::Readiness
+        | Route::ClusterMemberAdd
+        | Route::ClusterMemberRemove => v1::single_node(&ex, route, scratch),
         r @ (Route::MetadataBatchUpdate
         | Route::MetadataBatchDelete
         | Route::HealthUpdate

@@ -52,7 +52,7 @@ fn write_json(scratch: &mut Scratch, v: &serde_json::Value) -> Result<Reply, Fai
 /// This node's address as members name it.
 fn me(ex: &Exchange<'_>) -> String {
     match &ex.app.cluster {
-        Some(c) => c.config.me.clone(),
+        Some(c) => c.me().to_owned(),
         None => ex.app.config.listen.to_string(),
     }
 }
@@ -62,11 +62,7 @@ fn me(ex: &Exchange<'_>) -> String {
 fn servers(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let healthy_only = ex.params.bool_or("healthy", false);
     let members: Vec<(String, &'static str)> = match &ex.app.cluster {
-        Some(c) => c
-            .member_states()
-            .into_iter()
-            .map(|(addr, state, _, _)| (addr, state.name()))
-            .collect(),
+        Some(c) => c.members(),
         None => vec![(me(ex), "UP")],
     };
     let servers: Vec<serde_json::Value> = members
@@ -92,24 +88,63 @@ fn servers(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
 /// leader (as a standalone Nacos is), a Raft node that knows no leader
 /// answers `null`.
 fn raft_leader(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
-    let consensus = ex.app.cluster.as_ref().and_then(|c| c.consensus());
-    let peer = match consensus {
+    let raft = ex.app.cluster.as_ref().and_then(|c| c.raft_leader());
+    let peer = match raft {
         None => Some(json!({
             "ip": me(ex), "voteFor": me(ex), "term": 0,
             "leaderDueMs": 0, "heartbeatDueMs": 0, "state": "LEADER",
         })),
-        Some(raft) => {
-            let p = raft.position();
-            p.leader.and_then(|id| raft.address(id)).map(|addr| {
-                json!({
-                    "ip": addr, "voteFor": addr, "term": p.term,
-                    "leaderDueMs": 0, "heartbeatDueMs": 0, "state": "LEADER",
-                })
+        Some(leader) => leader.map(|(addr, term)| {
+            json!({
+                "ip": addr, "voteFor": addr, "term": term,
+                "leaderDueMs": 0, "heartbeatDueMs": 0, "state": "LEADER",
             })
-        }
+        }),
     };
     let leader = peer.map(|p| serde_json::Value::String(p.to_string()));
     write_json(scratch, &json!({ "leader": leader }))
+}
+
+/// The cluster's routes on a registry without `--members` (with them the
+/// cluster answers them before any handler, see `state::ClusterHook`): it
+/// is its own only member and always ready; peer endpoints do not exist
+/// for it.
+pub(super) fn single_node(
+    ex: &Exchange<'_>,
+    route: Route,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
+    use registry_proto::distro::{self, MemberView};
+    match route {
+        Route::ClusterNodes => {
+            let me = ex.app.config.listen.to_string();
+            distro::encode_members(
+                &mut scratch.body,
+                &[MemberView {
+                    address: &me,
+                    state: "UP",
+                    last_refresh_ms: crate::clock::Clock::wall_ms(),
+                    fail_count: 0,
+                    raft: None,
+                    clients: Some(registry_proto::distro::ClientCounts {
+                        connections: ex.app.grpc.hub.len() as u64,
+                        native_clients: 0,
+                        synced_clients: 0,
+                    }),
+                }],
+            );
+            Ok(Reply::Json)
+        }
+        Route::Readiness => Ok(Reply::Text("OK")),
+        Route::ClusterMemberAdd | Route::ClusterMemberRemove => Err(Failure::new(
+            400,
+            "this registry runs as a single node (no --members): it has no members to change",
+        )),
+        _ => Err(Failure::new(
+            403,
+            "this registry runs as a single node (no --members): peer requests are refused",
+        )),
+    }
 }
 
 /// Most subscribers on one page.
@@ -119,7 +154,7 @@ const MAX_SUBSCRIBERS_PAGE: usize = 1_000;
 /// console's list): a page of the service's push subscribers, with
 /// `aggregation` (default true, as Nacos) every member's, each row naming
 /// its `node`; members that did not answer in time are listed in
-/// `unreachable` (`crate::cluster::subscribers`).
+/// `unreachable` (`crate::subscriber_list`).
 fn subscribers(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let wire =
         registry_proto::naming::service::ServiceKey::parse(&ex.params, &ex.app.parse_limits)?;
@@ -128,12 +163,8 @@ fn subscribers(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let page_size = crate::console::bounded(&ex.params, "pageSize", 100, MAX_SUBSCRIBERS_PAGE)?;
     let everywhere = ex.params.bool_or("aggregation", true);
     let offset = (page_no - 1).saturating_mul(page_size);
-    let gathering = crate::cluster::subscribers::gather(
-        ex.app,
-        &key,
-        offset.saturating_add(page_size),
-        everywhere,
-    );
+    let gathering =
+        crate::subscriber_list::gather(ex.app, &key, offset.saturating_add(page_size), everywhere);
     Ok(Reply::Later(Box::pin(async move {
         let g = gathering.await;
         let page: Vec<_> = g.rows.iter().skip(offset).take(page_size).collect();

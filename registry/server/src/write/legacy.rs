@@ -84,6 +84,9 @@ fn logged(command: &Command<'_>) -> Option<Write> {
     }
 }
 
+/// A format-1 entry (a 1.x query string) as the typed write it stands for.
+/// One arm per 1.x write operation, each parsing its parameters as the 1.x
+/// handler did: a table as long as the operation enum, not logic to split.
 fn write(
     op: WriteOp,
     params: &str,

@@ -38,6 +38,9 @@ fn pairs(m: &Metadata) -> Pairs {
 
 /// The log's form of a persistent write; `None` for the memory-only
 /// commands (replicas, a connection's ephemeral set), which never travel.
+///
+/// One arm per command, each a field-by-field copy into the log's type:
+/// a table as long as the command enum, not logic to split.
 pub fn to_log(command: &Command<'_>) -> Option<raft::Command> {
     let write = match *command {
         Command::Register {
@@ -150,6 +153,9 @@ fn svc(s: &Service) -> ServiceRef<'_> {
 ///
 /// # Errors
 /// The store's refusal, the same on every node.
+///
+/// One arm per logged write, each building its borrowed `Command` from the
+/// log's owned form: a table as long as the write enum, not logic to split.
 pub fn apply_logged(writer: &Writer, write: &Write, now: Millis) -> Result<Applied, WriteError> {
     let apply = |c: Command<'_>| writer.apply_committed(c, now);
     match write {

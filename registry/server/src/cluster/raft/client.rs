@@ -14,9 +14,8 @@ use registry_proto::naming::route::Route;
 use registry_proto::params::{parse_bool, Params};
 
 use super::Consensus;
-use crate::cluster::relay::Verdict;
 use crate::cluster::{relay, Cluster};
-use crate::http::{error::Failure, Reply};
+use crate::reply::{Failure, Reply, Verdict};
 use crate::state::App;
 
 /// Whether a request writes persistent data (a Raft command).

@@ -80,6 +80,10 @@ pub const FILE_FORMAT: u16 = 3;
 /// a value that does not decode, is refused with what to do: this node's
 /// copy can always be rebuilt from the leader.
 ///
+/// Longer than 80 lines: one sequence (read the format, refuse a newer
+/// one, rewrite each entry and record the new format in one durable
+/// transaction) whose steps share the database and the transaction.
+///
 /// # Errors
 /// When the log cannot be read or written, or is of an unknown format.
 pub fn migrate(db: &Database, path: &std::path::Path) -> anyhow::Result<()> {

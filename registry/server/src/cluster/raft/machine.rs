@@ -127,6 +127,10 @@ impl Image {
     /// Makes the persistent part of the app's store equal to this image:
     /// removes what it lacks, creates or updates what it has. Ephemeral
     /// instances are left alone. Returns the records refused by the store.
+    ///
+    /// Longer than 80 lines: both phases (drop what the image lacks, then
+    /// write what it has) use the lookup sets built first, in one pass the
+    /// Raft state machine runs while it holds the snapshot.
     pub fn install(&self, app: &App) -> usize {
         let store = &app.store;
         let now = app.clock.now();

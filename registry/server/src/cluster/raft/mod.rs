@@ -216,6 +216,11 @@ pub fn member_ids(members: &[String]) -> Vec<(NodeId, String)> {
 /// log, and initialises the group on first start. Returns the tasks it
 /// spawned (proposer, leader watch).
 ///
+/// Longer than 80 lines: one ordered sequence (database, engine settings,
+/// state machine with the stored snapshot, log, network, the first start's
+/// initialisation, the proposer and its tasks), each step using the ones
+/// before it.
+///
 /// # Errors
 /// When the storage cannot be read or the engine refuses its settings.
 pub async fn start(

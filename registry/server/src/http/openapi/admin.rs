@@ -18,10 +18,10 @@ use registry_proto::openapi::envelope::{self, ApiError, ErrorCode};
 use serde_json::{json, Value};
 
 use super::api;
-use crate::grpc::connection::Connection;
 use crate::http::error::Failure;
 use crate::http::writes::{apply, Door};
 use crate::http::{Exchange, Reply, Scratch};
+use crate::hub::Connection;
 use crate::write::Command;
 
 /// Answers an admin route of this module.
@@ -174,12 +174,9 @@ fn client_distro(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fail
     let (ip, port) = admin::distro_form(&ex.params).map_err(api)?;
     let tag = format!("{ip}:{port}");
     let me = ex.app.config.listen.to_string();
-    let server = match ex.app.cluster.as_deref() {
+    let server = match &ex.app.cluster {
         None => me,
-        Some(c) => match c.owner(&tag) {
-            crate::cluster::members::Owner::Peer(addr) => addr.to_string(),
-            _ => c.config.me.clone(),
-        },
+        Some(c) => c.responsible_for(&tag),
     };
     data(scratch, &json!({ "responsibleServer": server }))
 }
@@ -413,7 +410,7 @@ fn subscriber_clients(
 /// (`namespaceId, groupName, serviceName, ip, port, agent, appName,
 /// address`), 1.x UDP and 2.x alike; with `aggregation` (default true)
 /// every member's, gathered as `SubscribeManager` does
-/// (`crate::cluster::subscribers`). A 2.x subscriber is its client's IP
+/// (`crate::subscriber_list`). A 2.x subscriber is its client's IP
 /// with port 0, as Nacos records it.
 fn service_subscribers(ex: &Exchange<'_>, _scratch: &mut Scratch) -> Result<Reply, Failure> {
     let key = registry_proto::naming::service::ServiceKey::parse(&ex.params, &ex.app.parse_limits)
@@ -426,7 +423,7 @@ fn service_subscribers(ex: &Exchange<'_>, _scratch: &mut Scratch) -> Result<Repl
     );
     let service = ServiceKey::new(key.namespace_id, &key.service.grouped());
     let offset = (page.page_no - 1).saturating_mul(page.page_size);
-    let gathering = crate::cluster::subscribers::gather(
+    let gathering = crate::subscriber_list::gather(
         ex.app,
         &service,
         offset.saturating_add(page.page_size),

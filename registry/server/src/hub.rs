@@ -1,4 +1,10 @@
-//! The table of gRPC connections and what each one owns.
+//! The 2.x (gRPC) connections as every part of the server shares them: the
+//! table of connections and what each one owns, the gRPC bounds and
+//! counters, and the queue of push acks to the notifier ([`Grpc`]).
+//!
+//! Shared state, below the doors: the gRPC door (`grpc`) fills it, the
+//! notifier pushes through it, the cluster and the console count and read
+//! it. It knows no door.
 //!
 //! A Nacos 2.x client opens one HTTP/2 connection; its unary requests and its stream
 //! arrive over it, so the peer address identifies the connection (Nacos does the same:
@@ -7,7 +13,7 @@
 //!
 //! Each [`Connection`] owns the ephemeral instances registered through it and its
 //! subscriptions; when it goes, the stream task removes both through the write path
-//! (see [`super::stream`]). The outbound queue carries the server's own requests
+//! (see `grpc::stream`). The outbound queue carries the server's own requests
 //! (pushes, detections) to the stream; it is bounded, and a connection whose queue is
 //! full misses the push (counted; the retry sends it again).
 //!
@@ -17,13 +23,16 @@
 
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use registry_core::ServiceKey;
 use registry_proto::grpc::Payload;
 use tokio::sync::mpsc;
+
+use crate::metrics::{Counter, Gauge};
+use crate::prometheus::Exposition;
 
 /// Server requests waiting to be written on one stream. The queue's memory is
 /// its blocks of 32 slots (tokio allocates the first with the channel, the rest
@@ -230,5 +239,150 @@ impl Hub {
     /// The connection with a number, if it is still open.
     pub fn by_number(&self, number: u64) -> Option<Arc<Connection>> {
         self.by_number.pin().get(&number).cloned()
+    }
+}
+
+/// Acks read from streams, waiting for the notifier.
+const ACK_QUEUE: usize = 65_536;
+
+/// Bounds of the gRPC server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest JSON body answered normally; larger ones get a 503 payload (and
+    /// messages over twice this are refused by the transport).
+    pub max_body_bytes: usize,
+    /// Most set-up connections.
+    pub max_connections: usize,
+    /// Most TCP sockets open at once, set up or not (checked at accept).
+    pub max_sockets: usize,
+    /// Most subscriptions one connection may hold.
+    pub max_subscriptions_per_connection: usize,
+    /// Quiet time after which a connection is sent a detection, ms.
+    pub idle_ms: u64,
+    /// Time a detection may go unanswered before the connection is dropped, ms.
+    pub detect_timeout_ms: u64,
+}
+
+impl Limits {
+    /// The bounds `config` sets.
+    pub fn from_config(config: &crate::config::Config) -> Limits {
+        Limits {
+            max_body_bytes: config.grpc_max_body_bytes,
+            max_connections: config.grpc_max_connections,
+            max_sockets: config.grpc_max_sockets,
+            max_subscriptions_per_connection: config.grpc_max_subscriptions_per_connection,
+            idle_ms: config.grpc_idle_ms,
+            detect_timeout_ms: config.grpc_detect_timeout_ms,
+        }
+    }
+}
+
+/// gRPC counters.
+#[derive(Default)]
+pub struct Metrics {
+    /// Set-up connections.
+    pub connections: Gauge,
+    /// Requests answered with an `ErrorResponse`.
+    pub refused: Counter,
+    /// Connections dropped for not answering a detection.
+    pub dropped_idle: Counter,
+    /// Acks dropped because the notifier's queue was full.
+    pub acks_dropped: Counter,
+    /// TCP sockets open on the gRPC port (set up or not).
+    pub sockets: Gauge,
+    /// Sockets closed at accept for being over `--grpc-max-sockets`.
+    pub sockets_refused: Counter,
+}
+
+impl Metrics {
+    /// Appends the gRPC door's families.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        e.gauge(
+            "registry_grpc_connections",
+            "gRPC (Nacos 2.x) connections set up.",
+            self.connections.get(),
+        );
+        e.counter(
+            "registry_grpc_refused_total",
+            "gRPC requests answered with an ErrorResponse.",
+            self.refused.get(),
+        );
+        e.counter(
+            "registry_grpc_dropped_idle_total",
+            "Connections dropped for not answering a detection.",
+            self.dropped_idle.get(),
+        );
+        e.counter(
+            "registry_grpc_acks_dropped_total",
+            "Push acks dropped on a full queue.",
+            self.acks_dropped.get(),
+        );
+        e.gauge(
+            "registry_grpc_sockets",
+            "TCP sockets open on the gRPC port, set up or not.",
+            self.sockets.get(),
+        );
+        e.counter(
+            "registry_grpc_sockets_refused_total",
+            "Sockets closed at accept for being over --grpc-max-sockets.",
+            self.sockets_refused.get(),
+        );
+    }
+}
+
+/// The 2.x connections' shared state (one per server): the table, the
+/// bounds, the counters and the ack queue to the notifier.
+pub struct Grpc {
+    /// Set-up connections.
+    pub hub: Hub,
+    /// Bounds.
+    pub limits: Limits,
+    /// Counters.
+    pub metrics: Metrics,
+    acks: mpsc::Sender<(u64, u64)>,
+    ack_receiver: Mutex<Option<mpsc::Receiver<(u64, u64)>>>,
+    stopping: AtomicBool,
+    /// Sockets open now: incremented only by the accept loop, decremented when a
+    /// connection is dropped (see `grpc::admission`).
+    pub(crate) sockets: AtomicUsize,
+}
+
+impl Grpc {
+    /// State for a server with `limits`.
+    pub fn new(limits: Limits) -> Grpc {
+        let (acks, receiver) = mpsc::channel(ACK_QUEUE);
+        Grpc {
+            hub: Hub::new(limits.max_connections),
+            limits,
+            metrics: Metrics::default(),
+            acks,
+            ack_receiver: Mutex::new(Some(receiver)),
+            stopping: AtomicBool::new(false),
+            sockets: AtomicUsize::new(0),
+        }
+    }
+
+    /// Hands the ack of push `seq` on connection `number` to the notifier. Never
+    /// blocks: a full queue drops the ack (the push is then resent once).
+    pub fn ack(&self, number: u64, seq: u64) {
+        if self.acks.try_send((number, seq)).is_err() {
+            self.metrics.acks_dropped.inc();
+        }
+    }
+
+    /// The ack receiver; the notifier takes it once.
+    pub(crate) fn take_acks(&self) -> Option<mpsc::Receiver<(u64, u64)>> {
+        self.ack_receiver.lock().take()
+    }
+
+    /// Marks the start of shutdown (see [`Grpc::stopping`]).
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    /// True once shutdown began: requests are refused, closing connections keep
+    /// their instances (the process is going away).
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 }

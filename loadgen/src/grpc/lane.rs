@@ -1,0 +1,297 @@
+//! One simulated 2.x client as a worker's lane: the worker queues its requests on a
+//! [`Lane`] exactly as it does for an HTTP connection, and this task carries them
+//! over the client's gRPC connection.
+//!
+//! The connection is what the real clients open: a server check, the bidirectional
+//! stream with the connection setup on it, then a health check until the server
+//! answers it (it has seen the setup). Requests are unary calls multiplexed on the
+//! connection: each is spawned when the lane takes it, so none waits for an earlier
+//! answer, up to the lane's depth in flight (waiting for room shows as send lag).
+//! Pushes (`NotifySubscriberRequest`) arrive on the stream, are handed to the
+//! worker ([`Exchange::pushed`]) and acked; a `ClientDetectionRequest` is answered.
+//!
+//! Failover: when the connection breaks (its stream ends, or a call fails for want
+//! of a connection), the lane moves to the next server in its list, as a Nacos
+//! client rotates through its server list, reconnects, and asks the worker to redo
+//! what the client held ([`Exchange::reconnected`]): its registrations and
+//! subscriptions, as the clients' redo service does.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use registry_proto::grpc::message::{NotifySubscriberRequest, RequestHead};
+use registry_proto::grpc::{Message, Payload, REQUEST_PATH, STREAM_PATH};
+use tokio::sync::mpsc;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::{Channel, Endpoint};
+
+use super::request;
+use crate::conn::{Lane, LaneConfig, Request};
+use crate::recorder::ErrorClass;
+use crate::schedule::{Clock, Nanos};
+
+/// What a gRPC lane needs from its worker.
+pub trait Exchange {
+    /// The request's payload.
+    fn payload(&self, req: &Request) -> Payload;
+    /// The request is being sent at `sent`.
+    fn sent(&self, req: &Request, sent: Nanos);
+    /// The request was answered (`Ok`) or failed (`Err`) at `done`.
+    fn answered(
+        &self,
+        req: &Request,
+        sent: Nanos,
+        done: Nanos,
+        result: Result<&Payload, ErrorClass>,
+    );
+    /// A queued request was never sent; declared failed at `declared`.
+    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos);
+    /// Lane `lane`'s stream carried a push, received at `at`.
+    fn pushed(&self, lane: usize, push: &NotifySubscriberRequest, at: Nanos);
+    /// A push was acked.
+    fn acked(&self);
+    /// Lane `lane` connected again after losing its connection: redo what the
+    /// client held.
+    fn reconnected(&self, lane: usize);
+}
+
+/// A live connection: the channel and whether it still works.
+struct Connection {
+    channel: Channel,
+    broken: Rc<Cell<bool>>,
+}
+
+/// Runs lane `number` (one simulated client) until the lane is closed and empty.
+pub async fn drive<E: Exchange + 'static>(
+    ex: Rc<E>,
+    lane: Rc<Lane>,
+    number: usize,
+    cfg: LaneConfig,
+    clock: Clock,
+    namespace: Rc<str>,
+) {
+    let mut connected_before = false;
+    let mut failures = 0u32;
+    loop {
+        if lane.is_closing() && lane.outstanding() == 0 {
+            return;
+        }
+        if lane.has_given_up() {
+            let now = clock.now();
+            for r in lane.take_all() {
+                Exchange::abandon(&*ex, &r, ErrorClass::Timeout, now);
+            }
+            return;
+        }
+        let conn = match connect(&ex, &lane, number, &clock, &namespace).await {
+            Ok(c) => c,
+            Err(_) => {
+                failures += 1;
+                lane.fail_over();
+                let now = clock.now();
+                for r in lane.take_stale(now.saturating_sub(cfg.timeout.as_nanos() as Nanos)) {
+                    Exchange::abandon(&*ex, &r, ErrorClass::Connection, now);
+                }
+                tokio::time::sleep(Duration::from_millis(u64::from(failures.min(10)) * 50)).await;
+                continue;
+            }
+        };
+        failures = 0;
+        if connected_before {
+            ex.reconnected(number);
+        }
+        connected_before = true;
+        if !session(&ex, &lane, &conn, cfg, clock).await {
+            return;
+        }
+        // Broken: on to the next server.
+        lane.fail_over();
+    }
+}
+
+/// Sends the lane's requests over `conn` until the lane is done (`false`) or the
+/// connection breaks (`true`).
+async fn session<E: Exchange + 'static>(
+    ex: &Rc<E>,
+    lane: &Rc<Lane>,
+    conn: &Connection,
+    cfg: LaneConfig,
+    clock: Clock,
+) -> bool {
+    loop {
+        if lane.has_given_up() {
+            let now = clock.now();
+            for r in lane.take_all() {
+                Exchange::abandon(&**ex, &r, ErrorClass::Timeout, now);
+            }
+            return false;
+        }
+        if conn.broken.get() {
+            return true;
+        }
+        while lane.in_flight() < cfg.depth {
+            let Some(req) = lane.take() else { break };
+            let sent = clock.now();
+            ex.sent(&req, sent);
+            lane.set_in_flight(lane.in_flight() + 1);
+            let payload = ex.payload(&req);
+            let (ex, lane, channel, broken) = (
+                ex.clone(),
+                lane.clone(),
+                conn.channel.clone(),
+                conn.broken.clone(),
+            );
+            tokio::task::spawn_local(async move {
+                let answer = tokio::time::timeout(cfg.timeout, unary(&channel, payload)).await;
+                let done = clock.now();
+                lane.set_in_flight(lane.in_flight().saturating_sub(1));
+                let result = match &answer {
+                    Ok(Ok(p)) if p.type_name() == "ErrorResponse" => Err(ErrorClass::Protocol),
+                    Ok(Ok(p)) => Ok(p),
+                    Ok(Err(_)) => {
+                        broken.set(true);
+                        Err(ErrorClass::Connection)
+                    }
+                    Err(_) => Err(ErrorClass::Timeout),
+                };
+                ex.answered(&req, sent, done, result);
+                lane.wake();
+            });
+        }
+        if lane.is_closing() && lane.outstanding() == 0 {
+            return false;
+        }
+        // Woken by a new request, an answer (room), the stream's end or the run's.
+        tokio::select! {
+            () = lane.notified() => {}
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+}
+
+/// Opens the client's connection to the lane's server: server check, stream,
+/// setup, health check.
+async fn connect<E: Exchange + 'static>(
+    ex: &Rc<E>,
+    lane: &Rc<Lane>,
+    number: usize,
+    clock: &Clock,
+    namespace: &str,
+) -> anyhow::Result<Connection> {
+    let (channel, inbound, tx) =
+        open(lane.server(), namespace, 256, Duration::from_secs(2)).await?;
+    let broken = Rc::new(Cell::new(false));
+    tokio::task::spawn_local(read_stream(
+        ex.clone(),
+        lane.clone(),
+        number,
+        *clock,
+        inbound,
+        tx,
+        broken.clone(),
+    ));
+    registered(&channel, 500).await?;
+    Ok(Connection { channel, broken })
+}
+
+/// The opening every 2.x connection makes, as the real clients do: server
+/// check, the bidi stream (a queue of `queue` payloads), the connection setup.
+/// The caller reads the stream (the server's detection requests must be answered).
+pub(crate) async fn open(
+    addr: std::net::SocketAddr,
+    namespace: &str,
+    queue: usize,
+    timeout: Duration,
+) -> anyhow::Result<(Channel, tonic::Streaming<Payload>, mpsc::Sender<Payload>)> {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .tcp_nodelay(true)
+        .connect_timeout(timeout)
+        .connect()
+        .await
+        .with_context(|| format!("connecting to gRPC {addr}"))?;
+    let check = unary(&channel, request::server_check()).await?;
+    anyhow::ensure!(
+        check.type_name() == "ServerCheckResponse",
+        "server check refused: {}",
+        String::from_utf8_lossy(check.json())
+    );
+    let (tx, rx) = mpsc::channel::<Payload>(queue);
+    let mut g = tonic::client::Grpc::new(channel.clone());
+    g.ready().await?;
+    let inbound = g
+        .streaming(
+            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)),
+            PathAndQuery::from_static(STREAM_PATH),
+            tonic_prost::ProstCodec::<Payload, Payload>::default(),
+        )
+        .await?
+        .into_inner();
+    tx.send(request::connection_setup(namespace)).await?;
+    Ok((channel, inbound, tx))
+}
+
+/// Waits until the server has registered the connection's setup (it answers
+/// health checks only then), polling every 10 ms at most `tries` times.
+pub(crate) async fn registered(channel: &Channel, tries: u32) -> anyhow::Result<()> {
+    for _ in 0..tries {
+        let p = unary(channel, request::health_check()).await?;
+        if p.type_name() == "HealthCheckResponse" {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    anyhow::bail!("the server never registered the connection's setup")
+}
+
+/// Reads the stream: pushes to the worker and acked, detections answered; its
+/// end marks the connection broken.
+async fn read_stream<E: Exchange + 'static>(
+    ex: Rc<E>,
+    lane: Rc<Lane>,
+    number: usize,
+    clock: Clock,
+    mut inbound: tonic::Streaming<Payload>,
+    tx: mpsc::Sender<Payload>,
+    broken: Rc<Cell<bool>>,
+) {
+    while let Ok(Some(p)) = inbound.message().await {
+        let answer = match p.type_name() {
+            NotifySubscriberRequest::TYPE => {
+                if let Ok(push) = serde_json::from_slice::<NotifySubscriberRequest>(p.json()) {
+                    ex.pushed(number, &push, clock.now());
+                }
+                "NotifySubscriberResponse"
+            }
+            "ClientDetectionRequest" => "ClientDetectionResponse",
+            _ => continue,
+        };
+        let id = serde_json::from_slice::<RequestHead>(p.json())
+            .ok()
+            .and_then(|h| h.request_id)
+            .unwrap_or_default();
+        if tx.send(request::ack(answer, &id)).await.is_err() {
+            break;
+        }
+        if answer == "NotifySubscriberResponse" {
+            ex.acked();
+        }
+    }
+    broken.set(true);
+    lane.wake();
+}
+
+/// One unary call on `channel`.
+pub async fn unary(channel: &Channel, p: Payload) -> anyhow::Result<Payload> {
+    let mut g = tonic::client::Grpc::new(channel.clone());
+    g.ready().await?;
+    let answer = g
+        .unary(
+            tonic::Request::new(p),
+            PathAndQuery::from_static(REQUEST_PATH),
+            tonic_prost::ProstCodec::<Payload, Payload>::default(),
+        )
+        .await?;
+    Ok(answer.into_inner())
+}
