@@ -208,8 +208,13 @@ pub struct Cluster {
     repairs: OnceLock<mpsc::Sender<Repair>>,
     /// Monotonic ms when the last probe round ended.
     last_round: Stamp,
-    /// Services a checksum round missed once; dropped when it misses them twice.
-    pub(super) suspects: Mutex<HashSet<ServiceKey>>,
+    /// Services a checksum round missed once, with the sender and the
+    /// view they were missed in; dropped when the same sender misses them
+    /// again in the same view (see `verify::drop_unlisted`).
+    pub(super) suspects: Mutex<HashMap<ServiceKey, (String, u64)>>,
+    /// Counts this node's view changes: a suspicion from an earlier view
+    /// says nothing about the owner of now.
+    pub(super) view_epoch: AtomicU64,
     /// Checksum rounds being received, per sender.
     pub(super) rounds: Mutex<HashMap<String, Round>>,
     /// Service states arriving in parts.
@@ -217,7 +222,7 @@ pub struct Cluster {
     /// Nacos 2.x clients: native ones and synced copies.
     pub clients: super::clients::ClientSync,
     /// Counters for `/metrics`.
-    pub stats: ClusterStats,
+    pub stats: Arc<ClusterStats>,
     /// The Raft database, opened at configuration, until the engine starts.
     pub(super) raft_pending: Option<super::raft::Pending>,
     /// The Raft group once its engine runs.
@@ -255,14 +260,15 @@ impl Cluster {
             dirty: Dirty::default(),
             repairs: OnceLock::new(),
             last_round: Stamp::new(),
-            suspects: Mutex::new(HashSet::new()),
+            suspects: Mutex::new(HashMap::new()),
+            view_epoch: AtomicU64::new(0),
             rounds: Mutex::new(HashMap::new()),
             datum_parts: Mutex::new(super::parts::Parts::default()),
             clients: super::clients::ClientSync::new(
                 config.client_grace,
                 config.client_verify_interval,
             ),
-            stats: ClusterStats::default(),
+            stats: Arc::default(),
             raft_pending: match &config.raft {
                 Some(settings) => Some(super::raft::Pending::open(settings.clone())?),
                 None => None,
@@ -476,17 +482,27 @@ impl Cluster {
             return;
         }
         let now = app.clock.now();
+        // Only a node whose copy is current hands its services over (one
+        // cut off or frozen until now holds what may be stale).
+        let acting = self.may_act_as_owner(now);
         let mut renewed = 0;
+        let mut handed: Vec<(ServiceKey, String)> = Vec::new();
         app.store.for_each_service(|snap| {
             let name = snap.key().grouped_name();
             if next.owns(name) && !old.owns(name) {
                 renewed += app.store.refresh_leases(snap.key().as_ref(), now);
+            } else if acting && old.owns(name) && !next.owns(name) {
+                if let Some(i) = next.owner_index(name) {
+                    handed.push((snap.key().clone(), next.up[i].clone()));
+                }
             }
         });
         self.stats.view_changes.inc();
         self.stats.takeover_leases.add(renewed as u64);
-        tracing::info!(up = ?next.up, me = ?next.me, renewed, "cluster view changed");
+        tracing::info!(up = ?next.up, me = ?next.me, renewed, handed = handed.len(), "cluster view changed");
         self.view.store(Arc::new(next));
+        self.view_epoch.fetch_add(1, Ordering::AcqRel);
+        super::replicate::hand_over(app, self, handed);
     }
 
     /// The envelope of a peer message from this node.

@@ -181,8 +181,16 @@ pub(crate) fn on_checksums(app: &App, cluster: &Cluster, from: &str, list: &Chec
 }
 
 /// Drops services `from` owns that its whole round did not list, the
-/// second time in a row.
+/// second time in a row within one view of this node. Views of two nodes
+/// differ for a moment after every change: a sender that does not yet
+/// own a service this node already thinks it owns misses it once, and a
+/// suspicion left from another sender or an earlier view (when the service
+/// may have had another owner, this node included) must not count as the
+/// first miss, or an instance beating all along would be dropped here.
 fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<ServiceKey>) -> usize {
+    // Read before the ownership below: a change in between makes this
+    // round's suspicions count for nothing, never the other way round.
+    let epoch = cluster.view_epoch.load(std::sync::atomic::Ordering::Acquire);
     let mut missing: Vec<ServiceKey> = Vec::new();
     app.store.for_each_service(|snap| {
         let key = snap.key();
@@ -203,7 +211,11 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
     let mut suspects = cluster.suspects.lock();
     let mut still = HashSet::new();
     for key in missing {
-        if suspects.remove(&key) {
+        let again = suspects
+            .get(&key)
+            .is_some_and(|(by, seen)| by == from && *seen == epoch);
+        if again {
+            suspects.remove(&key);
             let command = crate::write::Command::Drop {
                 service: key.as_ref(),
             };
@@ -217,8 +229,8 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
     }
     // This sender's suspects are now exactly those it missed this round
     // for the first time; others' are left alone.
-    suspects.retain(|k| !cluster.owned_by(k, from));
-    suspects.extend(still);
+    suspects.retain(|_, (by, _)| by != from);
+    suspects.extend(still.into_iter().map(|k| (k, (from.to_owned(), epoch))));
     drop(suspects);
     cluster.stats.repairs.add(dropped as u64);
     dropped
