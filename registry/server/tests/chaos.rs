@@ -8,8 +8,9 @@
 //!
 //! CI runs a short schedule (`CHAOS_DURATION_S`, default 25 s) with a seed
 //! from the clock; `scripts/chaos.sh DURATION SEED` runs a long one. A
-//! failure prints the seed and the history. Network namespaces need root;
-//! without them the test says so and returns.
+//! failure prints the seed and the history. Network namespaces need root,
+//! as CI has: without them the test fails saying why, unless
+//! `REGISTRY_TESTS_UNPRIVILEGED=1` asks it to skip (printed).
 
 mod binary;
 mod chaos_support;
@@ -205,6 +206,13 @@ fn healthy_node(run: &Run, rng: &mut Rng) -> Option<usize> {
     (!ok.is_empty()).then(|| ok[rng.below(ok.len() as u64) as usize])
 }
 
+/// Whether some member rejoined the majority less than `ms` ago.
+fn rejoined_within(run: &Run, ms: u64) -> bool {
+    let now = run.now_ms();
+    let f = run.faults.lock().unwrap();
+    f.rejoined_ms.values().any(|t| now.saturating_sub(*t) < ms)
+}
+
 /// Keeps one ephemeral instance beating through the majority side, and
 /// checks every majority node that has been there a while lists it.
 async fn beater(run: Run, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>) {
@@ -224,13 +232,23 @@ async fn beater(run: Run, addrs: Vec<SocketAddr>, stop: Arc<AtomicBool>) {
             }
             continue;
         }
-        if let Some((200, body)) = call(addrs[node], Method::Put, BEAT).await {
-            if body.contains("20404") {
-                run.violation(format!(
-                    "node {node} did not know the beating ephemeral instance"
-                ));
+        match call(addrs[node], Method::Put, BEAT).await {
+            Some((200, body)) if body.contains("20404") => {
+                // The beat went to the instance's owner, which may be a
+                // member that rejoined moments ago, before the previous
+                // owner's hand-over reached it: the bound `healthy_node`
+                // states. A client registers again, as Nacos clients do.
+                let text = format!("node {node} did not know the beating ephemeral instance");
+                if rejoined_within(&run, 5_000) {
+                    run.event(format!("{text} (a member rejoined < 5 s ago)"));
+                } else {
+                    run.violation(text);
+                }
                 let _ = call(addrs[node], Method::Post, EPHEMERAL).await;
             }
+            Some((200, _)) => {}
+            // Recorded: a beat that did not arrive explains an expiry.
+            other => run.event(format!("beat via node {node} not taken: {other:?}")),
         }
         let since = registered_ms.unwrap_or(u64::MAX);
         for (j, addr) in addrs.iter().enumerate() {
@@ -351,10 +369,14 @@ async fn randomised_network_faults_lose_no_acknowledged_write() {
     );
     let net = match Net::create(N) {
         Ok(n) => n,
-        Err(why) => {
-            eprintln!("SKIPPED: the chaos test needs network namespaces (root): {why}");
+        Err(why) if std::env::var_os("REGISTRY_TESTS_UNPRIVILEGED").is_some() => {
+            eprintln!("SKIPPED (REGISTRY_TESTS_UNPRIVILEGED): the chaos test needs network namespaces: {why}");
             return;
         }
+        Err(why) => panic!(
+            "the chaos test needs network namespaces (root) and cannot create them here: {why}; \
+             set REGISTRY_TESTS_UNPRIVILEGED=1 to skip it"
+        ),
     };
     eprintln!("chaos seed {seed}, schedule of {duration:?}");
     let dir = tempfile::tempdir().unwrap();
@@ -433,7 +455,12 @@ async fn randomised_network_faults_lose_no_acknowledged_write() {
                     )
                 })
                 .collect();
-            panic!("{other:?}\n{}\n{logs}", run.report());
+            let kept = dir.keep();
+            panic!(
+                "{other:?}\n{}\n{logs}\nwhole logs and data dirs kept in {}",
+                run.report(),
+                kept.display()
+            );
         }
     }
 }

@@ -95,7 +95,11 @@ impl NsNode {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &self.ns, env!("CARGO_BIN_EXE_registry")])
             .args(&self.args)
-            .env("REGISTRY_LOG", "info,openraft=warn")
+            // CHAOS_LOG: more detail for a failure being chased.
+            .env(
+                "REGISTRY_LOG",
+                std::env::var("CHAOS_LOG").unwrap_or_else(|_| "info,openraft=warn".into()),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)
