@@ -1,12 +1,21 @@
 //! Raw HTTP generation (`loadgen bench-http`): one fixed GET, as fast as possible or at
 //! a fixed rate, recording every latency. It exists to measure the generator itself
-//! against `wrk` on the same target (see `scripts/bench-loadgen.sh`), so it uses the
-//! same building blocks as a profile run (worker threads with a single-threaded
-//! runtime, [`crate::conn::connect`], [`crate::conn::Reader`], per-worker histograms
-//! merged at the end) with the least work per request: the request bytes are built
-//! once, a connection writes `pipeline` requests in one write and reads their
-//! responses (wrk's batch model), and readiness is cleared without a system call once
-//! every response is in.
+//! against `wrk` on the same target (see `scripts/bench-loadgen.sh`).
+//!
+//! Why it is not a protocol of the fleet driver ([`crate::worker::drive`]): it is a
+//! different tool. The driver simulates a fleet (instances with lives, beats on a
+//! wheel, subscribers, phases, verification) and every request it sends is one
+//! simulated client's; `bench-http` has no fleet and no phases, only connections
+//! that repeat one request in wrk's batch model, so that the floor it measures is
+//! the cost of a request and a response and nothing else. Putting it under the
+//! driver would add the fleet's bookkeeping to exactly the figure it exists to
+//! isolate. What it shares with the driver it takes from the same place: worker
+//! threads ([`crate::worker::thread`]), connections and source addresses
+//! ([`crate::conn::connect`], [`crate::conn::loopback_source`]), response framing
+//! ([`crate::conn::Reader`]), pacing ([`crate::schedule::Pacer`]) and histograms.
+//! Its own part is the least work per request: the request bytes are built once, a
+//! connection writes `pipeline` requests in one write and reads their responses, and
+//! readiness is cleared without a system call once every response is in.
 //!
 //! Without `--rate` each connection runs closed-loop (like wrk): latency is measured
 //! from the write. With `--rate` each connection follows its share of an open-loop
@@ -14,7 +23,7 @@
 //! batch that cannot be sent on time is sent late, not skipped.
 
 use std::cell::RefCell;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -23,7 +32,7 @@ use hdrhistogram::Histogram;
 use registry_proto::http1::{write_request, Method};
 use tokio::io::Interest;
 
-use crate::conn::{clear_readable, connect, Reader};
+use crate::conn::{clear_readable, connect, loopback_source, Reader};
 use crate::recorder::interval_histogram;
 use crate::schedule::{Clock, Nanos, Pacer};
 
@@ -125,16 +134,10 @@ pub fn run(cfg: &BenchConfig) -> anyhow::Result<BenchResult> {
         .map(|w| {
             let cfg = cfg.clone();
             let request = request.clone();
-            std::thread::Builder::new()
-                .name(format!("loadgen-b{w}"))
-                .spawn(move || -> anyhow::Result<Tally> {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()?;
-                    let local = tokio::task::LocalSet::new();
-                    local.block_on(&rt, worker(cfg, w, workers, request, clock, start, end))
-                })
-                .context("starting a bench worker")
+            crate::worker::thread(format!("loadgen-b{w}"), move || {
+                worker(cfg, w, workers, request, clock, start, end)
+            })
+            .context("starting a bench worker")
         })
         .collect::<anyhow::Result<_>>()?;
     let mut total = Tally {
@@ -180,14 +183,7 @@ async fn worker(
     let batch: Rc<Vec<u8>> = Rc::new(request.repeat(depth));
     let mut tasks = Vec::new();
     for c in (w..cfg.connections).step_by(workers as usize) {
-        let source = (cfg.source_ips > 0).then(|| {
-            IpAddr::V4(Ipv4Addr::new(
-                127,
-                0,
-                0,
-                1 + (c % u32::from(cfg.source_ips)) as u8,
-            ))
-        });
+        let source = (cfg.source_ips > 0).then(|| loopback_source(c, cfg.source_ips));
         let pacer = cfg
             .rate
             .map(|r| Pacer::for_worker(start, r, None, c, cfg.connections));
@@ -233,66 +229,20 @@ async fn connection(
     loop {
         intended.clear();
         if let Some(p) = pacer.as_mut() {
-            for _ in 0..depth {
-                intended.push(p.peek().unwrap_or(end));
-                let _ = p.next_due(Nanos::MAX);
-            }
-            if intended[0] > clock.now() {
-                tokio::time::sleep_until(clock.instant(intended[0])).await;
-            }
+            pace_batch(p, depth, &mut intended, clock, end).await;
         }
         let sent = clock.now();
         if sent >= end {
             return Ok(());
         }
-        let mut pos = 0;
-        while pos < batch.len() {
-            match stream.try_write(&batch[pos..]) {
-                Ok(n) => pos += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    stream.writable().await?;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let mut got = 0;
-        while got < depth {
-            stream.ready(Interest::READABLE).await?;
-            loop {
-                match reader.read(&stream) {
-                    Ok(0) => {
-                        tally.borrow_mut().errors += (depth - got) as u64;
-                        anyhow::bail!("the server closed the connection");
-                    }
-                    Ok(_) => {
-                        let done = clock.now();
-                        let mut t = tally.borrow_mut();
-                        let t = &mut *t;
-                        let counted = done < end;
-                        reader
-                            .drain(|resp| {
-                                if counted {
-                                    let from = intended.get(got).copied().unwrap_or(sent);
-                                    let _ = t.corrected.record(done.saturating_sub(from) / 1000);
-                                    let _ = t.uncorrected.record((done - sent) / 1000);
-                                    t.requests += 1;
-                                    if !(200..300).contains(&resp.status) {
-                                        t.errors += 1;
-                                    }
-                                }
-                                got += 1;
-                                got < depth
-                            })
-                            .map_err(|e| anyhow::anyhow!("bad response: {e}"))?;
-                        if got >= depth {
-                            break;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
+        write_all(&stream, &batch).await?;
+        let batch = Batch {
+            depth,
+            intended: &intended,
+            sent,
+            end,
+        };
+        read_batch(&stream, &mut reader, &batch, clock, &tally).await?;
         // Every response is in and nothing is outstanding: no read can find more.
         clear_readable(&stream);
         if clock.now() >= end {
@@ -301,77 +251,97 @@ async fn connection(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Takes the next `depth` slots of the connection's schedule into `intended` and
+/// sleeps until the first is due (a late batch goes out at once, not skipped).
+async fn pace_batch(
+    pacer: &mut Pacer,
+    depth: usize,
+    intended: &mut Vec<Nanos>,
+    clock: Clock,
+    end: Nanos,
+) {
+    for _ in 0..depth {
+        intended.push(pacer.peek().unwrap_or(end));
+        let _ = pacer.next_due(Nanos::MAX);
+    }
+    if intended[0] > clock.now() {
+        tokio::time::sleep_until(clock.instant(intended[0])).await;
+    }
+}
 
-    /// A tiny HTTP server answering every request with "ok", for the bench's own test.
-    async fn floor(listener: tokio::net::TcpListener) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+/// Writes all of `bytes`, waiting for the socket when it is full.
+async fn write_all(stream: &tokio::net::TcpStream, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut pos = 0;
+    while pos < bytes.len() {
+        match stream.try_write(&bytes[pos..]) {
+            Ok(n) => pos += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                stream.writable().await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// One written batch, as its responses are measured.
+struct Batch<'a> {
+    /// Requests in it.
+    depth: usize,
+    /// Their intended times (empty when closed-loop: measured from the write).
+    intended: &'a [Nanos],
+    /// When it was written.
+    sent: Nanos,
+    /// The end of the measured time: later responses are not counted.
+    end: Nanos,
+}
+
+/// Reads the batch's responses, recording each one's latency into `tally`.
+async fn read_batch(
+    stream: &tokio::net::TcpStream,
+    reader: &mut Reader,
+    batch: &Batch<'_>,
+    clock: Clock,
+    tally: &RefCell<Tally>,
+) -> anyhow::Result<()> {
+    let depth = batch.depth;
+    let mut got = 0;
+    while got < depth {
+        stream.ready(Interest::READABLE).await?;
         loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 65536];
-                let mut pending = Vec::new();
-                loop {
-                    let Ok(n) = s.read(&mut buf).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    pending.extend_from_slice(&buf[..n]);
-                    let mut out = Vec::new();
-                    while let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                        pending.drain(..i + 4);
-                        out.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-                    }
-                    if s.write_all(&out).await.is_err() {
-                        return;
+            match reader.read(stream) {
+                Ok(0) => {
+                    tally.borrow_mut().errors += (depth - got) as u64;
+                    anyhow::bail!("the server closed the connection");
+                }
+                Ok(_) => {
+                    let done = clock.now();
+                    let mut t = tally.borrow_mut();
+                    let t = &mut *t;
+                    let counted = done < batch.end;
+                    reader
+                        .drain(|resp| {
+                            if counted {
+                                let from = batch.intended.get(got).copied().unwrap_or(batch.sent);
+                                let _ = t.corrected.record(done.saturating_sub(from) / 1000);
+                                let _ = t.uncorrected.record((done - batch.sent) / 1000);
+                                t.requests += 1;
+                                if !(200..300).contains(&resp.status) {
+                                    t.errors += 1;
+                                }
+                            }
+                            got += 1;
+                            got < depth
+                        })
+                        .map_err(|e| anyhow::anyhow!("bad response: {e}"))?;
+                    if got >= depth {
+                        break;
                     }
                 }
-            });
-        }
-    }
-
-    #[test]
-    fn measures_a_local_server_plain_and_pipelined_and_paced() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let target = listener.local_addr().unwrap();
-        rt.spawn(floor(listener));
-        for (pipeline, rate) in [(1, None), (8, None), (2, Some(2000.0))] {
-            let r = run(&BenchConfig {
-                target,
-                path: "/".into(),
-                connections: 4,
-                pipeline,
-                duration: Duration::from_millis(300),
-                rate,
-                workers: 2,
-                source_ips: 2,
-            })
-            .unwrap();
-            assert!(r.requests > 100, "{pipeline}: {}", r.requests);
-            assert_eq!(r.errors, 0);
-            assert_eq!(r.corrected.len(), r.requests);
-            if let Some(rate) = rate {
-                let want = rate * 0.3;
-                assert!(
-                    (r.requests as f64) > want * 0.8 && (r.requests as f64) < want * 1.2,
-                    "paced: {} vs {want}",
-                    r.requests
-                );
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e.into()),
             }
-            assert!(r.render().contains("Requests/sec"));
         }
     }
+    Ok(())
 }

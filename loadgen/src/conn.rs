@@ -60,8 +60,9 @@ pub struct Request {
 pub trait Exchange {
     /// Appends the request's bytes to `out`.
     fn encode(&self, req: &Request, out: &mut Vec<u8>);
-    /// The request is being written at `sent`.
-    fn sent(&self, req: &Request, sent: Nanos);
+    /// The request is being written at `sent`; it could have been from `ready` on
+    /// (its intended time, or later when its connection had no room for it).
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos);
     /// The request was answered (`Ok`) or failed without an answer (`Err`) at `done`.
     fn complete(
         &self,
@@ -83,6 +84,9 @@ pub struct Lane {
     /// Whether the task can take more requests right now (so a push wakes it).
     room: Cell<bool>,
     in_flight: Cell<usize>,
+    /// Since when the connection has had room for another request: a request
+    /// intended before that waited for the wire until then, not for loadgen.
+    room_since: Cell<Nanos>,
     oldest_sent: Cell<Nanos>,
     abort: Cell<bool>,
     closing: Cell<bool>,
@@ -93,6 +97,31 @@ pub struct Lane {
     /// The servers this lane may use, and the index of the one it uses now.
     servers: Rc<[SocketAddr]>,
     server: Cell<usize>,
+    /// The open connection, shared by the lane's task and the worker's driver
+    /// ([`Lane::write_through`]); `None` while connecting.
+    wire: RefCell<Option<Wire>>,
+}
+
+/// A lane's open connection and what is on it. Borrowed only between awaits, by
+/// the lane's task or by the driver, never by both: one thread runs them.
+#[derive(Debug)]
+struct Wire {
+    stream: Rc<TcpStream>,
+    /// Written requests awaiting their answers, in order, with their write times.
+    inflight: VecDeque<(Request, Nanos)>,
+    /// Encoded requests not yet (all) written, from `wpos`.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    /// Most requests in flight, and how long a request may wait to be written.
+    limits: (usize, Nanos),
+}
+
+/// What one step of a connection left: whether nothing is in flight, whether the
+/// pipeline has room, whether bytes are still to be written.
+struct Step {
+    idle: bool,
+    room: bool,
+    writing: bool,
 }
 
 impl Lane {
@@ -103,6 +132,7 @@ impl Lane {
             notify: Notify::new(),
             room: Cell::new(true),
             in_flight: Cell::new(0),
+            room_since: Cell::new(0),
             oldest_sent: Cell::new(Nanos::MAX),
             abort: Cell::new(false),
             closing: Cell::new(false),
@@ -110,6 +140,7 @@ impl Lane {
             source,
             server: Cell::new(first % servers.len().max(1)),
             servers,
+            wire: RefCell::new(None),
         }
     }
 
@@ -222,6 +253,73 @@ impl Lane {
         self.in_flight.set(n);
     }
 
+    /// Writes the queued requests from here (the worker's driver, as soon as they
+    /// are due) when the connection is open with room and nothing half-written:
+    /// a due request then leaves without waiting for this lane's task to be
+    /// scheduled behind the other lanes' work. The task is woken to read the
+    /// answers. Anything else (no connection, a full pipeline, a partial write) is
+    /// left to the task.
+    pub fn write_through<E: Exchange>(&self, ex: &E, clock: &Clock) {
+        if self.queue.borrow().is_empty() || self.closing.get() {
+            return;
+        }
+        let Ok(mut wire) = self.wire.try_borrow_mut() else {
+            return;
+        };
+        let Some(w) = wire.as_mut() else { return };
+        if w.wpos < w.wbuf.len() || w.inflight.len() >= w.limits.0 {
+            return;
+        }
+        fill(ex, self, w.limits, clock, &mut w.inflight, &mut w.wbuf);
+        // A failed write stays in the buffer: the task's own write meets the
+        // error and reconnects.
+        let _ = flush(&w.stream, &mut w.wbuf, &mut w.wpos);
+        drop(wire);
+        self.notify.notify_one();
+    }
+
+    /// Fills the pipeline from the queue and writes what the socket takes.
+    fn step<E: Exchange>(&self, ex: &E, clock: &Clock) -> Result<Step, End> {
+        let mut wire = self.wire.borrow_mut();
+        let Some(w) = wire.as_mut() else {
+            return Err(End::Reconnect(None));
+        };
+        fill(ex, self, w.limits, clock, &mut w.inflight, &mut w.wbuf);
+        flush(&w.stream, &mut w.wbuf, &mut w.wpos)?;
+        Ok(Step {
+            idle: w.inflight.is_empty(),
+            room: w.inflight.len() < w.limits.0,
+            writing: w.wpos < w.wbuf.len(),
+        })
+    }
+
+    /// Reads and completes what has arrived; marks the room an answer made in a
+    /// full pipeline. `Some` when the connection must end.
+    fn read<E: Exchange>(&self, ex: &E, clock: &Clock, reader: &mut Reader) -> Option<End> {
+        let mut wire = self.wire.borrow_mut();
+        let w = wire.as_mut()?;
+        let full = w.inflight.len() >= w.limits.0;
+        let stream = w.stream.clone();
+        let end = read_responses(ex, &stream, clock, &mut w.inflight, reader);
+        if end.is_none() && full && w.inflight.len() < w.limits.0 {
+            self.room_from(clock.now());
+        }
+        end
+    }
+
+    /// The connection has room for another request from `at` on: it opened, or an
+    /// answer freed a full pipeline.
+    pub fn room_from(&self, at: Nanos) {
+        self.room_since.set(at);
+    }
+
+    /// When a request intended at `intended` could first have been written: what
+    /// it waited for before that was the wire's (a full pipeline's earlier answers,
+    /// a reconnect), what it waited after, loadgen's.
+    pub fn ready_at(&self, intended: Nanos) -> Nanos {
+        intended.max(self.room_since.get())
+    }
+
     /// Wakes the lane's task.
     pub fn wake(&self) {
         self.notify.notify_one();
@@ -231,6 +329,17 @@ impl Lane {
     pub async fn notified(&self) {
         self.notify.notified().await;
     }
+}
+
+/// The loopback source address of connection number `n` spread over `count`
+/// addresses: `127.0.0.1` to `127.0.0.count`, in turn.
+pub fn loopback_source(n: u32, count: u8) -> IpAddr {
+    IpAddr::V4(std::net::Ipv4Addr::new(
+        127,
+        0,
+        0,
+        1 + (n % u32::from(count.max(1))) as u8,
+    ))
 }
 
 /// Opens a TCP connection to `target`, bound to `source` if given.
@@ -506,8 +615,7 @@ pub struct LaneConfig {
 
 /// Runs one lane's connection until the lane is closed and empty.
 pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, clock: Clock) {
-    let mut inflight: VecDeque<(Request, Nanos)> = VecDeque::with_capacity(cfg.depth);
-    let mut wbuf: Vec<u8> = Vec::with_capacity(8 * 1024);
+    let limits = (cfg.depth, cfg.timeout.as_nanos() as Nanos);
     let mut reader = Reader::new();
     let mut failures = 0u32;
     loop {
@@ -521,7 +629,7 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
         let stream = match connect(lane.server(), lane.source).await {
             Ok(s) => {
                 failures = 0;
-                s
+                Rc::new(s)
             }
             Err(_) => {
                 failures += 1;
@@ -538,19 +646,22 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
             }
         };
         lane.abort.set(false);
+        lane.room_from(clock.now());
         reader.clear();
-        wbuf.clear();
-        let end = session(
-            &*ex,
-            &lane,
-            &stream,
-            (cfg.depth, cfg.timeout.as_nanos() as Nanos),
-            &clock,
-            &mut inflight,
-            &mut wbuf,
-            &mut reader,
-        )
-        .await;
+        *lane.wire.borrow_mut() = Some(Wire {
+            stream: stream.clone(),
+            inflight: VecDeque::with_capacity(cfg.depth),
+            wbuf: Vec::with_capacity(8 * 1024),
+            wpos: 0,
+            limits,
+        });
+        let end = session(&*ex, &lane, &stream, &clock, &mut reader).await;
+        let mut inflight = lane
+            .wire
+            .borrow_mut()
+            .take()
+            .map(|w| w.inflight)
+            .unwrap_or_default();
         lane.in_flight.set(0);
         lane.oldest_sent.set(Nanos::MAX);
         match end {
@@ -579,78 +690,36 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One connection's life: fill the pipeline from the lane's queue, write, wait
+/// for the socket or the lane, read and complete responses; until the lane closes,
+/// is given up, or the connection must be made again. The driver may have
+/// written requests on it in between ([`Lane::write_through`]).
 async fn session<E: Exchange>(
     ex: &E,
     lane: &Lane,
     stream: &TcpStream,
-    (depth, timeout): (usize, Nanos),
     clock: &Clock,
-    inflight: &mut VecDeque<(Request, Nanos)>,
-    wbuf: &mut Vec<u8>,
     reader: &mut Reader,
 ) -> End {
-    let mut wpos = 0usize;
     loop {
         if lane.gave_up.get() {
             return End::GaveUp;
         }
-        // Take what the pipeline has room for.
-        if inflight.len() < depth {
-            let now = clock.now();
-            while inflight.len() < depth {
-                let Some(req) = lane.pop() else { break };
-                if now.saturating_sub(req.intended) > timeout {
-                    // Waited longer than a client would: a timeout, not sent. This
-                    // also bounds the backlog of a generator or server that fell behind.
-                    ex.abandon(&req, ErrorClass::Timeout, now);
-                    continue;
-                }
-                ex.encode(&req, wbuf);
-                ex.sent(&req, now);
-                inflight.push_back((req, now));
-            }
-        }
-        lane.in_flight.set(inflight.len());
-        lane.oldest_sent
-            .set(inflight.front().map_or(Nanos::MAX, |x| x.1));
-        // Write as much as the socket takes.
-        while wpos < wbuf.len() {
-            match stream.try_write(&wbuf[wpos..]) {
-                Ok(n) => wpos += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
-            }
-        }
-        if wpos == wbuf.len() {
-            wbuf.clear();
-            wpos = 0;
-        }
-        if inflight.is_empty() {
+        let step = match lane.step(ex, clock) {
+            Ok(step) => step,
+            Err(end) => return end,
+        };
+        if step.idle {
             if lane.closing.get() {
                 return End::Closed;
             }
-            lane.room.set(true);
-            // Idle: wait for work, but notice a server that closes the connection.
-            tokio::select! {
-                _ = lane.notify.notified() => {}
-                r = stream.ready(Interest::READABLE) => {
-                    if r.is_err() {
-                        return End::Reconnect(None);
-                    }
-                    match reader.read(stream) {
-                        // Spurious readiness.
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        // End of stream (the server closed an idle connection), an
-                        // error, or bytes nobody asked for: start afresh.
-                        _ => return End::Reconnect(None),
-                    }
-                }
+            if let Some(end) = idle(lane, stream, reader).await {
+                return end;
             }
             continue;
         }
-        lane.room.set(inflight.len() < depth);
-        let interest = if wpos < wbuf.len() {
+        lane.room.set(step.room);
+        let interest = if step.writing {
             Interest::READABLE | Interest::WRITABLE
         } else {
             Interest::READABLE
@@ -663,7 +732,7 @@ async fn session<E: Exchange>(
                     Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
                 };
                 if ready.is_readable() {
-                    if let Some(end) = read_responses(ex, stream, clock, inflight, reader) {
+                    if let Some(end) = lane.read(ex, clock, reader) {
                         return end;
                     }
                 }
@@ -675,6 +744,79 @@ async fn session<E: Exchange>(
         }
         if lane.abort.get() {
             return End::Reconnect(Some(ErrorClass::Timeout));
+        }
+    }
+}
+
+/// Takes from the lane's queue what the pipeline has room for, encoding each
+/// request into `wbuf` and stamping it sent now.
+fn fill<E: Exchange>(
+    ex: &E,
+    lane: &Lane,
+    (depth, timeout): (usize, Nanos),
+    clock: &Clock,
+    inflight: &mut VecDeque<(Request, Nanos)>,
+    wbuf: &mut Vec<u8>,
+) {
+    if inflight.len() < depth {
+        let now = clock.now();
+        while inflight.len() < depth {
+            let Some(req) = lane.pop() else { break };
+            if now.saturating_sub(req.intended) > timeout {
+                // Waited longer than a client would: a timeout, not sent. This
+                // also bounds the backlog of a generator or server that fell behind.
+                ex.abandon(&req, ErrorClass::Timeout, now);
+                continue;
+            }
+            ex.encode(&req, wbuf);
+            ex.sent(&req, lane.ready_at(req.intended), now);
+            inflight.push_back((req, now));
+        }
+    }
+    lane.in_flight.set(inflight.len());
+    lane.oldest_sent
+        .set(inflight.front().map_or(Nanos::MAX, |x| x.1));
+}
+
+/// Writes as much of `wbuf` from `wpos` as the socket takes (the buffer empties
+/// once all of it is written).
+fn flush(stream: &TcpStream, wbuf: &mut Vec<u8>, wpos: &mut usize) -> Result<(), End> {
+    while *wpos < wbuf.len() {
+        match stream.try_write(&wbuf[*wpos..]) {
+            Ok(n) => *wpos += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => return Err(End::Reconnect(Some(ErrorClass::Connection))),
+        }
+    }
+    if *wpos == wbuf.len() {
+        wbuf.clear();
+        *wpos = 0;
+    }
+    Ok(())
+}
+
+/// Nothing in flight: waits for work, but notices a server that closes the
+/// connection (`Some`: start afresh).
+async fn idle(lane: &Lane, stream: &TcpStream, reader: &mut Reader) -> Option<End> {
+    lane.room.set(true);
+    tokio::select! {
+        // First: the driver wakes the task after writing on its connection.
+        biased;
+        _ = lane.notify.notified() => None,
+        r = stream.ready(Interest::READABLE) => {
+            if r.is_err() {
+                return Some(End::Reconnect(None));
+            }
+            if lane.in_flight.get() > 0 {
+                return None; // answers to what the driver wrote: read them busy
+            }
+            match reader.read(stream) {
+                // Spurious readiness.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                // End of stream (the server closed an idle connection), an
+                // error, or bytes nobody asked for: start afresh.
+                _ => Some(End::Reconnect(None)),
+            }
         }
     }
 }
@@ -890,6 +1032,19 @@ mod tests {
         reader.end = chunked.len();
         reader.drain(|r| &*r.body == b"ok").unwrap();
         assert_eq!(reader.framer.heads.len(), 1);
+    }
+
+    #[test]
+    fn a_request_is_ready_when_its_connection_has_room() {
+        let lane = Lane::new(None, Rc::from(vec!["127.0.0.1:1".parse().unwrap()]), 0);
+        assert_eq!(lane.ready_at(5), 5, "room all along: ready when intended");
+        lane.room_from(9);
+        assert_eq!(
+            lane.ready_at(5),
+            9,
+            "waited for the wire until there was room"
+        );
+        assert_eq!(lane.ready_at(12), 12);
     }
 
     #[test]

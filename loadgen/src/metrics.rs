@@ -19,7 +19,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use crate::output::Now;
-use crate::recorder::{ErrorClass, Op, Stats};
+use crate::recorder::{ErrorClass, Op, OpStats, Stats};
 
 /// Serves the latest page at `/metrics`.
 #[derive(Debug)]
@@ -123,36 +123,34 @@ const QUANTILES: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 0.9999];
 pub fn render(total: &Stats, now: &Now<'_>, elapsed_s: f64) -> String {
     let mut out = String::new();
     live_rates(&mut out, now);
-    family(
-        &mut out,
-        "loadgen_operations_total",
-        "counter",
-        "Operations that ended (answered or failed).",
+    counters(&mut out, total);
+    latencies(&mut out, total);
+    gauges(&mut out, now, elapsed_s);
+    out
+}
+
+/// The per-operation counters: ended, intended, failed by class, skipped.
+fn counters(out: &mut String, total: &Stats) {
+    per_op(
+        out,
+        total,
+        (
+            "loadgen_operations_total",
+            "Operations that ended (answered or failed).",
+        ),
+        |o| o.count,
     );
-    for op in Op::ALL {
-        let _ = writeln!(
-            out,
-            "loadgen_operations_total{{op=\"{}\"}} {}",
-            op.name(),
-            total.op(op).count
-        );
-    }
-    family(
-        &mut out,
-        "loadgen_intended_total",
-        "counter",
-        "Operations whose intended send time came.",
+    per_op(
+        out,
+        total,
+        (
+            "loadgen_intended_total",
+            "Operations whose intended send time came.",
+        ),
+        |o| o.intended,
     );
-    for op in Op::ALL {
-        let _ = writeln!(
-            out,
-            "loadgen_intended_total{{op=\"{}\"}} {}",
-            op.name(),
-            total.op(op).intended
-        );
-    }
     family(
-        &mut out,
+        out,
         "loadgen_errors_total",
         "counter",
         "Failed operations by class.",
@@ -168,82 +166,104 @@ pub fn render(total: &Stats, now: &Now<'_>, elapsed_s: f64) -> String {
             );
         }
     }
-    family(
-        &mut out,
-        "loadgen_skipped_slots_total",
-        "counter",
-        "Schedule slots the generator could not fill (invalidates the run).",
+    per_op(
+        out,
+        total,
+        (
+            "loadgen_skipped_slots_total",
+            "Schedule slots the generator could not fill (invalidates the run).",
+        ),
+        |o| o.skipped,
     );
+}
+
+/// One counter family with a sample per operation.
+fn per_op(
+    out: &mut String,
+    total: &Stats,
+    (name, help): (&str, &str),
+    value: impl Fn(&OpStats) -> u64,
+) {
+    family(out, name, "counter", help);
     for op in Op::ALL {
         let _ = writeln!(
             out,
-            "loadgen_skipped_slots_total{{op=\"{}\"}} {}",
+            "{name}{{op=\"{}\"}} {}",
             op.name(),
-            total.op(op).skipped
+            value(total.op(op))
         );
     }
+}
+
+/// The latency summaries: corrected per operation, send and schedule lag, push.
+fn latencies(out: &mut String, total: &Stats) {
     family(
-        &mut out,
+        out,
         "loadgen_latency_seconds",
         "summary",
         "Corrected latency (from the intended send time), failures included.",
     );
     for op in Op::ALL {
         summary(
-            &mut out,
+            out,
             "loadgen_latency_seconds",
             &format!("op=\"{}\",", op.name()),
             &total.op(op).corrected,
         );
     }
     family(
-        &mut out,
+        out,
         "loadgen_send_lag_seconds",
         "summary",
-        "Actual send time minus intended send time.",
+        "Write time minus the time a request could be written: waiting inside loadgen.",
     );
-    summary(&mut out, "loadgen_send_lag_seconds", "", &total.send_lag);
+    summary(out, "loadgen_send_lag_seconds", "", &total.send_lag);
     family(
-        &mut out,
+        out,
+        "loadgen_connection_wait_seconds",
+        "summary",
+        "Time a request waited for its connection (earlier answers, a reconnect).",
+    );
+    summary(out, "loadgen_connection_wait_seconds", "", &total.conn_wait);
+    family(
+        out,
         "loadgen_schedule_lag_seconds",
         "summary",
         "Dispatch time minus intended send time: the generator's own lag.",
     );
-    summary(
-        &mut out,
-        "loadgen_schedule_lag_seconds",
-        "",
-        &total.sched_lag,
-    );
+    summary(out, "loadgen_schedule_lag_seconds", "", &total.sched_lag);
     family(
-        &mut out,
+        out,
         "loadgen_push_latency_seconds",
         "summary",
         "Change-to-receipt latency of pushes.",
     );
-    summary(&mut out, "loadgen_push_latency_seconds", "", &total.push);
+    summary(out, "loadgen_push_latency_seconds", "", &total.push);
+}
+
+/// What is true now: requests outstanding, the phase, the time into the run.
+fn gauges(out: &mut String, now: &Now<'_>, elapsed_s: f64) {
     family(
-        &mut out,
+        out,
         "loadgen_outstanding_requests",
         "gauge",
         "Requests queued or in flight.",
     );
     let _ = writeln!(out, "loadgen_outstanding_requests {}", now.outstanding);
     family(
-        &mut out,
+        out,
         "loadgen_phase",
         "gauge",
         "1 for the current phase of the run.",
     );
     let _ = writeln!(out, "loadgen_phase{{phase=\"{}\"}} 1", now.phase);
     family(
-        &mut out,
+        out,
         "loadgen_elapsed_seconds",
         "gauge",
         "Seconds since the run started.",
     );
     let _ = writeln!(out, "loadgen_elapsed_seconds {elapsed_s:.3}");
-    out
 }
 
 /// The progress line's figures: intended and achieved rates of the phase, errors so

@@ -138,6 +138,7 @@ impl Collector {
                 write(&format!("{}.uncorrected", op.name()), &o.uncorrected);
             }
             write("send_lag", &stats.send_lag);
+            write("conn_wait", &stats.conn_wait);
             write("sched_lag", &stats.sched_lag);
             write("push", &stats.push);
         }
@@ -289,7 +290,7 @@ pub fn summary(report: &Report, notes: &Notes) -> String {
     let mut out = reports::show::render(report, reports::Format::Text);
     let (p99, max) = notes.sched_lag_us;
     out.push_str(&format!(
-        "== Generator health ==\ninside loadgen (dispatch - intended): p99 {}, max {} (limits {} / {}); the rest of the send lag waited for a connection (pipeline full: the server){}\n",
+        "== Generator health ==\nscheduling (dispatch - intended): p99 {}, max {} (limits {} / {}); send lag is the wait inside loadgen once a request could be written, connection wait (per operation) the wait for its connection before that: the server's{}\n",
         reports::table::micros(p99 as f64),
         reports::table::micros(max as f64),
         reports::table::micros(notes.lag_limits_us.0 as f64),

@@ -513,26 +513,31 @@ impl Profile {
 
     /// Checks ranges and consistency.
     pub fn validate(&self) -> Result<(), ProfileError> {
-        let bad = |reason: String| {
-            Err(ProfileError::Invalid {
+        self.check_fleet()
+            .and_then(|()| self.check_rates())
+            .and_then(|()| self.check_limits())
+            .map_err(|reason| ProfileError::Invalid {
                 name: self.name.clone(),
                 reason,
             })
-        };
+    }
+
+    /// The fleet's sizes and names.
+    fn check_fleet(&self) -> Result<(), String> {
         let f = &self.fleet;
         if f.services == 0 {
-            return bad("fleet.services must be at least 1".into());
+            return Err("fleet.services must be at least 1".into());
         }
         if f.instances > MAX_INSTANCES {
-            return bad(format!("fleet.instances must be at most {MAX_INSTANCES}"));
+            return Err(format!("fleet.instances must be at most {MAX_INSTANCES}"));
         }
         if f.subscribers > 0 && f.watched_services == 0 {
-            return bad(
+            return Err(
                 "fleet.watched_services must be at least 1 when there are subscribers".into(),
             );
         }
         if f.watched_services > f.services {
-            return bad(format!(
+            return Err(format!(
                 "fleet.watched_services ({}) must not exceed fleet.services ({})",
                 f.watched_services, f.services
             ));
@@ -543,13 +548,19 @@ impl Profile {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
         {
-            return bad(
+            return Err(
                 "fleet.service_prefix must be non-empty and use only [0-9a-zA-Z._:-]".into(),
             );
         }
         if f.namespace.is_empty() || f.group.is_empty() || f.cluster.is_empty() {
-            return bad("fleet.namespace, fleet.group and fleet.cluster must not be empty".into());
+            return Err("fleet.namespace, fleet.group and fleet.cluster must not be empty".into());
         }
+        Ok(())
+    }
+
+    /// Every rate finite and non-negative; the ones a phase needs, positive.
+    fn check_rates(&self) -> Result<(), String> {
+        let f = &self.fleet;
         for (field, v) in [
             ("load.rate", self.load.rate),
             ("drain.rate", self.drain.rate),
@@ -563,33 +574,39 @@ impl Profile {
             ("subscribers.join_rate", self.subscribers.join_rate),
         ] {
             if !v.is_finite() || v < 0.0 {
-                return bad(format!("{field} must be a finite number >= 0, got {v}"));
+                return Err(format!("{field} must be a finite number >= 0, got {v}"));
             }
         }
         if f.instances > 0 && self.load.rate <= 0.0 {
-            return bad("load.rate must be positive when there are instances".into());
+            return Err("load.rate must be positive when there are instances".into());
         }
         if self.drain.enabled && self.drain.rate <= 0.0 {
-            return bad("drain.rate must be positive when the drain is enabled".into());
+            return Err("drain.rate must be positive when the drain is enabled".into());
         }
+        Ok(())
+    }
+
+    /// Connections, timeouts, intervals and the worker count within range.
+    fn check_limits(&self) -> Result<(), String> {
+        let f = &self.fleet;
         let c = &self.connections;
         if c.count == 0 || c.pipeline == 0 {
-            return bad("connections.count and connections.pipeline must be at least 1".into());
+            return Err("connections.count and connections.pipeline must be at least 1".into());
         }
         if c.source_ips == 0 || c.source_ips > 250 {
-            return bad("connections.source_ips must be within 1..=250".into());
+            return Err("connections.source_ips must be within 1..=250".into());
         }
         if c.timeout.0 < Duration::from_millis(10) {
-            return bad("connections.timeout must be at least 10ms".into());
+            return Err("connections.timeout must be at least 10ms".into());
         }
         if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&f.beat_interval.0) {
-            return bad("fleet.beat_interval must be within 100ms..=1h".into());
+            return Err("fleet.beat_interval must be within 100ms..=1h".into());
         }
         if self.subscribers.poll_interval.0 < Duration::from_millis(100) {
-            return bad("subscribers.poll_interval must be at least 100ms".into());
+            return Err("subscribers.poll_interval must be at least 100ms".into());
         }
         if self.generator.workers > 256 {
-            return bad("generator.workers must be at most 256".into());
+            return Err("generator.workers must be at most 256".into());
         }
         Ok(())
     }

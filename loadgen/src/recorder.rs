@@ -145,9 +145,14 @@ pub struct OpStats {
     pub corrected: Histogram<u64>,
     /// Completion minus actual send time, µs.
     pub uncorrected: Histogram<u64>,
-    /// Actual write minus intended send time, µs: the part of `corrected` spent
-    /// inside the generator.
+    /// Actual write minus the moment the request could be written (its intended
+    /// time, or later when its connection had no room), µs: the part of
+    /// `corrected` spent waiting inside the generator.
     pub send_lag: Histogram<u64>,
+    /// That moment minus the intended time, µs: the part of `corrected` spent
+    /// waiting for the connection (earlier answers on a full pipeline, a
+    /// reconnect), which is the server's and the wire's, not the generator's.
+    pub conn_wait: Histogram<u64>,
     /// Operations written, per phase they were written in.
     pub sent_in: [u64; PHASES],
     /// Completed operations, failed ones included.
@@ -166,6 +171,7 @@ impl OpStats {
             corrected: interval_histogram(),
             uncorrected: interval_histogram(),
             send_lag: interval_histogram(),
+            conn_wait: interval_histogram(),
             sent_in: [0; PHASES],
             count: 0,
             errors: [0; 5],
@@ -185,8 +191,10 @@ impl OpStats {
 pub struct Stats {
     /// Per operation, indexed by `Op as usize`.
     pub ops: [OpStats; 6],
-    /// Write time minus intended time, µs.
+    /// Send lag over all operations (see [`OpStats::send_lag`]), µs.
     pub send_lag: Histogram<u64>,
+    /// Connection wait over all operations (see [`OpStats::conn_wait`]), µs.
+    pub conn_wait: Histogram<u64>,
     /// Dispatch time minus intended time, µs.
     pub sched_lag: Histogram<u64>,
     /// Change-to-receipt latency of pushes, µs.
@@ -204,6 +212,7 @@ impl Default for Stats {
         Stats {
             ops: std::array::from_fn(|_| OpStats::new()),
             send_lag: interval_histogram(),
+            conn_wait: interval_histogram(),
             sched_lag: interval_histogram(),
             push: interval_histogram(),
             pushes: 0,
@@ -225,6 +234,7 @@ impl Stats {
             add_hist(&mut a.corrected, &b.corrected);
             add_hist(&mut a.uncorrected, &b.uncorrected);
             add_hist(&mut a.send_lag, &b.send_lag);
+            add_hist(&mut a.conn_wait, &b.conn_wait);
             for (x, y) in a.sent_in.iter_mut().zip(&b.sent_in) {
                 *x += y;
             }
@@ -236,6 +246,7 @@ impl Stats {
             }
         }
         add_hist(&mut self.send_lag, &other.send_lag);
+        add_hist(&mut self.conn_wait, &other.conn_wait);
         add_hist(&mut self.sched_lag, &other.sched_lag);
         add_hist(&mut self.push, &other.push);
         self.pushes += other.pushes;
@@ -249,6 +260,7 @@ impl Stats {
             o.corrected.reset();
             o.uncorrected.reset();
             o.send_lag.reset();
+            o.conn_wait.reset();
             o.sent_in = [0; PHASES];
             o.count = 0;
             o.errors = [0; 5];
@@ -256,6 +268,7 @@ impl Stats {
             o.skipped = 0;
         }
         self.send_lag.reset();
+        self.conn_wait.reset();
         self.sched_lag.reset();
         self.push.reset();
         self.pushes = 0;
@@ -299,12 +312,17 @@ impl Recorder {
         self.phase = phase.as_u8();
     }
 
-    /// An operation was written to its connection at `sent`.
-    pub fn sent(&mut self, op: Op, intended: Nanos, sent: Nanos) {
-        let lag = micros(sent.saturating_sub(intended));
+    /// An operation was written to its connection at `sent`; it could have been
+    /// from `ready` on (at or after `intended`: see [`crate::conn::Lane::ready_at`]).
+    pub fn sent(&mut self, op: Op, intended: Nanos, ready: Nanos, sent: Nanos) {
+        let ready = ready.clamp(intended, sent.max(intended));
+        let lag = micros(sent.saturating_sub(ready));
+        let wait = micros(ready - intended);
         let _ = self.current.send_lag.record(lag);
+        let _ = self.current.conn_wait.record(wait);
         let o = &mut self.current.ops[op as usize];
         let _ = o.send_lag.record(lag);
+        let _ = o.conn_wait.record(wait);
         o.sent_in[usize::from(self.phase).min(PHASES - 1)] += 1;
     }
 
@@ -443,7 +461,7 @@ mod tests {
         let mut r = Recorder::new();
         // Intended at 0, written 3 ms late, answered 1 ms after the write.
         r.dispatched(Op::Beat, 0, 2_000_000);
-        r.sent(Op::Beat, 0, 3_000_000);
+        r.sent(Op::Beat, 0, 0, 3_000_000);
         r.completed(Op::Beat, 0, 3_000_000, 4_000_000, Ok(()));
         let s = r.finish();
         let b = s.op(Op::Beat);
@@ -457,6 +475,24 @@ mod tests {
             "per operation too"
         );
         assert_eq!(b.sent_in[crate::plan::Phase::Init.as_u8() as usize], 1);
+    }
+
+    #[test]
+    fn waiting_for_the_connection_is_not_send_lag() {
+        let mut r = Recorder::new();
+        // Intended at 0; its connection's pipeline was full until 2 ms (an earlier
+        // answer), the write came 0.5 ms after that.
+        r.sent(Op::Query, 0, 2_000_000, 2_500_000);
+        // A ready time before the intended one (room long since) is the intended.
+        r.sent(Op::Query, 1_000_000, 0, 1_100_000);
+        let s = r.finish();
+        let q = s.op(Op::Query);
+        assert_eq!(q.send_lag.len(), 2);
+        assert!(q.send_lag.equivalent(q.send_lag.max(), 500));
+        assert!(q.send_lag.equivalent(q.send_lag.min(), 100));
+        assert!(q.conn_wait.equivalent(q.conn_wait.max(), 2_000));
+        assert_eq!(q.conn_wait.min(), 0);
+        assert_eq!(s.conn_wait.len(), 2, "and over all operations");
     }
 
     #[test]

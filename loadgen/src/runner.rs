@@ -2,7 +2,7 @@
 //! and assembles the report. Everything here runs on the calling thread; the workers
 //! run on their own.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -189,78 +189,19 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         thresholds,
         start,
     } = resolve(&config)?;
-    warn_about_file_limit(&profile);
-    if profile.generator.busy_poll && host::realtime() == Some(true) {
-        anyhow::bail!(
-            "--busy-poll under a real-time scheduling policy (chrt -f/-r): the kernel \
-             throttles a real-time task that uses more than 95 % of a second, stalling the \
-             generator 50 ms each second; run loadgen under the normal policy (chrt -o 0)"
-        );
-    }
+    preflight(&profile)?;
     let live = Live::new(config.quiet);
-    let metrics = config
-        .metrics_listen
-        .map(|addr| MetricsServer::start(addr).with_context(|| format!("--metrics-listen {addr}")))
-        .transpose()?;
-    if let Some(m) = &metrics {
-        if !config.quiet {
-            live.println(format!(
-                "loadgen: metrics at http://{}/metrics",
-                m.local_addr()
-            ));
-        }
-    }
+    let metrics = serve_metrics(&config, &live)?;
     let server = Server::start(&config.target)?;
-    let dialect = profile.protocol.dialect().unwrap_or(Dialect::V1);
-    let grpc = profile.protocol == Protocol::Grpc;
-    let mut control = ControlClient::for_members(server.addrs.clone()).with_dialect(dialect);
-    if grpc {
-        let mut naming = crate::fleet::Naming::new(&profile.fleet);
-        naming.segment = config.segment;
-        control = control
-            .counting_by_lists(naming)
-            .listing_over_grpc(server.grpc.clone());
-    }
-    let baseline = verify::server_count(&mut control).with_context(|| {
-        format!(
-            "the target {} does not answer {}",
-            server.url,
-            match (grpc, dialect) {
-                (true, _) => "the gRPC lists of the fleet's services",
-                (false, Dialect::V1) => "/nacos/v1/ns/operator/metrics",
-                (false, Dialect::V3) => "/nacos/v3/admin/ns/ops/metrics",
-            }
-        )
-    })?;
-    // A segment's expected count is its own instances: the server's total is judged
-    // across segments by `report merge`.
-    let baseline = if config.segment.is_whole() {
-        baseline
-    } else {
-        0
-    };
+    let mut control = control_client(&config, &profile, &server);
+    let baseline = baseline(&config, &profile, &server, &mut control)?;
     let workers = worker_count(&profile, &server, &config.target);
     if let Some(start) = start {
         wait_for_start(start, &live, config.quiet);
     }
     let clock = Clock::start();
     let started_at = SystemTime::now();
-    // The 2.x fleet's lanes connect to the members' gRPC ports, unbound.
-    let (targets, sources) = if grpc {
-        (server.grpc.clone(), Vec::new())
-    } else {
-        (server.addrs.clone(), source_ips(&profile, &server))
-    };
-    let mut shared = Shared::new(
-        profile.clone(),
-        clock,
-        targets,
-        sources,
-        server.local_ip(),
-        workers,
-    );
-    shared.naming.segment = config.segment;
-    let shared = Arc::new(shared);
+    let shared = Arc::new(share_fleet(&config, &profile, &server, clock, workers));
     if !config.quiet {
         live.println(announcement(&shared, &server, workers));
     }
@@ -270,13 +211,7 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         .with_context(|| format!("creating {}", paths.hlog.display()))?;
     let mut hlog_out = std::io::BufWriter::new(hlog_file);
     let mut serializer = V2DeflateSerializer::new();
-    let mut log = IntervalLogWriterBuilder::new()
-        .add_comment(&format!("loadgen {} profile {}", env!("CARGO_PKG_VERSION"), profile.name))
-        .add_comment("[Histogram log format version 1.3]")
-        .add_comment("values in microseconds; Tag=<op> corrected latency, <op>.uncorrected, send_lag, sched_lag, push")
-        .with_start_time(started_at)
-        .begin_log_with(&mut hlog_out, &mut serializer)
-        .context("writing the interval log header")?;
+    let mut log = begin_log(&mut hlog_out, &mut serializer, &profile, started_at)?;
 
     let (handles, intervals) = start_workers(&shared, workers)?;
     let mut phases = Phases {
@@ -298,33 +233,22 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     let server_stats = server.stats();
     let mut totals = join_workers(handles)?;
     let (timeline, measured) = phases.finish();
-    if let Some((from, until, stats)) = measured {
-        // Only what the workers recorded after the warm-up until the end of the
-        // steady phase, over that span.
-        totals.stats = stats;
-        walked.start = from;
-        walked.end = until;
-        walked.spans = vec![Span {
-            phase: Phase::Steady,
-            start: from,
-            end: until,
-        }];
-    }
+    keep_measured(&mut totals, &mut walked, measured);
     drop(log);
     use std::io::Write as _;
     hlog_out.flush().context("writing the interval log")?;
 
     let mut report = new_report(&config, &whole, &server, started_at);
-    report.segment = (!config.segment.is_whole()).then(|| config.segment.to_string());
-    report.duration_s = (walked.end.saturating_sub(walked.start)) as f64 / SECOND as f64;
-    add_operations(&mut report, &totals.stats, &shared.plan, &walked.spans)?;
-    report.send_lag = Some(LatencyBlock::from_histogram(&totals.stats.send_lag)?);
-    report.push = push_stats(&profile, &totals.stats, &walked)?;
+    fill_report(
+        &mut report,
+        &config,
+        &profile,
+        &shared.plan,
+        &totals,
+        &walked,
+    )?;
     report.timeline = timeline;
     report.server = server_stats;
-    report.verification = Some(verification(&profile, &walked));
-    let health = GeneratorLimits::of(&profile).judge(&totals.stats);
-    report.generator = health;
     report.thresholds = thresholds.iter().map(|t| t.evaluate(&report)).collect();
     report
         .save(&paths.json)
@@ -336,6 +260,159 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     }
     server.stop()?;
     Ok(report)
+}
+
+/// Refuses what cannot run well and warns about what may not.
+fn preflight(profile: &Profile) -> anyhow::Result<()> {
+    warn_about_file_limit(profile);
+    if profile.generator.busy_poll && host::realtime() == Some(true) {
+        anyhow::bail!(
+            "--busy-poll under a real-time scheduling policy (chrt -f/-r): the kernel \
+             throttles a real-time task that uses more than 95 % of a second, stalling the \
+             generator 50 ms each second; run loadgen under the normal policy (chrt -o 0)"
+        );
+    }
+    Ok(())
+}
+
+/// Starts `--metrics-listen`'s server, if asked for, and says where it is.
+fn serve_metrics(config: &RunConfig, live: &Live) -> anyhow::Result<Option<MetricsServer>> {
+    let metrics = config
+        .metrics_listen
+        .map(|addr| MetricsServer::start(addr).with_context(|| format!("--metrics-listen {addr}")))
+        .transpose()?;
+    if let Some(m) = &metrics {
+        if !config.quiet {
+            live.println(format!(
+                "loadgen: metrics at http://{}/metrics",
+                m.local_addr()
+            ));
+        }
+    }
+    Ok(metrics)
+}
+
+/// The client that counts and lists what the server holds, through the fleet's
+/// own API (for the 2.x fleet: by its services' lists, over gRPC).
+fn control_client(config: &RunConfig, profile: &Profile, server: &Server) -> ControlClient {
+    let dialect = profile.protocol.dialect().unwrap_or(Dialect::V1);
+    let control = ControlClient::for_members(server.addrs.clone()).with_dialect(dialect);
+    if profile.protocol != Protocol::Grpc {
+        return control;
+    }
+    let mut naming = crate::fleet::Naming::new(&profile.fleet);
+    naming.segment = config.segment;
+    control
+        .counting_by_lists(naming)
+        .listing_over_grpc(server.grpc.clone())
+}
+
+/// The instance count the run's expectations start from: the server's count before
+/// the run, or 0 for a segment (whose expected count is its own instances: the
+/// server's total is judged across segments by `report merge`).
+fn baseline(
+    config: &RunConfig,
+    profile: &Profile,
+    server: &Server,
+    control: &mut ControlClient,
+) -> anyhow::Result<u64> {
+    let grpc = profile.protocol == Protocol::Grpc;
+    let dialect = profile.protocol.dialect().unwrap_or(Dialect::V1);
+    let count = verify::server_count(control).with_context(|| {
+        format!(
+            "the target {} does not answer {}",
+            server.url,
+            match (grpc, dialect) {
+                (true, _) => "the gRPC lists of the fleet's services",
+                (false, Dialect::V1) => "/nacos/v1/ns/operator/metrics",
+                (false, Dialect::V3) => "/nacos/v3/admin/ns/ops/metrics",
+            }
+        )
+    })?;
+    Ok(if config.segment.is_whole() { count } else { 0 })
+}
+
+/// What the workers share for this run: the profile, its plan and naming, and
+/// where the lanes connect (the 2.x fleet's lanes to the members' gRPC ports,
+/// unbound).
+fn share_fleet(
+    config: &RunConfig,
+    profile: &Profile,
+    server: &Server,
+    clock: Clock,
+    workers: u32,
+) -> Shared {
+    let (targets, sources) = if profile.protocol == Protocol::Grpc {
+        (server.grpc.clone(), Vec::new())
+    } else {
+        (server.addrs.clone(), source_ips(profile, server))
+    };
+    let mut shared = Shared::new(
+        profile.clone(),
+        clock,
+        targets,
+        sources,
+        server.local_ip(),
+        workers,
+    );
+    shared.naming.segment = config.segment;
+    shared
+}
+
+/// Opens the interval log (`.hlog`) with its header.
+fn begin_log<'a, 'b>(
+    out: &'a mut std::io::BufWriter<std::fs::File>,
+    serializer: &'b mut V2DeflateSerializer,
+    profile: &Profile,
+    started_at: SystemTime,
+) -> anyhow::Result<Log<'a, 'b>> {
+    IntervalLogWriterBuilder::new()
+        .add_comment(&format!("loadgen {} profile {}", env!("CARGO_PKG_VERSION"), profile.name))
+        .add_comment("[Histogram log format version 1.3]")
+        .add_comment("values in microseconds; Tag=<op> corrected latency, <op>.uncorrected, send_lag, conn_wait, sched_lag, push")
+        .with_start_time(started_at)
+        .begin_log_with(out, serializer)
+        .context("writing the interval log header")
+}
+
+/// With a warm-up, the report counts only what the workers recorded after it
+/// until the end of the steady phase, over that span.
+fn keep_measured(
+    totals: &mut Totals,
+    walked: &mut Walked,
+    measured: Option<(Nanos, Nanos, Stats)>,
+) {
+    let Some((from, until, stats)) = measured else {
+        return;
+    };
+    totals.stats = stats;
+    walked.start = from;
+    walked.end = until;
+    walked.spans = vec![Span {
+        phase: Phase::Steady,
+        start: from,
+        end: until,
+    }];
+}
+
+/// The report's measured parts: length, operations, send lag, push, verification
+/// and the generator's health.
+fn fill_report(
+    report: &mut Report,
+    config: &RunConfig,
+    profile: &Profile,
+    plan: &Plan,
+    totals: &Totals,
+    walked: &Walked,
+) -> anyhow::Result<()> {
+    report.segment = (!config.segment.is_whole()).then(|| config.segment.to_string());
+    report.duration_s = (walked.end.saturating_sub(walked.start)) as f64 / SECOND as f64;
+    add_operations(report, &totals.stats, plan, &walked.spans)?;
+    report.send_lag = Some(LatencyBlock::from_histogram(&totals.stats.send_lag)?);
+    report.push = push_stats(profile, &totals.stats, walked)?;
+    report.verification = Some(verification(profile, walked));
+    report.generator = GeneratorLimits::of(profile).judge(&totals.stats);
+    Ok(())
 }
 
 /// Sleeps until `start` (`--start-at`), saying so.
@@ -384,8 +461,9 @@ fn worker_count(profile: &Profile, server: &Server, target: &TargetConfig) -> u3
 /// Loopback source addresses to spread connections over (none for a remote server).
 fn source_ips(profile: &Profile, server: &Server) -> Vec<IpAddr> {
     if server.addr.ip().is_loopback() {
-        (1..=profile.connections.source_ips)
-            .map(|i| IpAddr::V4(Ipv4Addr::new(127, 0, 0, i)))
+        let count = profile.connections.source_ips;
+        (0..u32::from(count))
+            .map(|i| crate::conn::loopback_source(i, count))
             .collect()
     } else {
         Vec::new()
@@ -812,6 +890,7 @@ fn add_operations(
         );
         entry.skipped = figures.skipped;
         entry.send_lag = Some(LatencyBlock::from_histogram(&figures.send_lag)?);
+        entry.connection_wait = Some(LatencyBlock::from_histogram(&figures.conn_wait)?);
         report.operations.push(entry);
     }
     Ok(())

@@ -188,16 +188,30 @@ pub fn spawn(
     index: u32,
     tx: Sender<Interval>,
 ) -> io::Result<std::thread::JoinHandle<anyhow::Result<Outcome>>> {
-    std::thread::Builder::new()
-        .name(format!("loadgen-w{index}"))
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("building a worker runtime")?;
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&rt, drive(shared, index, tx))
-        })
+    thread(format!("loadgen-w{index}"), move || {
+        drive(shared, index, tx)
+    })
+}
+
+/// Runs the future `make` returns on a thread of its own, in a `current_thread`
+/// runtime with a [`tokio::task::LocalSet`]: the shape of every loadgen worker (a
+/// profile run's and `bench-http`'s).
+pub fn thread<T, F>(
+    name: String,
+    make: impl FnOnce() -> F + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<anyhow::Result<T>>>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
+    std::thread::Builder::new().name(name).spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("building a worker runtime")?;
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, make())
+    })
 }
 
 #[derive(Debug, Default)]
@@ -799,8 +813,8 @@ impl Exchange for Ctx {
         }
     }
 
-    fn sent(&self, req: &Request, sent: Nanos) {
-        self.on_sent(req, sent);
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
+        self.on_sent(req, ready, sent);
     }
 
     fn complete(
@@ -830,9 +844,9 @@ impl Exchange for Ctx {
 /// What both kinds of lane report, recorded the same way.
 impl Ctx {
     /// A request is being sent: recorded, and a change to a watched service logged.
-    fn on_sent(&self, req: &Request, sent: Nanos) {
+    fn on_sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
         let mut state = self.state.borrow_mut();
-        state.recorder.sent(req.op, req.intended, sent);
+        state.recorder.sent(req.op, req.intended, ready, sent);
         if !matches!(req.op, Op::Register | Op::Reregister | Op::Deregister)
             || self.shared.watch.is_empty()
         {
@@ -1017,79 +1031,23 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
     let p = &shared.profile;
     let grpc = p.protocol == crate::profile::Protocol::Grpc;
     let dialect = p.protocol.dialect().unwrap_or(Dialect::V1);
-    let workers = shared.workers;
-    // The 2.x fleet's lanes are its clients, exactly as many as the profile says
-    // (the runner starts no more workers than clients).
-    let per_worker = if grpc {
-        share(u64::from(p.grpc.clients), index, workers).max(1) as usize
-    } else {
-        (p.connections.count as usize)
-            .div_ceil(workers as usize)
-            .max(1)
-    };
-    let ips: Vec<Option<IpAddr>> = if shared.source_ips.is_empty() {
-        vec![None]
-    } else {
-        shared.source_ips.iter().copied().map(Some).collect()
-    };
-    // Lane k of worker w is lane number w * per_worker + k of the run: it uses that
-    // number's source address and server, modulo their counts, so lanes (and the
-    // simulated clients on them) spread evenly over both. Its subscribers use the
-    // addresses its lanes use, so their polls and the pushes they cause share one.
-    let servers: Rc<[SocketAddr]> = Rc::from(shared.targets.clone());
-    let mut lanes = Vec::with_capacity(per_worker);
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut group_ips: Vec<IpAddr> = Vec::new();
-    for k in 0..per_worker {
-        // A 2.x worker's share may be one client short of another's: number its
-        // clients across workers so they still spread evenly over the servers.
-        let number = if grpc {
-            k * workers as usize + index as usize
-        } else {
-            index as usize * per_worker + k
-        };
-        let ip = ips[number % ips.len()];
-        lanes.push(Rc::new(Lane::new(ip, servers.clone(), number)));
-        let addr = ip.unwrap_or(shared.subscriber_ip);
-        match group_ips.iter().position(|a| *a == addr) {
-            Some(group) => groups[group].push(k),
-            None => {
-                group_ips.push(addr);
-                groups.push(vec![k]);
-            }
-        }
-    }
-    let interval = p.fleet.beat_interval.0.as_millis() as u32;
-    let instances = Instances::new(p.fleet.instances, index, workers, interval);
-    let mut wheel = crate::wheel::Wheel::new(8192, 0);
-    wheel.reserve_ids(instances.slots.len());
-    let subscribers = share(u64::from(p.fleet.subscribers), index, workers) as usize;
-    let mut polls = crate::wheel::Wheel::new(16384, 0);
-    polls.reserve_ids(subscribers);
+    let WorkerLanes {
+        lanes,
+        groups,
+        group_ips,
+    } = worker_lanes(shared, index);
+    let instances = Instances::new(
+        p.fleet.instances,
+        index,
+        shared.workers,
+        p.fleet.beat_interval.0.as_millis() as u32,
+    );
     let batches = if grpc && p.grpc.batch {
-        batches(&shared.naming, &instances, per_worker)
+        batches(&shared.naming, &instances, lanes.len())
     } else {
         Vec::new()
     };
-    let state = State {
-        load_left: instances.slots.len() as u64,
-        instances,
-        live: 0,
-        wheel,
-        polls,
-        subscribers: Vec::with_capacity(subscribers),
-        subscriber_tasks: Vec::with_capacity(subscribers),
-        recorder: Recorder::new(),
-        rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(index) + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9),
-        beat_ok: Vec::new(),
-        changes_outstanding: 0,
-        next_load: 0,
-        joined: 0,
-        drain_cursor: 0,
-        instance_lane: 0,
-        batch_left: 0,
-        group_lane: vec![0; groups.len()],
-    };
+    let state = initial_state(shared, index, instances, groups.len());
     Ok(Rc::new(Ctx {
         shared: shared.clone(),
         index,
@@ -1107,6 +1065,96 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
         batches,
         batch: p.connections.pipeline.max(1),
     }))
+}
+
+/// A worker's lanes and the groups of them that share a source address.
+struct WorkerLanes {
+    lanes: Vec<Rc<Lane>>,
+    /// Lane indexes per source address (parallel to `group_ips`).
+    groups: Vec<Vec<usize>>,
+    group_ips: Vec<IpAddr>,
+}
+
+/// Worker `index`'s lanes: its share of the connections (HTTP), or exactly its
+/// share of the profile's clients (the 2.x fleet's lanes are its clients; the
+/// runner starts no more workers than clients).
+fn worker_lanes(shared: &Shared, index: u32) -> WorkerLanes {
+    let p = &shared.profile;
+    let grpc = p.protocol == crate::profile::Protocol::Grpc;
+    let workers = shared.workers;
+    let per_worker = if grpc {
+        share(u64::from(p.grpc.clients), index, workers).max(1) as usize
+    } else {
+        (p.connections.count as usize)
+            .div_ceil(workers as usize)
+            .max(1)
+    };
+    let ips: Vec<Option<IpAddr>> = if shared.source_ips.is_empty() {
+        vec![None]
+    } else {
+        shared.source_ips.iter().copied().map(Some).collect()
+    };
+    // Lane k of worker w is lane number w * per_worker + k of the run: it uses that
+    // number's source address and server, modulo their counts, so lanes (and the
+    // simulated clients on them) spread evenly over both. Its subscribers use the
+    // addresses its lanes use, so their polls and the pushes they cause share one.
+    let servers: Rc<[SocketAddr]> = Rc::from(shared.targets.clone());
+    let mut out = WorkerLanes {
+        lanes: Vec::with_capacity(per_worker),
+        groups: Vec::new(),
+        group_ips: Vec::new(),
+    };
+    for k in 0..per_worker {
+        // A 2.x worker's share may be one client short of another's: number its
+        // clients across workers so they still spread evenly over the servers.
+        let number = if grpc {
+            k * workers as usize + index as usize
+        } else {
+            index as usize * per_worker + k
+        };
+        let ip = ips[number % ips.len()];
+        out.lanes
+            .push(Rc::new(Lane::new(ip, servers.clone(), number)));
+        let addr = ip.unwrap_or(shared.subscriber_ip);
+        match out.group_ips.iter().position(|a| *a == addr) {
+            Some(group) => out.groups[group].push(k),
+            None => {
+                out.group_ips.push(addr);
+                out.groups.push(vec![k]);
+            }
+        }
+    }
+    out
+}
+
+/// Worker `index`'s state before the run: its instances, empty wheels sized for
+/// its share, a recorder, a seeded random stream.
+fn initial_state(shared: &Shared, index: u32, instances: Instances, groups: usize) -> State {
+    let p = &shared.profile;
+    let mut wheel = crate::wheel::Wheel::new(8192, 0);
+    wheel.reserve_ids(instances.slots.len());
+    let subscribers = share(u64::from(p.fleet.subscribers), index, shared.workers) as usize;
+    let mut polls = crate::wheel::Wheel::new(16384, 0);
+    polls.reserve_ids(subscribers);
+    State {
+        load_left: instances.slots.len() as u64,
+        instances,
+        live: 0,
+        wheel,
+        polls,
+        subscribers: Vec::with_capacity(subscribers),
+        subscriber_tasks: Vec::with_capacity(subscribers),
+        recorder: Recorder::new(),
+        rng: 0x9e37_79b9_7f4a_7c15 ^ (u64::from(index) + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9),
+        beat_ok: Vec::new(),
+        changes_outstanding: 0,
+        next_load: 0,
+        joined: 0,
+        drain_cursor: 0,
+        instance_lane: 0,
+        batch_left: 0,
+        group_lane: vec![0; groups],
+    }
 }
 
 /// The load phase's batches of a 2.x worker: its instances grouped by (client,
@@ -1180,6 +1228,7 @@ pub async fn drive(
             break;
         }
         driver.send_due(now);
+        driver.write_through();
         driver.publish_progress(now, lane_config.timeout);
         driver.roll_second(now);
         // Wake exactly when the next rate-driven item is due, or at the next tick
@@ -1266,6 +1315,19 @@ impl Driver {
         shared.progress[self.ctx.index as usize]
             .phase_seen
             .store(u64::from(phase.as_u8()), Ordering::Relaxed);
+    }
+
+    /// Writes what this tick made due from here, on every HTTP lane whose
+    /// connection has room ([`Lane::write_through`]): a due request does not wait
+    /// for its lane's task to be scheduled behind the other lanes' reads and
+    /// writes. A 2.x lane's calls go through tonic's connection task either way.
+    fn write_through(&self) {
+        if self.ctx.grpc {
+            return;
+        }
+        for lane in &self.ctx.lanes {
+            lane.write_through(&*self.ctx, &self.ctx.shared.clock);
+        }
     }
 
     /// Dispatches every operation whose intended time is at or before `now`.
@@ -1653,8 +1715,8 @@ impl grpc::lane::Exchange for Ctx {
         }
     }
 
-    fn sent(&self, req: &Request, sent: Nanos) {
-        self.on_sent(req, sent);
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
+        self.on_sent(req, ready, sent);
     }
 
     fn answered(

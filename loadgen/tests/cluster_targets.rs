@@ -9,21 +9,13 @@
 //! on two independent registries one sent to the first would leave the instance on
 //! the second until it expires.
 
-use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+#[path = "support/two_servers.rs"]
+mod two_servers;
+
+use std::net::SocketAddr;
 
 use loadgen::target::{ControlClient, TargetConfig};
 use loadgen::RunConfig;
-
-fn registry() -> registry_server::Embedded {
-    use clap::Parser as _;
-    let mut config = registry_server::Config::parse_from(["registry"]);
-    config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    config.udp_listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    config.workers = 1;
-    registry_server::Embedded::start(config).unwrap()
-}
 
 fn instance_count(addr: SocketAddr) -> Option<u64> {
     ControlClient::new(addr)
@@ -34,11 +26,9 @@ fn instance_count(addr: SocketAddr) -> Option<u64> {
 
 #[test]
 fn clients_spread_over_the_listed_servers_and_fail_over_when_one_stops() {
-    let (first, second) = (registry(), registry());
+    let (first, second) = (two_servers::registry(), two_servers::registry());
     let (a, b) = (first.http_addr, second.http_addr);
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("loadgen-failover-{}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
+    let out = two_servers::scratch("failover");
     let profile = out.join("failover.toml");
     std::fs::write(
         &profile,
@@ -86,18 +76,7 @@ settle_timeout = "10s"
 
     // Both servers get clients (the connections alternate between them, so each holds
     // about half the fleet once the load phase is done); then the first one stops.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (on_a, on_b) = (instance_count(a), instance_count(b));
-        if on_a.unwrap_or(0) >= 80 && on_b.unwrap_or(0) >= 80 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "instances not spread over both servers: {on_a:?} / {on_b:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    two_servers::wait_for_spread(instance_count, (a, b), 80);
     first.stop().unwrap();
 
     let report = run.join().unwrap().expect("the run completes");

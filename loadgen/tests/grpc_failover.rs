@@ -8,23 +8,13 @@
 //! converged, none left after the drain. No deregistrations in the steady mix: on
 //! two independent registries one sent before the stop would stay on the first.
 
-use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+#[path = "support/two_servers.rs"]
+mod two_servers;
 
 use loadgen::fleet::Naming;
 use loadgen::profile::Profile;
 use loadgen::target::{ControlClient, TargetConfig};
 use loadgen::RunConfig;
-
-fn registry() -> registry_server::Embedded {
-    use clap::Parser as _;
-    let mut config = registry_server::Config::parse_from(["registry"]);
-    config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    config.udp_listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    config.workers = 1;
-    registry_server::Embedded::start(config).unwrap()
-}
 
 const PROFILE: &str = r#"
 name = "grpc-failover"
@@ -55,10 +45,8 @@ settle_timeout = "10s"
 
 #[test]
 fn grpc_clients_spread_over_the_listed_servers_and_redo_on_the_survivor() {
-    let (first, second) = (registry(), registry());
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("loadgen-grpc-failover-{}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
+    let (first, second) = (two_servers::registry(), two_servers::registry());
+    let out = two_servers::scratch("grpc-failover");
     let path = out.join("grpc-failover.toml");
     std::fs::write(&path, PROFILE).unwrap();
     let profile: Profile = toml::from_str(PROFILE).unwrap();
@@ -89,18 +77,7 @@ fn grpc_clients_spread_over_the_listed_servers_and_redo_on_the_survivor() {
 
     // Both servers get clients (the lanes alternate between them), then the first
     // one stops.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (on_a, on_b) = (count(a), count(b));
-        if on_a.unwrap_or(0) >= 80 && on_b.unwrap_or(0) >= 80 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "instances not spread over both servers: {on_a:?} / {on_b:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    two_servers::wait_for_spread(count, (a, b), 80);
     first.stop().unwrap();
 
     let report = run.join().unwrap().expect("the run completes");

@@ -60,3 +60,43 @@ fn the_grpc_fleet_runs_clean_against_the_embedded_registry() {
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     reports::validate_against_schema(&value).unwrap();
 }
+
+/// The drain check of a server that holds no service (issue 24's
+/// `nacos-2x-report` runs read "server instances unknown (expected 0)"): counted
+/// over gRPC by the fleet's service lists, every member reads 0, and the check
+/// passes.
+#[test]
+fn a_server_with_no_services_counts_zero_over_grpc() {
+    use clap::Parser as _;
+    use loadgen::fleet::Naming;
+    use loadgen::target::ControlClient;
+    use loadgen::verify::{self, Check};
+
+    let mut config = registry_server::Config::parse_from(["registry"]);
+    config.listen = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+    config.udp_listen = config.listen;
+    config.workers = 1;
+    let server = registry_server::Embedded::start(config).unwrap();
+    let profile = loadgen::profile::Profile::from_toml(
+        "x",
+        "name = \"x\"\nprotocol = \"grpc\"\n[fleet]\nservices = 5\ninstances = 10\n",
+    )
+    .unwrap();
+    let naming = Naming::new(&profile.fleet);
+    let control = ControlClient::new(server.http_addr)
+        .counting_by_lists(naming.clone())
+        .listing_over_grpc(vec![server.grpc_addr]);
+    let found = verify::members(&mut control.each_member(), &naming, &[]);
+    assert_eq!(found.count, Some(0), "{found:?}");
+    let check = Check {
+        expected: 0,
+        server: found.count,
+        judge_count: true,
+        ..Check::default()
+    };
+    assert!(check.ok(), "{}", check.describe());
+    assert!(check
+        .describe()
+        .starts_with("ok: server instances 0 (expected 0)"));
+    server.stop().unwrap();
+}

@@ -4,6 +4,9 @@
 //! request's send lag (and scheduling lag) is recorded, per operation and overall.
 //! Only that it is recorded is asserted: its size is a benchmark figure.
 
+#[path = "support/echo.rs"]
+mod echo;
+
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -13,39 +16,6 @@ use loadgen::conn::{self, Exchange, Lane, LaneConfig, Request};
 use loadgen::recorder::{ErrorClass, Op, Recorder};
 use loadgen::schedule::{next_wake, wait_until, Clock, Nanos, Pacer, Waiter, SECOND};
 use registry_proto::http1::Response;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-
-/// Answers every request (anything ending in a blank line) with `200 ok`.
-async fn answering_server() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 64 * 1024];
-                let mut pending = Vec::new();
-                loop {
-                    let Ok(n) = s.read(&mut buf).await else {
-                        return;
-                    };
-                    if n == 0 {
-                        return;
-                    }
-                    pending.extend_from_slice(&buf[..n]);
-                    let mut out = Vec::new();
-                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                        pending.drain(..end + 4);
-                        out.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
-                    }
-                    if s.write_all(&out).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
 
 struct Ex {
     recorder: RefCell<Recorder>,
@@ -57,8 +27,10 @@ impl Exchange for Ex {
         out.extend_from_slice(b"PUT /nacos/v1/ns/instance/beat HTTP/1.1\r\nHost: x\r\n\r\n");
     }
 
-    fn sent(&self, req: &Request, sent: Nanos) {
-        self.recorder.borrow_mut().sent(req.op, req.intended, sent);
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
+        self.recorder
+            .borrow_mut()
+            .sent(req.op, req.intended, ready, sent);
     }
 
     fn complete(
@@ -90,7 +62,7 @@ fn send_lag_is_recorded_for_every_request_at_5k_per_second() {
         .unwrap();
     let local = tokio::task::LocalSet::new();
     let (sent, answered, stats) = local.block_on(&rt, async {
-        let server = answering_server().await;
+        let server = echo::answering_server().await;
         let clock = Clock::start();
         let ex = Rc::new(Ex {
             recorder: RefCell::new(Recorder::new()),
@@ -150,6 +122,11 @@ fn send_lag_is_recorded_for_every_request_at_5k_per_second() {
         "every request's send lag is in its operation's record"
     );
     assert_eq!(stats.send_lag.len(), sent, "and in the overall one");
+    assert_eq!(
+        beat.conn_wait.len(),
+        sent,
+        "what each request waited for its connection is recorded apart from send lag"
+    );
     assert_eq!(
         stats.sched_lag.len(),
         sent,

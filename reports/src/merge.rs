@@ -296,6 +296,10 @@ fn merge_operations(reports: &[Report]) -> Result<Vec<Operation>, MergeError> {
                     name,
                     parts.iter().filter_map(|p| p.send_lag.as_ref()),
                 )?,
+                connection_wait: merge_optional_blocks(
+                    name,
+                    parts.iter().filter_map(|p| p.connection_wait.as_ref()),
+                )?,
             })
         })
         .collect()

@@ -150,11 +150,18 @@ pub struct Operation {
     /// never offered. Absent in reports written before it existed.
     #[serde(default)]
     pub skipped: u64,
-    /// This operation's send lag (actual write minus intended send time): the part of
-    /// `corrected` that is the generator's own lateness (see [`crate::lag`]). Absent
-    /// in reports written before it existed.
+    /// This operation's send lag: the part of `corrected` that is the generator's own
+    /// lateness, from the moment a request could be written (its intended time, or
+    /// later when its connection had no room) to its write (see [`crate::lag`]).
+    /// Absent in reports written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_lag: Option<LatencyBlock>,
+    /// What a request waited for its connection before it could be written (earlier
+    /// answers on a full pipeline, a reconnect): the part of `corrected` that is
+    /// neither the generator nor this request's own answer. Absent in reports
+    /// written before it existed (their `send_lag` holds both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_wait: Option<LatencyBlock>,
 }
 
 impl Operation {
@@ -179,6 +186,7 @@ impl Operation {
             uncorrected,
             skipped: 0,
             send_lag: None,
+            connection_wait: None,
         }
     }
 

@@ -147,6 +147,7 @@ fn operations_section(report: &Report) -> Section {
         "max",
         "errors",
         "send lag p50/p99",
+        "connection wait p50/p99",
     ]);
     for op in &report.operations {
         let target = match op.target_rate {
@@ -172,11 +173,12 @@ fn operations_section(report: &Report) -> Section {
             ];
             cells.extend(latency_cells(&block.summary));
             cells.push(errors.clone());
-            cells.push(if kind == "corrected" {
-                lag_cell(op)
+            if kind == "corrected" {
+                cells.push(lag_cell(op));
+                cells.push(wait_cell(op));
             } else {
-                String::new()
-            });
+                cells.extend([String::new(), String::new()]);
+            }
             t.push(cells);
         }
     }
@@ -255,7 +257,7 @@ fn generator_section(report: &Report) -> Section {
     if let Some(lag) = &report.send_lag {
         generator.table = Some(latency_table(
             "send lag",
-            &[("actual - intended".to_owned(), &lag.summary)],
+            &[("write - writable".to_owned(), &lag.summary)],
         ));
     }
     generator
@@ -321,6 +323,18 @@ fn lag_cell(op: &crate::report::Operation) -> String {
             table::micros(s.lag_p99_us as f64),
             s.p99_pct,
             if s.limited() { " LIMITED" } else { "" }
+        ),
+        None => "-".to_owned(),
+    }
+}
+
+/// What an operation waited for its connection, p50/p99: `0µs / 1.2ms`.
+fn wait_cell(op: &crate::report::Operation) -> String {
+    match &op.connection_wait {
+        Some(w) => format!(
+            "{} / {}",
+            table::micros(w.summary.p50_us as f64),
+            table::micros(w.summary.p99_us as f64)
         ),
         None => "-".to_owned(),
     }

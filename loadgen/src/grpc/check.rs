@@ -15,7 +15,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use registry_proto::grpc::message::{QueryServiceResponse, RequestHead};
+use registry_proto::grpc::message::RequestHead;
+use registry_proto::grpc::Payload;
+use serde::Deserialize;
 use tonic::transport::Channel;
 
 use super::lane::unary;
@@ -104,22 +106,6 @@ impl Lister {
 
     /// The member's list of service `s`, as its 2.x clients would get it.
     pub fn hosts(&mut self, naming: &Naming, s: u32) -> anyhow::Result<HostList> {
-        let addr = self.addr;
-        let channel = match self.channel.clone() {
-            Some(c) => c,
-            None => {
-                let c = self
-                    .runtime
-                    .block_on(async {
-                        tokio::time::timeout(CALL_TIMEOUT, connect(addr, &naming.namespace)).await
-                    })
-                    .unwrap_or_else(|_| {
-                        Err(anyhow::anyhow!("connecting to gRPC {addr} timed out"))
-                    })?;
-                self.channel = Some(c.clone());
-                c
-            }
-        };
         let mut service_name = String::new();
         naming.service_name(s, &mut service_name);
         let payload = request::query(&request::Naming {
@@ -128,38 +114,102 @@ impl Lister {
             group_name: naming.group.clone(),
         });
         let name = naming.grouped(s);
+        // A connection kept from an earlier check may have been closed by the
+        // server meanwhile (nobody answered its detection requests while the
+        // runner was not asking): one retry on a fresh connection, as the HTTP
+        // control client does, before the member counts as silent.
+        let reused = self.channel.is_some();
+        let answer = match self.query(&naming.namespace, payload.clone()) {
+            Err(_) if reused => self.query(&naming.namespace, payload),
+            first => first,
+        }
+        .with_context(|| format!("gRPC query of {name} on {}", self.addr))?;
+        let endpoints = listed(answer.json())
+            .with_context(|| format!("gRPC query of {name} on {}", self.addr))?;
+        Ok(HostList::new(name, endpoints))
+    }
+
+    /// One unary call on the member's connection (opened first if there is none;
+    /// dropped when the call fails, so the next one opens another).
+    fn query(&mut self, namespace: &str, payload: Payload) -> anyhow::Result<Payload> {
+        let addr = self.addr;
+        let channel = match self.channel.clone() {
+            Some(c) => c,
+            None => {
+                let c = self
+                    .runtime
+                    .block_on(async {
+                        tokio::time::timeout(CALL_TIMEOUT, connect(addr, namespace)).await
+                    })
+                    .unwrap_or_else(|_| {
+                        Err(anyhow::anyhow!("connecting to gRPC {addr} timed out"))
+                    })?;
+                self.channel = Some(c.clone());
+                c
+            }
+        };
         let answer = self
             .runtime
             .block_on(async { tokio::time::timeout(CALL_TIMEOUT, unary(&channel, payload)).await });
-        let answer = match answer {
-            Ok(Ok(a)) => a,
+        match answer {
+            Ok(Ok(a)) => Ok(a),
             failed => {
-                self.channel = None; // reconnect on the next call
-                let why = failed.map_or_else(|_| anyhow::anyhow!("timed out"), |r| r.unwrap_err());
-                return Err(why.context(format!("gRPC query of {name} on {addr}")));
+                self.channel = None;
+                Err(failed.map_or_else(|_| anyhow::anyhow!("timed out"), |r| r.unwrap_err()))
             }
-        };
-        let info = serde_json::from_slice::<QueryServiceResponse>(answer.json())
-            .ok()
-            .and_then(|r| r.service_info)
-            .with_context(|| {
-                format!(
-                    "gRPC query of {name} on {addr} answered {}",
-                    String::from_utf8_lossy(answer.json())
-                )
-            })?;
-        let endpoints = info
-            .hosts
-            .iter()
-            .map(|h| {
-                u16::try_from(h.port)
-                    .ok()
-                    .and_then(|p| Endpoint::parse(&h.ip, p))
-                    .unwrap_or(Endpoint(u64::MAX))
-            })
-            .collect();
-        Ok(HostList::new(name, endpoints))
+        }
     }
+}
+
+/// A `QueryServiceResponse` as the check reads it: every field may be absent or
+/// `null`. A server with no such service (drained: nothing left) may answer
+/// `serviceInfo: null` or `hosts: null` (r-nacos's optional fields), and that is
+/// a list of zero hosts, not a member that could not be asked: a failed answer
+/// says so in its `resultCode`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Answer {
+    result_code: Option<i32>,
+    message: Option<String>,
+    service_info: Option<Info>,
+}
+
+#[derive(Deserialize)]
+struct Info {
+    hosts: Option<Vec<Listed>>,
+}
+
+#[derive(Deserialize)]
+struct Listed {
+    ip: Option<String>,
+    port: Option<i64>,
+}
+
+/// The endpoints of one `QueryServiceResponse` body; an error when the server
+/// said the query failed or the body is not an answer.
+fn listed(json: &[u8]) -> anyhow::Result<Vec<Endpoint>> {
+    let answer: Answer = serde_json::from_slice(json)
+        .with_context(|| format!("answered {}", String::from_utf8_lossy(json)))?;
+    if let Some(code) = answer.result_code.filter(|c| *c != 200) {
+        anyhow::bail!(
+            "answered resultCode {code}: {}",
+            answer.message.unwrap_or_default()
+        );
+    }
+    let hosts = answer
+        .service_info
+        .and_then(|i| i.hosts)
+        .unwrap_or_default();
+    Ok(hosts
+        .iter()
+        .map(|h| {
+            h.port
+                .and_then(|p| u16::try_from(p).ok())
+                .zip(h.ip.as_deref())
+                .and_then(|(p, ip)| Endpoint::parse(ip, p))
+                .unwrap_or(Endpoint(u64::MAX))
+        })
+        .collect())
 }
 
 /// Opens a connection as a client does (server check, the stream with the
@@ -224,6 +274,29 @@ mod tests {
         assert_eq!(distinct.len(), picked.len(), "no service twice");
         assert_eq!(picked, sample(many.clone(), 9));
         assert_ne!(picked, sample(many, 10));
+    }
+
+    #[test]
+    fn a_service_the_server_no_longer_holds_lists_zero_hosts() {
+        // After a drain the server may hold no service at all: its answer, with
+        // `null` for what it does not have, is an empty list (the drain check
+        // then reads 0 instances, not "unknown").
+        for body in [
+            r#"{"resultCode":200,"success":true,"serviceInfo":null}"#,
+            r#"{"resultCode":200,"serviceInfo":{"name":"s","hosts":null,"checksum":null,"clusters":null}}"#,
+            r#"{"resultCode":200,"serviceInfo":{"name":"s","hosts":[]}}"#,
+        ] {
+            assert_eq!(listed(body.as_bytes()).unwrap(), Vec::new(), "{body}");
+        }
+        let one = r#"{"resultCode":200,"serviceInfo":{"hosts":[{"ip":"10.0.0.1","port":8080,"weight":null}]}}"#;
+        assert_eq!(
+            listed(one.as_bytes()).unwrap(),
+            vec![Endpoint::parse("10.0.0.1", 8080).unwrap()]
+        );
+        // A failed query is still an error, not zero hosts.
+        let failed = r#"{"resultCode":500,"errorCode":500,"message":"boom"}"#;
+        assert!(listed(failed.as_bytes()).is_err());
+        assert!(listed(b"not json").is_err());
     }
 
     #[test]

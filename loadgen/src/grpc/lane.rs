@@ -6,7 +6,8 @@
 //! stream with the connection setup on it, then a health check until the server
 //! answers it (it has seen the setup). Requests are unary calls multiplexed on the
 //! connection: each is spawned when the lane takes it, so none waits for an earlier
-//! answer, up to the lane's depth in flight (waiting for room shows as send lag).
+//! answer, up to the lane's depth in flight (waiting for room is recorded as
+//! connection wait, apart from send lag: [`Lane::ready_at`]).
 //! Pushes (`NotifySubscriberRequest`) arrive on the stream, are handed to the
 //! worker ([`Exchange::pushed`]) and acked; a `ClientDetectionRequest` is answered.
 //!
@@ -36,8 +37,9 @@ use crate::schedule::{Clock, Nanos};
 pub trait Exchange {
     /// The request's payload.
     fn payload(&self, req: &Request) -> Payload;
-    /// The request is being sent at `sent`.
-    fn sent(&self, req: &Request, sent: Nanos);
+    /// The request is being sent at `sent`; it could have been from `ready` on
+    /// ([`Lane::ready_at`]).
+    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos);
     /// The request was answered (`Ok`) or failed (`Err`) at `done`.
     fn answered(
         &self,
@@ -99,6 +101,7 @@ pub async fn drive<E: Exchange + 'static>(
             }
         };
         failures = 0;
+        lane.room_from(clock.now());
         if connected_before {
             ex.reconnected(number);
         }
@@ -134,7 +137,7 @@ async fn session<E: Exchange + 'static>(
         while lane.in_flight() < cfg.depth {
             let Some(req) = lane.take() else { break };
             let sent = clock.now();
-            ex.sent(&req, sent);
+            ex.sent(&req, lane.ready_at(req.intended), sent);
             lane.set_in_flight(lane.in_flight() + 1);
             let payload = ex.payload(&req);
             let (ex, lane, channel, broken) = (
@@ -146,6 +149,9 @@ async fn session<E: Exchange + 'static>(
             tokio::task::spawn_local(async move {
                 let answer = tokio::time::timeout(cfg.timeout, unary(&channel, payload)).await;
                 let done = clock.now();
+                if lane.in_flight() >= cfg.depth {
+                    lane.room_from(done);
+                }
                 lane.set_in_flight(lane.in_flight().saturating_sub(1));
                 let result = match &answer {
                     Ok(Ok(p)) if p.type_name() == "ErrorResponse" => Err(ErrorClass::Protocol),

@@ -247,3 +247,90 @@ proptest! {
         prop_assert_eq!(got, clusters);
     }
 }
+
+/// The decoder borrows text from the body: these are the bodies where it
+/// cannot (escapes, bytes that are not UTF-8) or where a field's type is
+/// wrong; each decodes, or is refused, as the owned reading of the message
+/// types did (the answers were recorded before the change).
+#[test]
+fn escaped_odd_and_ill_typed_bodies_decode_as_the_owned_reading_did() {
+    let l = limits();
+    let escaped = br#"{"requestId":"r\u00311","namespace":"p\u0075b","serviceName":"de\u006do","groupName":"G\u0031","type":"deregister\u0049nstance","instance":{"ip":"10.0.0.\u0031","port":1,"clusterName":"c\u0031","metadata":{"k\"":"v\\"}}}"#;
+    let d = decode("InstanceRequest", escaped, &l).unwrap();
+    assert_eq!(d.request_id.as_deref(), Some("r11"));
+    let ClientMessage::Instance {
+        service,
+        op,
+        instance,
+        op_name,
+        ..
+    } = d.message
+    else {
+        panic!("not an instance request: {:?}", d.message);
+    };
+    assert_eq!(
+        (op, op_name.as_str()),
+        (InstanceOp::Deregister, "deregisterInstance")
+    );
+    assert_eq!(
+        (service.namespace.as_str(), service.grouped().as_str()),
+        ("pub", "G1@@demo")
+    );
+    assert_eq!(
+        (instance.ip.as_str(), instance.cluster.as_str()),
+        ("10.0.0.1", "c1")
+    );
+    assert_eq!(
+        instance.metadata.get("k\"").map(String::as_str),
+        Some("v\\")
+    );
+
+    // Fields the server does not use are still type-checked.
+    let body = |instance: &str| {
+        format!(
+            r#"{{"requestId":"r1","serviceName":"demo","type":"deregisterInstance","instance":{instance}}}"#
+        )
+    };
+    for (instance, column) in [
+        (r#"{"instanceId":5,"ip":"10.0.0.1","port":1}"#, 93),
+        (r#"{"serviceName":5,"ip":"10.0.0.1","port":1}"#, 94),
+    ] {
+        let r = decode("InstanceRequest", body(instance).as_bytes(), &l).unwrap_err();
+        assert_eq!(r.code, code::BAD_GATEWAY);
+        assert_eq!(
+            r.message,
+            format!("Invalid request: the payload is not valid JSON of its type: invalid type: integer `5`, expected a string at line 1 column {column}")
+        );
+    }
+    let r = decode(
+        "ServiceListRequest",
+        br#"{"requestId":"r1","groupName":"g","pageNo":2,"pageSize":5,"selector":3}"#,
+        &l,
+    )
+    .unwrap_err();
+    assert_eq!(r.code, code::BAD_GATEWAY);
+
+    // Bytes that are not UTF-8: accepted in a field nobody reads, refused
+    // with serde_json's own text in one that is read.
+    let odd = b"{\"requestId\":\"r1\",\"module\":\"n\xff\",\"serviceName\":\"demo\",\"type\":\"deregisterInstance\",\"instance\":{\"ip\":\"10.0.0.1\",\"port\":1}}";
+    assert_eq!(
+        decode("InstanceRequest", odd, &l)
+            .unwrap()
+            .request_id
+            .as_deref(),
+        Some("r1")
+    );
+    let bad = b"{\"requestId\":\"r1\",\"serviceName\":\"de\xffmo\",\"type\":\"deregisterInstance\",\"instance\":{\"ip\":\"10.0.0.1\",\"port\":1}}";
+    let r = decode("InstanceRequest", bad, &l).unwrap_err();
+    assert_eq!(
+        r.message,
+        "Invalid request: the payload is not valid JSON of its type: invalid unicode code point at line 1 column 36"
+    );
+    let dup = br#"{"serviceName":"demo","serviceName":"x","type":"deregisterInstance","instance":{"ip":"10.0.0.1","port":1}}"#;
+    let r = decode("InstanceRequest", dup, &l).unwrap_err();
+    assert!(
+        r.message.contains("duplicate field `serviceName`"),
+        "{}",
+        r.message
+    );
+}

@@ -22,6 +22,7 @@
 //! - [`disk`]: the free-space check that refuses persistent writes on a
 //!   full data directory before anything is applied.
 //! - [`subscriber_list`]: a service's push subscribers, the cluster's included.
+//! - [`service_info`]: the 2.x `ServiceInfo` queries answer and pushes carry.
 //! - [`persist`]: persistent instances and services in an embedded
 //!   database, one group-commit writer, the restore on start.
 //! - [`health`]: the server's TCP/HTTP health checks of persistent instances.
@@ -72,6 +73,7 @@ pub mod persist;
 pub mod prometheus;
 pub mod pusher;
 pub mod reply;
+pub mod service_info;
 pub mod shutdown;
 pub mod startup;
 pub mod state;
@@ -189,8 +191,8 @@ pub async fn run_app(
         }
         None => None,
     };
-    let notifier = tokio::spawn(notifier::run(app.clone(), udp, stages.notifier.clone()));
-    let sweeper = tokio::spawn(sweeper::run(app.clone(), stages.sweeper.clone()));
+    let notifier = tokio::spawn(notifier::run(app.pushes(), udp, stages.notifier.clone()));
+    let sweeper = tokio::spawn(sweeper::run(app.sweeps(), stages.sweeper.clone()));
     // Nothing without --members; stopped with the sweeper.
     let cluster_tasks = match &app.cluster {
         Some(c) => c.start(&app, &stages.sweeper),

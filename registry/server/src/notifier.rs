@@ -23,6 +23,13 @@
 //!
 //! The sequence (UDP `lastRefTime`, gRPC `requestId`) is a counter, not a
 //! clock: it stays below 2^53 so a JavaScript client echoes it back exactly.
+//!
+//! # What it needs
+//! [`Pushes`] holds exactly what the notifier touches: the store, the clock,
+//! the subscriptions, the list cache, the change feed, the gRPC connections
+//! (their push queues and acks), the counters and its settings. It does not
+//! see the server state ([`crate::state::App`], which makes it), nor the
+//! doors: the 2.x `ServiceInfo` it pushes is [`crate::service_info`]'s.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -30,8 +37,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use registry_core::{
-    ChangeEvent, Coalescer, Due, Millis, ServiceKey, ServiceSnapshot, Subscriber, SubscriberView,
-    Subscription,
+    ChangeEvent, Coalescer, Due, Millis, ServiceKey, ServiceSnapshot, Store, Subscriber,
+    SubscriberView, Subscribers, Subscription,
 };
 use registry_proto::grpc::message::{NotifySubscriberRequest, RequestHead};
 use registry_proto::grpc::Payload;
@@ -44,11 +51,41 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::convert::{encode_list, ListView};
-use crate::http::PUSH_CACHE_MILLIS;
+use crate::events::ChangeFeed;
+use crate::hub::Grpc;
 use crate::list_cache::{CachedList, ListCache};
+use crate::metrics::Metrics;
 use crate::pusher::{send_batch, RecvBatch, BATCH};
-use crate::state::App;
+
+/// `cacheMillis` for a push subscriber (Nacos `defaultPushCacheMillis`): in
+/// every pushed list, and in a list answer to a client that subscribed.
+pub const PUSH_CACHE_MILLIS: u64 = 10_000;
+
+/// What the notifier touches, and nothing else.
+pub struct Pushes {
+    /// The registry whose snapshots are pushed.
+    pub store: Arc<Store>,
+    /// Time.
+    pub clock: Clock,
+    /// Who is subscribed to what.
+    pub subscribers: Arc<Subscribers>,
+    /// Encoded lists, shared with the list answers.
+    pub lists: Arc<ListCache>,
+    /// The change events it alone receives.
+    pub changes: Arc<ChangeFeed>,
+    /// The 2.x connections (their push queues) and their ack queue.
+    pub grpc: Arc<Grpc>,
+    /// Its counters.
+    pub metrics: Arc<Metrics>,
+    /// `--push-window-ms`.
+    pub window_ms: u64,
+    /// `--push-ack-timeout-ms`.
+    pub ack_timeout: Duration,
+    /// `--max-pending-acks`.
+    pub max_pending: usize,
+}
 
 /// What was sent, kept for the one resend.
 #[derive(Clone)]
@@ -66,7 +103,7 @@ struct Pending {
 
 /// The notifier's state. Not shared: owned by its task.
 struct Notifier {
-    app: Arc<App>,
+    pushes: Pushes,
     udp: UdpSocket,
     coalescer: Coalescer,
     acks: HashMap<(Subscriber, u64), Pending, foldhash::fast::FixedState>,
@@ -80,25 +117,25 @@ struct Notifier {
 }
 
 /// Runs until `cancel` fires, then sends what is pending and returns.
-pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
-    let Some(mut events) = app.take_events() else {
+pub async fn run(pushes: Pushes, udp: UdpSocket, cancel: CancellationToken) {
+    let Some(mut events) = pushes.changes.take_receiver() else {
         tracing::error!("notifier started twice");
         return;
     };
-    let Some(mut grpc_acks) = app.grpc.take_acks() else {
+    let Some(mut grpc_acks) = pushes.grpc.take_acks() else {
         tracing::error!("notifier started twice");
         return;
     };
     let mut n = Notifier {
-        coalescer: Coalescer::new(app.config.push_window_ms),
+        coalescer: Coalescer::new(pushes.window_ms),
         acks: HashMap::default(),
         timeouts: BTreeSet::new(),
         next_ref: 1,
-        ack_timeout: Duration::from_millis(app.config.push_ack_timeout_ms),
-        max_pending: app.config.max_pending_acks,
+        ack_timeout: pushes.ack_timeout,
+        max_pending: pushes.max_pending,
         inbox: RecvBatch::default(),
         udp,
-        app,
+        pushes,
     };
     let mut batch: Vec<ChangeEvent> = Vec::with_capacity(1024);
     let mut acked: Vec<(u64, u64)> = Vec::with_capacity(1024);
@@ -127,26 +164,26 @@ pub async fn run(app: Arc<App>, udp: UdpSocket, cancel: CancellationToken) {
                 if got == 0 {
                     return;
                 }
-                let now = n.app.clock.now();
+                let now = n.pushes.clock.now();
                 for e in batch.drain(..) {
                     n.coalescer.offer(e, now);
                 }
                 received = true;
             }
-            _ = n.app.overflowed() => {
-                let now = n.app.clock.now();
-                for service in n.app.take_overflow() {
+            _ = n.pushes.changes.overflowed() => {
+                let now = n.pushes.clock.now();
+                for service in n.pushes.changes.take_overflow() {
                     n.coalescer.offer(ChangeEvent { service, revision: 0 }, now);
                 }
             }
             _ = sleep_until(wake) => {}
         }
-        let now = n.app.clock.now();
+        let now = n.pushes.clock.now();
         n.push_due(now).await;
         n.resend_expired().await;
         // Both tables hold exactly the pending acks (see `settle`).
         debug_assert_eq!(n.timeouts.len(), n.acks.len());
-        n.app.metrics.push.pending.set(n.timeouts.len() as u64);
+        n.pushes.metrics.push.pending.set(n.timeouts.len() as u64);
         if received {
             // Let the writers that are ready run first, so that their
             // events arrive as one batch rather than one wake apiece: the
@@ -171,7 +208,7 @@ impl Notifier {
         let due = self
             .coalescer
             .next_due()
-            .map(|t| self.app.clock.instant_at(t));
+            .map(|t| self.pushes.clock.instant_at(t));
         let ack = self.timeouts.first().map(|(t, _, _)| *t);
         match (due, ack) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -193,16 +230,16 @@ impl Notifier {
             return;
         }
         let mut targets: Vec<Subscription> = Vec::new();
-        let wall_now = self.app.clock.now();
+        let wall_now = self.pushes.clock.now();
         for d in due {
             targets.clear();
-            self.app
+            self.pushes
                 .subscribers
                 .targets(&d.service, wall_now, &mut targets);
             if targets.is_empty() {
                 continue;
             }
-            let snapshot = self.app.store.snapshot(d.service.as_ref());
+            let snapshot = self.pushes.store.snapshot(d.service.as_ref());
             let mut start = 0;
             while start < targets.len() {
                 let view = targets[start].view.clone();
@@ -228,7 +265,7 @@ impl Notifier {
                 start = end;
             }
             let delay = wall_now.0.saturating_sub(d.first_change.0);
-            self.app.metrics.push.change_to_send.record(delay * 1000);
+            self.pushes.metrics.push.change_to_send.record(delay * 1000);
         }
     }
 
@@ -239,9 +276,9 @@ impl Notifier {
         view: &SubscriberView,
         addrs: &[SocketAddr],
     ) {
-        let app = self.app.clone();
-        let metrics = &app.metrics.push;
-        let body = list_body(&app, service, snapshot, view);
+        let metrics = self.pushes.metrics.clone();
+        let metrics = &metrics.push;
+        let body = list_body(&self.pushes.lists, service, snapshot, view);
         let seq = self.next_ref();
         let mut packet = Vec::with_capacity(body.body.len() / 2 + 64);
         encode_push(&body.body, seq, &mut packet);
@@ -269,7 +306,7 @@ impl Notifier {
     /// Records a pending ack; false (counted) when the table is full.
     fn expect_ack(&mut self, to: Subscriber, seq: u64, packet: Packet, sent_at: Instant) -> bool {
         if self.acks.len() >= self.max_pending {
-            self.app.metrics.push.skipped.inc();
+            self.pushes.metrics.push.skipped.inc();
             return false;
         }
         let deadline = sent_at + self.ack_timeout;
@@ -302,12 +339,8 @@ impl Notifier {
         conns: &[u64],
     ) {
         let seq = self.next_ref();
-        let info = crate::grpc::convert::service_info(
-            service,
-            snapshot,
-            &view.clusters,
-            view.healthy_only,
-        );
+        let info =
+            crate::service_info::service_info(service, snapshot, &view.clusters, view.healthy_only);
         let payload = Arc::new(Payload::of(&NotifySubscriberRequest {
             head: RequestHead {
                 request_id: Some(seq.to_string()),
@@ -334,11 +367,11 @@ impl Notifier {
     /// Queues `payload` on connection `number`'s stream. A closed connection or a
     /// full queue loses it; the pending ack then brings the one resend.
     fn send_grpc(&self, number: u64, payload: &Arc<Payload>) {
-        let Some(conn) = self.app.grpc.hub.by_number(number) else {
+        let Some(conn) = self.pushes.grpc.hub.by_number(number) else {
             return;
         };
         if conn.outbound.try_send(payload.clone()).is_ok() {
-            self.app.metrics.push.sent.inc();
+            self.pushes.metrics.push.sent.inc();
         }
     }
 
@@ -347,21 +380,21 @@ impl Notifier {
         for (number, seq) in acked.drain(..) {
             match self.settle(Subscriber::Connection(number), seq) {
                 Some(p) => {
-                    self.app.metrics.push.acked.inc();
-                    self.app
+                    self.pushes.metrics.push.acked.inc();
+                    self.pushes
                         .metrics
                         .push
                         .round_trip
                         .record_duration(now.duration_since(p.sent_at));
                 }
-                None => self.app.metrics.push.bad_acks.inc(),
+                None => self.pushes.metrics.push.bad_acks.inc(),
             }
         }
     }
 
     /// Sends `packet` to every address, `BATCH` datagrams per syscall.
     async fn send_all(&self, packet: &[u8], addrs: &[SocketAddr]) {
-        let metrics = &self.app.metrics.push;
+        let metrics = &self.pushes.metrics.push;
         let mut rest = addrs;
         while !rest.is_empty() {
             let n = rest.len().min(BATCH);
@@ -412,7 +445,7 @@ impl Notifier {
             );
             for ack in parsed.drain(..) {
                 let settled = ack.and_then(|(from, seq)| self.settle(Subscriber::Udp(from), seq));
-                let metrics = &self.app.metrics.push;
+                let metrics = &self.pushes.metrics.push;
                 match settled {
                     Some(p) => {
                         metrics.acked.inc();
@@ -440,7 +473,7 @@ impl Notifier {
             };
             if p.resent {
                 self.acks.remove(&(to, seq));
-                self.app.metrics.push.failed.inc();
+                self.pushes.metrics.push.failed.inc();
                 tracing::debug!(?to, seq, "push failed after one resend");
             } else {
                 p.resent = true;
@@ -451,7 +484,7 @@ impl Notifier {
             }
         }
         for (to, packet) in resend {
-            self.app.metrics.push.retried.inc();
+            self.pushes.metrics.push.retried.inc();
             match (to, packet) {
                 (Subscriber::Udp(addr), Packet::Udp(p)) => self.send_all(&p, &[addr]).await,
                 (Subscriber::Connection(c), Packet::Grpc(p)) => self.send_grpc(c, &p),
@@ -464,7 +497,7 @@ impl Notifier {
 
 /// The encoded list a subscriber view receives, from the shared cache.
 fn list_body(
-    app: &App,
+    lists: &ListCache,
     service: &ServiceKey,
     snapshot: Option<&ServiceSnapshot>,
     view: &SubscriberView,
@@ -479,7 +512,7 @@ fn list_body(
         view.healthy_only,
         true,
     );
-    if let Some(hit) = app.lists.get(&key, revision) {
+    if let Some(hit) = lists.get(&key, revision) {
         return hit;
     }
     let clusters: Vec<&str> = view
@@ -498,5 +531,5 @@ fn list_body(
     };
     let mut body = Vec::with_capacity(512);
     encode_list(snapshot, &list, &mut body);
-    app.lists.put(&key, revision, body)
+    lists.put(&key, revision, body)
 }

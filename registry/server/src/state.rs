@@ -1,13 +1,13 @@
 //! The state the request path shares, and who writes what in it.
 //!
-//! [`App`] is what the doors (HTTP, gRPC, the console), the sweeper, the
-//! notifier and the cluster see. The parts that run on their own below it
-//! take only their pieces, never the whole `App`: the health checker a
-//! [`HealthChecks`] (store, change feed, clock, targets, counters,
-//! settings), persistence an `Arc<Store>`, the write path its [`Writer`].
+//! [`App`] is what the doors (HTTP, gRPC, the console) and the cluster see.
+//! The long-lived tasks below it take only their pieces, never the whole
+//! `App`: the health checker a [`HealthChecks`] (store, change feed, clock,
+//! targets, counters, settings), the notifier a [`Pushes`], the sweeper a
+//! [`Sweeps`], persistence an `Arc<Store>`, the write path its [`Writer`].
 //! So the module graph points one way: the doors and the cluster → `state`
-//! → `health`, `persist`, `events`, `list_cache`, `hub`, `buffers`,
-//! `reply`, `config`, …, and none of those reach back into `state`
+//! → `health`, `notifier`, `sweeper`, `persist`, `events`, `list_cache`,
+//! `hub`, `buffers`, `reply`, `config`, …, and none of those reach back into `state`
 //! (`tests/module_graph.rs` holds that).
 //!
 //! The cluster sits above the doors' state, not inside it: `App` holds it
@@ -39,6 +39,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
+use std::time::Duration;
 
 use registry_core::{ChangeEvent, Millis, ServiceKey, Store, SubscriberConfig, Subscribers};
 use registry_proto::distro::{LocalSubscribers, SubscribersQuery};
@@ -46,7 +47,6 @@ use registry_proto::http1::{Limits, Request};
 use registry_proto::naming::route::Route;
 use registry_proto::naming::ParseLimits;
 use registry_proto::params::Params;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Auth;
@@ -58,9 +58,11 @@ use crate::health::{HealthChecks, HealthStats, Targets, Verdicts};
 use crate::hub::Connection;
 use crate::list_cache::ListCache;
 use crate::metrics::Metrics;
+use crate::notifier::Pushes;
 use crate::persist::Persist;
 use crate::prometheus::Exposition;
 use crate::reply::{Failure, Verdict};
+use crate::sweeper::{Owners, Sweeps};
 use crate::write::Writer;
 
 /// The server's shared state.
@@ -72,15 +74,15 @@ pub struct App {
     /// Monotonic and wall time.
     pub clock: Clock,
     /// Prometheus metrics.
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
     /// HTTP framing limits.
     pub http_limits: Limits,
     /// Parameter size limits.
     pub parse_limits: ParseLimits,
     /// Encoded instance lists.
-    pub lists: ListCache,
+    pub lists: Arc<ListCache>,
     /// Push subscriptions.
-    pub subscribers: Subscribers,
+    pub subscribers: Arc<Subscribers>,
     /// Requests being handled now, for the in-flight bound.
     pub inflight: AtomicUsize,
     /// Connection read buffers, within `--max-buffered-bytes`.
@@ -97,7 +99,7 @@ pub struct App {
     /// `--members`.
     pub(crate) cluster: Option<Arc<dyn ClusterHook>>,
     /// The gRPC (Nacos 2.x) connections and ack queue.
-    pub grpc: crate::hub::Grpc,
+    pub grpc: Arc<crate::hub::Grpc>,
     /// Change events on their way to the notifier.
     pub changes: Arc<ChangeFeed>,
     /// The one write path every door and writing task goes through.
@@ -129,7 +131,7 @@ impl App {
         App {
             store,
             clock,
-            metrics: Metrics::default(),
+            metrics: Arc::default(),
             http_limits: Limits {
                 max_url_len: config.max_url_bytes,
                 max_head_bytes: config.max_header_bytes,
@@ -140,12 +142,15 @@ impl App {
                 max_metadata_bytes: config.max_metadata_bytes,
                 ..ParseLimits::default()
             },
-            lists: ListCache::new(config.list_cache_bytes, config.list_cache_idle_ms),
-            subscribers: Subscribers::new(SubscriberConfig {
+            lists: Arc::new(ListCache::new(
+                config.list_cache_bytes,
+                config.list_cache_idle_ms,
+            )),
+            subscribers: Arc::new(Subscribers::new(SubscriberConfig {
                 lease_ms: config.subscriber_lease_ms,
                 max_per_ip: config.max_subscribers_per_ip,
                 max_total: config.max_subscribers,
-            }),
+            })),
             inflight: AtomicUsize::new(0),
             buffers: BufferBudget::new(config.max_buffered_bytes),
             persist,
@@ -153,7 +158,9 @@ impl App {
             health_stats: Arc::default(),
             auth,
             cluster: None,
-            grpc: crate::hub::Grpc::new(crate::hub::Limits::from_config(&config)),
+            grpc: Arc::new(crate::hub::Grpc::new(crate::hub::Limits::from_config(
+                &config,
+            ))),
             changes,
             writer,
             namespaces: Arc::default(),
@@ -174,24 +181,56 @@ impl App {
         }
     }
 
+    /// What the notifier needs, and nothing else.
+    pub fn pushes(&self) -> Pushes {
+        Pushes {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            subscribers: self.subscribers.clone(),
+            lists: self.lists.clone(),
+            changes: self.changes.clone(),
+            grpc: self.grpc.clone(),
+            metrics: self.metrics.clone(),
+            window_ms: self.config.push_window_ms,
+            ack_timeout: Duration::from_millis(self.config.push_ack_timeout_ms),
+            max_pending: self.config.max_pending_acks,
+        }
+    }
+
+    /// What the sweeper needs, and nothing else.
+    pub fn sweeps(&self) -> Sweeps {
+        Sweeps {
+            store: self.store.clone(),
+            writer: self.writer.clone(),
+            clock: self.clock.clone(),
+            lists: self.lists.clone(),
+            subscribers: self.subscribers.clone(),
+            metrics: self.metrics.clone(),
+            owners: self
+                .cluster
+                .clone()
+                .map(|c| Arc::new(ClusterOwners(c)) as Arc<dyn Owners>),
+            interval: Duration::from_millis(self.config.sweep_interval_ms),
+            subscriber_lease_ms: self.config.subscriber_lease_ms,
+        }
+    }
+
     /// Hands a change to the notifier (see [`ChangeFeed::publish`]).
     pub fn publish(&self, event: Option<ChangeEvent>) {
         self.changes.publish(event)
     }
+}
 
-    /// The event receiver; the notifier takes it once.
-    pub(crate) fn take_events(&self) -> Option<mpsc::Receiver<ChangeEvent>> {
-        self.changes.take_receiver()
+/// The sweeper's question to a cluster, asked of its hook.
+struct ClusterOwners(Arc<dyn ClusterHook>);
+
+impl Owners for ClusterOwners {
+    fn may_act_as_owner(&self, now: Millis) -> bool {
+        self.0.may_act_as_owner(now)
     }
 
-    /// Services that overflowed the queue since the last call.
-    pub(crate) fn take_overflow(&self) -> Vec<ServiceKey> {
-        self.changes.take_overflow()
-    }
-
-    /// Resolves when the overflow set has entries.
-    pub(crate) async fn overflowed(&self) {
-        self.changes.overflowed().await
+    fn owns(&self, key: &ServiceKey) -> bool {
+        self.0.owns(key)
     }
 }
 

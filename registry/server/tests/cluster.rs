@@ -11,7 +11,7 @@ mod cluster_support;
 
 use std::time::Duration;
 
-use cluster_support::{until, TestCluster};
+use cluster_support::{until, Rng, TestCluster};
 use registry_proto::http1::Method;
 use registry_proto::udp::push::decode_push;
 use tokio::net::UdpSocket;
@@ -505,21 +505,6 @@ async fn python_client_with_every_address_survives_a_node_restart() {
         c.logs()
     );
     println!("{stdout}");
-}
-
-/// xorshift64*: a small reproducible generator (the seed is printed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// Writes through random nodes, retried on the 503s of takeover windows.

@@ -504,7 +504,7 @@ fn the_scan_sees_the_edges_it_should() {
     let graph = edges(&server_graph());
     for (from, to) in [
         ("http", "write"),
-        ("sweeper", "state"),
+        ("sweeper", "write"),
         ("health", "write"),
         ("crate", "http"),
     ] {
@@ -512,6 +512,24 @@ fn the_scan_sees_the_edges_it_should() {
             graph.get(from).is_some_and(|t| t.contains(to)),
             "{from} -> {to} not seen: the scan is broken\n{graph:#?}"
         );
+    }
+}
+
+#[test]
+fn the_long_lived_tasks_see_their_views_not_the_server_state() {
+    // The health checker, the notifier and the sweeper take a view of
+    // their own (`HealthChecks`, `Pushes`, `Sweeps`), never `App`, and the
+    // notifier reaches no door: what it pushes is below both.
+    let graph = edges(&server_graph());
+    for (task, never) in [
+        ("health", "state"),
+        ("notifier", "state"),
+        ("sweeper", "state"),
+        ("notifier", "http"),
+        ("notifier", "grpc"),
+    ] {
+        let reaches = graph.get(task).is_some_and(|t| t.contains(never));
+        assert!(!reaches, "{task} -> {never}: {:?}", graph.get(task));
     }
 }
 

@@ -8,14 +8,14 @@
 
 use std::collections::BTreeMap;
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
+use self::flat::{owned, text};
 use super::code;
 use super::message::{
     BatchInstanceRequest, ClientDetectionResponse, ConnectionSetupRequest, HealthCheckRequest,
-    InstanceRequest, Message, NamingHead, NotifySubscriberResponse, PersistentInstanceRequest,
-    ResponseHead, ServerCheckRequest, ServiceListRequest, ServiceQueryRequest,
-    SubscribeServiceRequest, WireInstance,
+    InstanceRequest, Message, NotifySubscriberResponse, PersistentInstanceRequest, ResponseHead,
+    ServerCheckRequest, ServiceListRequest, ServiceQueryRequest, SubscribeServiceRequest,
 };
 use crate::error::ProtoError;
 use crate::naming::{
@@ -202,52 +202,30 @@ pub const MAX_BATCH: usize = 1_000;
 pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Decoded, Refusal> {
     match type_name {
         ServerCheckRequest::TYPE => {
-            let r: flat::Head = read(json)?;
-            Ok(decoded(r.request_id, ClientMessage::ServerCheck))
+            let r: flat::Head<'_> = read(json)?;
+            Ok(decoded(owned(r.request_id), ClientMessage::ServerCheck))
         }
         ConnectionSetupRequest::TYPE => {
-            let r: flat::Setup = read(json)?;
-            let client_version = r.client_version.unwrap_or_default();
+            let r: flat::Setup<'_> = read(json)?;
+            let client_version = owned(r.client_version).unwrap_or_default();
             Ok(decoded(
-                r.request_id,
+                owned(r.request_id),
                 ClientMessage::ConnectionSetup { client_version },
             ))
         }
         HealthCheckRequest::TYPE => {
-            let r: flat::Head = read(json)?;
-            Ok(decoded(r.request_id, ClientMessage::HealthCheck))
+            let r: flat::Head<'_> = read(json)?;
+            Ok(decoded(owned(r.request_id), ClientMessage::HealthCheck))
         }
-        InstanceRequest::TYPE => {
-            let r: InstanceRequest = read::<flat::Instance>(json)?.into();
-            instance(
-                r.head.request_id,
-                &r.naming,
-                r.r#type,
-                r.instance,
-                false,
-                limits,
-            )
-        }
-        PersistentInstanceRequest::TYPE => {
-            let r: PersistentInstanceRequest = read::<flat::Instance>(json)?.into();
-            instance(
-                r.head.request_id,
-                &r.naming,
-                r.r#type,
-                r.instance,
-                true,
-                limits,
-            )
-        }
-        BatchInstanceRequest::TYPE => {
-            let r: BatchInstanceRequest = read::<flat::Batch>(json)?.into();
-            batch(r, limits)
-        }
+        InstanceRequest::TYPE => instance(read(json)?, false, limits),
+        PersistentInstanceRequest::TYPE => instance(read(json)?, true, limits),
+        BatchInstanceRequest::TYPE => batch(read(json)?, limits),
         SubscribeServiceRequest::TYPE => {
-            let r: SubscribeServiceRequest = read::<flat::Subscribe>(json)?.into();
-            let id = r.head.request_id;
-            let service = service(&r.naming, limits).map_err(|e| Refusal::invalid(&e, &id))?;
-            let clusters = clusters(r.clusters.as_deref(), limits, &id)?;
+            let r: flat::Subscribe<'_> = read(json)?;
+            let id = owned(r.request_id);
+            let service = service(naming(&r.namespace, &r.service_name, &r.group_name), limits)
+                .map_err(|e| Refusal::invalid(&e, &id))?;
+            let clusters = clusters(text(&r.clusters), limits, &id)?;
             Ok(decoded(
                 id,
                 ClientMessage::Subscribe {
@@ -258,10 +236,11 @@ pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Deco
             ))
         }
         ServiceQueryRequest::TYPE => {
-            let r: ServiceQueryRequest = read::<flat::Query>(json)?.into();
-            let id = r.head.request_id;
-            let service = service(&r.naming, limits).map_err(|e| Refusal::invalid(&e, &id))?;
-            let clusters = clusters(r.cluster.as_deref(), limits, &id)?;
+            let r: flat::Query<'_> = read(json)?;
+            let id = owned(r.request_id);
+            let service = service(naming(&r.namespace, &r.service_name, &r.group_name), limits)
+                .map_err(|e| Refusal::invalid(&e, &id))?;
+            let clusters = clusters(text(&r.cluster), limits, &id)?;
             Ok(decoded(
                 id,
                 ClientMessage::Query {
@@ -271,10 +250,7 @@ pub fn decode(type_name: &str, json: &[u8], limits: &ParseLimits) -> Result<Deco
                 },
             ))
         }
-        ServiceListRequest::TYPE => {
-            let r: ServiceListRequest = read::<flat::List>(json)?.into();
-            service_list(r, limits)
-        }
+        ServiceListRequest::TYPE => service_list(read(json)?, limits),
         NotifySubscriberResponse::TYPE => {
             // The response types only add a flattened head: read the head.
             let head: ResponseHead = read(json)?;
@@ -301,8 +277,18 @@ fn decoded(request_id: Option<String>, message: ClientMessage) -> Decoded {
     }
 }
 
-fn read<T: DeserializeOwned>(json: &[u8]) -> Result<T, Refusal> {
-    serde_json::from_slice(json).map_err(|e| {
+/// Reads `json` as `T`, borrowing its text.
+///
+/// A body that is UTF-8 as a whole (every client's) is checked once and read
+/// as text: read as bytes, serde_json checks each string on its own, a third
+/// of a deregister's parse. One that is not is read as bytes, as before, so it
+/// gets the same answer (its odd bytes may sit in a field nobody reads).
+fn read<'a, T: Deserialize<'a>>(json: &'a [u8]) -> Result<T, Refusal> {
+    let parsed = match std::str::from_utf8(json) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(json),
+    };
+    parsed.map_err(|e| {
         Refusal::new(
             code::BAD_GATEWAY,
             format!("Invalid request: the payload is not valid JSON of its type: {e}"),
@@ -321,17 +307,37 @@ fn bounded(param: &'static str, v: &str, limits: &ParseLimits) -> Result<(), Pro
     Ok(())
 }
 
-fn service(head: &NamingHead, limits: &ParseLimits) -> Result<ServiceId, ProtoError> {
-    let namespace = match head.namespace.as_deref().map(str::trim) {
+/// The naming head of a request: namespace, service name, group.
+#[derive(Clone, Copy)]
+struct Naming<'b> {
+    namespace: Option<&'b str>,
+    service_name: Option<&'b str>,
+    group_name: Option<&'b str>,
+}
+
+fn naming<'b>(
+    namespace: &'b flat::Text<'_>,
+    service_name: &'b flat::Text<'_>,
+    group_name: &'b flat::Text<'_>,
+) -> Naming<'b> {
+    Naming {
+        namespace: text(namespace),
+        service_name: text(service_name),
+        group_name: text(group_name),
+    }
+}
+
+fn service(head: Naming<'_>, limits: &ParseLimits) -> Result<ServiceId, ProtoError> {
+    let namespace = match head.namespace.map(str::trim) {
         None | Some("") => DEFAULT_NAMESPACE_ID,
         Some(ns) => ns,
     };
     bounded("namespace", namespace, limits)?;
-    let raw = head.service_name.as_deref().unwrap_or("").trim();
+    let raw = head.service_name.unwrap_or("").trim();
     if raw.is_empty() {
         return Err(ProtoError::Required("serviceName"));
     }
-    let name = ServiceName::parse(raw, head.group_name.as_deref(), limits)?;
+    let name = ServiceName::parse(raw, head.group_name, limits)?;
     Ok(ServiceId {
         namespace: namespace.to_owned(),
         group: name.group.to_owned(),
@@ -361,17 +367,19 @@ fn op(name: Option<&str>, id: &Option<String>) -> Result<InstanceOp, Refusal> {
     }
 }
 
+/// `InstanceRequest` or `PersistentInstanceRequest` (the same fields).
 fn instance(
-    id: Option<String>,
-    naming: &NamingHead,
-    op_name: Option<String>,
-    wire: Option<WireInstance>,
+    r: flat::InstanceReq<'_>,
     persistent_request: bool,
     limits: &ParseLimits,
 ) -> Result<Decoded, Refusal> {
-    let op = op(op_name.as_deref(), &id)?;
-    let service = service(naming, limits).map_err(|e| Refusal::invalid(&e, &id))?;
-    let wire = wire.ok_or_else(|| Refusal::invalid(&ProtoError::Required("instance"), &id))?;
+    let id = owned(r.request_id);
+    let op = op(text(&r.r#type), &id)?;
+    let service = service(naming(&r.namespace, &r.service_name, &r.group_name), limits)
+        .map_err(|e| Refusal::invalid(&e, &id))?;
+    let wire = r
+        .instance
+        .ok_or_else(|| Refusal::invalid(&ProtoError::Required("instance"), &id))?;
     let mut instance = instance_spec(wire, limits).map_err(|e| Refusal::invalid(&e, &id))?;
     if persistent_request {
         instance.ephemeral = false;
@@ -382,16 +390,17 @@ fn instance(
             service,
             op,
             instance,
-            op_name: op_name.unwrap_or_default(),
+            op_name: owned(r.r#type).unwrap_or_default(),
             persistent_request,
         },
     ))
 }
 
-fn batch(r: BatchInstanceRequest, limits: &ParseLimits) -> Result<Decoded, Refusal> {
-    let id = r.head.request_id;
-    let op = op(r.r#type.as_deref(), &id)?;
-    let service = service(&r.naming, limits).map_err(|e| Refusal::invalid(&e, &id))?;
+fn batch(r: flat::Batch<'_>, limits: &ParseLimits) -> Result<Decoded, Refusal> {
+    let id = owned(r.request_id);
+    let op = op(text(&r.r#type), &id)?;
+    let service = service(naming(&r.namespace, &r.service_name, &r.group_name), limits)
+        .map_err(|e| Refusal::invalid(&e, &id))?;
     let wires = r.instances.unwrap_or_default();
     if wires.len() > MAX_BATCH {
         return Err(Refusal {
@@ -422,18 +431,18 @@ fn batch(r: BatchInstanceRequest, limits: &ParseLimits) -> Result<Decoded, Refus
             service,
             op,
             instances,
-            op_name: r.r#type.unwrap_or_default(),
+            op_name: owned(r.r#type).unwrap_or_default(),
         },
     ))
 }
 
-fn service_list(r: ServiceListRequest, limits: &ParseLimits) -> Result<Decoded, Refusal> {
-    let id = r.head.request_id;
-    let namespace = match r.naming.namespace.as_deref().map(str::trim) {
+fn service_list(r: flat::List<'_>, limits: &ParseLimits) -> Result<Decoded, Refusal> {
+    let id = owned(r.request_id);
+    let namespace = match text(&r.namespace).map(str::trim) {
         None | Some("") => DEFAULT_NAMESPACE_ID.to_owned(),
         Some(ns) => ns.to_owned(),
     };
-    let group = match r.naming.group_name.as_deref().map(str::trim) {
+    let group = match text(&r.group_name).map(str::trim) {
         None | Some("") => crate::naming::DEFAULT_GROUP.to_owned(),
         Some(g) => g.to_owned(),
     };
@@ -463,8 +472,8 @@ fn service_list(r: ServiceListRequest, limits: &ParseLimits) -> Result<Decoded, 
     ))
 }
 
-fn instance_spec(w: WireInstance, limits: &ParseLimits) -> Result<InstanceSpec, ProtoError> {
-    let ip = w.ip.as_deref().unwrap_or("").trim();
+fn instance_spec(w: flat::Instance<'_>, limits: &ParseLimits) -> Result<InstanceSpec, ProtoError> {
+    let ip = text(&w.ip).unwrap_or("").trim();
     if ip.is_empty() {
         return Err(ProtoError::Required("ip"));
     }
@@ -480,7 +489,7 @@ fn instance_spec(w: WireInstance, limits: &ParseLimits) -> Result<InstanceSpec, 
         None => 1.0,
         Some(v) => check_weight(v)?,
     };
-    let cluster = normalize_cluster(w.cluster_name.as_deref(), limits)?.to_owned();
+    let cluster = normalize_cluster(text(&w.cluster_name), limits)?.to_owned();
     let metadata = w.metadata.unwrap_or_default();
     if metadata.len() > limits.max_metadata_entries {
         return Err(ProtoError::MetadataEntries {
@@ -513,96 +522,149 @@ fn instance_spec(w: WireInstance, limits: &ParseLimits) -> Result<InstanceSpec, 
 /// serde reads a flattened struct by first buffering the whole object as a tree
 /// of `Content` values (every key and value copied, the instance object read
 /// twice): that was half the instructions of a 2.x register. These are serde's
-/// ordinary derive over the same names; each converts into its message type
-/// by moving fields, so the validation below is shared with every other reader.
+/// ordinary derive over the same names and types, so they accept and refuse
+/// exactly what the message types do (a field the server does not use is still
+/// read, so a value of the wrong type is still refused), but their text is
+/// borrowed from the body (`Cow`: owned only where a string has escapes), so a
+/// field is copied once, when the validated message takes it, or never.
 mod flat {
+    use std::borrow::Cow;
     use std::collections::BTreeMap;
 
     use serde::Deserialize;
 
-    use super::super::message::{
-        BatchInstanceRequest, InstanceRequest, NamingHead, PersistentInstanceRequest, RequestHead,
-        ServiceListRequest, ServiceQueryRequest, SubscribeServiceRequest, WireInstance,
-    };
+    use serde::de::{Deserializer, Error, Visitor};
+
+    /// A string field.
+    pub(super) type Text<'a> = Option<Str<'a>>;
+
+    /// A string borrowed from the body when it has no escapes. Not a bare
+    /// `Cow<str>`: serde borrows one only as a field of its own, never
+    /// inside an `Option`, where it always copies.
+    pub(super) struct Str<'a>(pub(super) Cow<'a, str>);
+
+    impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Borrowing;
+            impl<'de> Visitor<'de> for Borrowing {
+                type Value = Str<'de>;
+                // What `String` expects, so a refusal reads as it did.
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_borrowed_str<E: Error>(self, v: &'de str) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Borrowed(v)))
+                }
+                fn visit_str<E: Error>(self, v: &str) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Owned(v.to_owned())))
+                }
+                fn visit_string<E: Error>(self, v: String) -> Result<Str<'de>, E> {
+                    Ok(Str(Cow::Owned(v)))
+                }
+            }
+            d.deserialize_str(Borrowing)
+        }
+    }
+
+    /// The text of a field, if present.
+    pub(super) fn text<'b>(t: &'b Text<'_>) -> Option<&'b str> {
+        t.as_ref().map(|s| &*s.0)
+    }
+
+    /// The field as an owned string (a copy only when it was borrowed).
+    pub(super) fn owned(t: Text<'_>) -> Option<String> {
+        t.map(|s| s.0.into_owned())
+    }
 
     /// A request with no fields of its own.
     #[derive(Deserialize, Default)]
     #[serde(rename_all = "camelCase", default)]
-    pub(super) struct Head {
-        pub(super) request_id: Option<String>,
+    pub(super) struct Head<'a> {
+        #[serde(borrow)]
+        pub(super) request_id: Text<'a>,
     }
 
     /// `ConnectionSetupRequest` (its labels and tenant are not used).
     #[derive(Deserialize, Default)]
     #[serde(rename_all = "camelCase", default)]
-    pub(super) struct Setup {
-        pub(super) request_id: Option<String>,
-        pub(super) client_version: Option<String>,
+    pub(super) struct Setup<'a> {
+        #[serde(borrow)]
+        pub(super) request_id: Text<'a>,
+        #[serde(borrow)]
+        pub(super) client_version: Text<'a>,
+    }
+
+    /// `WireInstance`, borrowed.
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase", default)]
+    pub(super) struct Instance<'a> {
+        /// Not used (the server derives ids), read so that a non-string is
+        /// refused as before.
+        #[serde(borrow, rename = "instanceId")]
+        pub(super) _instance_id: Text<'a>,
+        #[serde(borrow)]
+        pub(super) ip: Text<'a>,
+        pub(super) port: Option<i64>,
+        pub(super) weight: Option<f64>,
+        pub(super) healthy: Option<bool>,
+        pub(super) enabled: Option<bool>,
+        pub(super) ephemeral: Option<bool>,
+        #[serde(borrow)]
+        pub(super) cluster_name: Text<'a>,
+        /// Not used (the request's service wins), read as `instanceId` is.
+        #[serde(borrow, rename = "serviceName")]
+        pub(super) _service_name: Text<'a>,
+        pub(super) metadata: Option<BTreeMap<String, String>>,
     }
 
     macro_rules! naming_request {
-        ($flat:ident => $message:ident { $($field:ident : $ty:ty),* $(,)? }) => {
+        ($flat:ident { $($(#[$attr:meta])* $field:ident : $ty:ty),* $(,)? }) => {
             #[derive(Deserialize, Default)]
             #[serde(rename_all = "camelCase", default)]
-            pub(super) struct $flat {
-                request_id: Option<String>,
-                namespace: Option<String>,
-                service_name: Option<String>,
-                group_name: Option<String>,
-                $($field: $ty,)*
-            }
-            impl From<$flat> for $message {
-                fn from(f: $flat) -> $message {
-                    $message {
-                        head: RequestHead {
-                            request_id: f.request_id,
-                            headers: BTreeMap::new(),
-                        },
-                        naming: NamingHead {
-                            namespace: f.namespace,
-                            service_name: f.service_name,
-                            group_name: f.group_name,
-                        },
-                        $($field: f.$field,)*
-                    }
-                }
+            pub(super) struct $flat<'a> {
+                #[serde(borrow)]
+                pub(super) request_id: Text<'a>,
+                #[serde(borrow)]
+                pub(super) namespace: Text<'a>,
+                #[serde(borrow)]
+                pub(super) service_name: Text<'a>,
+                #[serde(borrow)]
+                pub(super) group_name: Text<'a>,
+                $($(#[$attr])* pub(super) $field: $ty,)*
             }
         };
     }
 
-    naming_request!(Instance => InstanceRequest {
-        r#type: Option<String>,
-        instance: Option<WireInstance>,
+    naming_request!(InstanceReq {
+        #[serde(borrow)]
+        r#type: Text<'a>,
+        #[serde(borrow)]
+        instance: Option<Instance<'a>>,
     });
-    /// The persistent request has the same fields.
-    impl From<Instance> for PersistentInstanceRequest {
-        fn from(f: Instance) -> PersistentInstanceRequest {
-            let r = InstanceRequest::from(f);
-            PersistentInstanceRequest {
-                head: r.head,
-                naming: r.naming,
-                r#type: r.r#type,
-                instance: r.instance,
-            }
-        }
-    }
-
-    naming_request!(Batch => BatchInstanceRequest {
-        r#type: Option<String>,
-        instances: Option<Vec<WireInstance>>,
+    naming_request!(Batch {
+        #[serde(borrow)]
+        r#type: Text<'a>,
+        #[serde(borrow)]
+        instances: Option<Vec<Instance<'a>>>,
     });
-    naming_request!(Subscribe => SubscribeServiceRequest {
+    naming_request!(Subscribe {
         subscribe: Option<bool>,
-        clusters: Option<String>,
+        #[serde(borrow)]
+        clusters: Text<'a>,
     });
-    naming_request!(Query => ServiceQueryRequest {
-        cluster: Option<String>,
+    naming_request!(Query {
+        #[serde(borrow)]
+        cluster: Text<'a>,
         healthy_only: Option<bool>,
-        udp_port: Option<i64>,
+        /// Not used (2.x pushes over the connection).
+        #[serde(rename = "udpPort")]
+        _udp_port: Option<i64>,
     });
-    naming_request!(List => ServiceListRequest {
+    naming_request!(List {
         page_no: Option<i64>,
         page_size: Option<i64>,
-        selector: Option<String>,
+        /// Not used.
+        #[serde(borrow, rename = "selector")]
+        _selector: Text<'a>,
     });
 }

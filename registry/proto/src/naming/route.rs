@@ -666,20 +666,9 @@ impl RouteError<'_> {
 /// One match is the whole route table, read top to bottom; split into
 /// functions it would be harder to see which path and method go where.
 pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
-    let trimmed = match path.strip_suffix('/') {
-        Some(p) if !p.is_empty() => p,
-        _ => path,
-    };
-    let lookup = if method == Method::Head {
-        Method::Get
-    } else {
-        method
-    };
-    let not_allowed = |allow| RouteError::MethodNotAllowed {
-        method,
-        path,
-        allow,
-    };
+    let request = Lookup::new(method, path);
+    let (trimmed, lookup) = (request.trimmed, request.lookup);
+    let not_allowed = |allow| request.not_allowed(allow);
     if let Some(rest) = trimmed
         .strip_prefix(API_PREFIX)
         .and_then(|r| r.strip_prefix('/'))
@@ -774,6 +763,53 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
             get_only(lookup, Route::Readiness).ok_or_else(|| not_allowed("GET, HEAD"))
         }
         _ => Err(RouteError::NotFound { path }),
+    }
+}
+
+/// What both route tables (this one and `crate::openapi::route`'s) read
+/// first: the path with one trailing slash off, the method to look up
+/// (`HEAD` as `GET`), and the 405 of a path the table knows.
+#[derive(Clone, Copy)]
+pub(crate) struct Lookup<'a> {
+    /// The method as sent.
+    pub(crate) method: Method,
+    /// The path as sent.
+    pub(crate) path: &'a str,
+    /// The path without one trailing slash (`/` stays `/`).
+    pub(crate) trimmed: &'a str,
+    /// The method the tables match on.
+    pub(crate) lookup: Method,
+}
+
+impl<'a> Lookup<'a> {
+    /// The lookup of `method` on `path`.
+    #[inline]
+    pub(crate) fn new(method: Method, path: &'a str) -> Self {
+        let trimmed = match path.strip_suffix('/') {
+            Some(p) if !p.is_empty() => p,
+            _ => path,
+        };
+        let lookup = if method == Method::Head {
+            Method::Get
+        } else {
+            method
+        };
+        Lookup {
+            method,
+            path,
+            trimmed,
+            lookup,
+        }
+    }
+
+    /// 405 for this request: the path is known, `allow` lists its methods.
+    #[inline]
+    pub(crate) fn not_allowed(self, allow: &'static str) -> RouteError<'a> {
+        RouteError::MethodNotAllowed {
+            method: self.method,
+            path: self.path,
+            allow,
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 //! `/ops/` for `/operator/` (v2).
 
 use crate::http1::Method;
-use crate::naming::route::{Route, RouteError};
+use crate::naming::route::{Lookup, Route, RouteError};
 
 /// The path of v2 `/instance/statuses/{key}`, up to its key.
 pub const STATUSES_PREFIX: &str = "/nacos/v2/ns/instance/statuses/";
@@ -36,21 +36,10 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
 /// One match is the whole table of the v2/v3 paths, read top to bottom as
 /// `naming::route` is: longer than 80 lines because the table is.
 fn open_route(method: Method, path: &str) -> Option<Result<Route, RouteError<'_>>> {
-    let trimmed = match path.strip_suffix('/') {
-        Some(p) if !p.is_empty() => p,
-        _ => path,
-    };
-    let canonical = alias(trimmed);
-    let lookup = if method == Method::Head {
-        Method::Get
-    } else {
-        method
-    };
-    let not_allowed = |allow| RouteError::MethodNotAllowed {
-        method,
-        path,
-        allow,
-    };
+    let request = Lookup::new(method, path);
+    let canonical = alias(request.trimmed);
+    let lookup = request.lookup;
+    let not_allowed = |allow| request.not_allowed(allow);
     // `@RequestMapping("/statuses/{key}")`: every method, the key in the path.
     if canonical
         .strip_prefix(STATUSES_PREFIX)

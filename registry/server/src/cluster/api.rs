@@ -28,7 +28,8 @@ use super::Cluster;
 use crate::reply::{Done, Failure, Reply};
 use crate::state::Exchange;
 
-/// Answers a cluster route.
+/// Answers a cluster route: a dispatch table, one short arm per route,
+/// hence its length.
 ///
 /// # Errors
 /// 403 for a non-member or a wrong secret, 400 for a bad message.

@@ -475,7 +475,8 @@ impl Cluster {
         }
     }
 
-    /// The cluster's counters: (name, help, value).
+    /// The cluster's counters: (name, help, value). A table, one row per
+    /// counter, hence its length.
     fn counters(&self) -> [(&'static str, &'static str, u64); 17] {
         let s = &self.stats;
         [

@@ -171,13 +171,18 @@ pub(super) fn split(d: Datum, budget: usize) -> Vec<Datum> {
     };
     let mut groups: Vec<Vec<InstanceState>> = vec![Vec::new()];
     let mut size = 0;
+    // The whole state carries no part fields (skipped at their defaults)
+    // and each part does: without room for them a part filled to within a
+    // few bytes of the budget came out over it and was skipped.
+    const PART_FIELDS: usize = r#","part":4294967295,"parts":4294967295"#.len();
     let overhead = len
         - state
             .instances
             .iter()
             .map(instance_len)
             .sum::<usize>()
-            .min(len);
+            .min(len)
+        + PART_FIELDS;
     for i in &state.instances {
         let l = instance_len(i);
         if size + l + overhead > budget && !groups.last().is_some_and(Vec::is_empty) {

@@ -9,7 +9,8 @@
 //! - [`handler`]: unary requests, Nacos's order of checks and error codes;
 //! - [`query`]: query and subscribe answers, cached per (service, revision, view);
 //! - [`stream`]: a connection's life: setup, acks, idle detection, release on close;
-//! - [`convert`]: wire ⇄ core for 2.x (`ServiceInfo`, instance specs);
+//! - [`convert`]: wire ⇄ core for 2.x (instance specs; `ServiceInfo` is
+//!   [`crate::service_info`]'s);
 //! - [`admission`]: the cap on raw TCP sockets, applied at accept.
 //!
 //! Pushes to connections are sent by the notifier (`crate::notifier`), which owns the

@@ -22,8 +22,8 @@ use registry_proto::grpc::message::{
 };
 use registry_proto::grpc::Payload;
 
-use super::convert::{next_ref_time, CACHE_MILLIS};
 use crate::list_cache::{CachedList, ListCache};
+use crate::service_info::{next_ref_time, CACHE_MILLIS};
 use crate::state::App;
 
 /// The `QueryServiceResponse` to a query of `service`.

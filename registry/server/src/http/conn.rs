@@ -48,8 +48,7 @@ use crate::state::App;
 const FLUSH_AT: usize = 256 * 1024;
 /// Longest a connection closed with an error response drains its input.
 const LINGER: Duration = Duration::from_millis(500);
-/// A buffer larger than this is shrunk back to [`READ_CHUNK`] once empty (the
-/// write buffer once its connection has nothing more to read).
+/// A buffer larger than this is shrunk back to [`READ_CHUNK`] once empty.
 const SHRINK_ABOVE: usize = 4 * READ_CHUNK;
 /// The most a pipelining connection's buffer grows to for its batches (see
 /// `ReadBuffer::make_room`); no larger than [`SHRINK_ABOVE`], so it is kept
@@ -280,6 +279,9 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             return;
         }
         wbuf.clear();
+        if wbuf.capacity() > SHRINK_ABOVE {
+            wbuf.shrink_to(READ_CHUNK);
+        }
         if !answered.open || shutting_down {
             let _ = stream.shutdown().await;
             return;
@@ -305,32 +307,6 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
             )
             .await;
             return;
-        }
-        // The next batch, if the peer already sent it (a pipelining peer's
-        // usually is there: it sent it while this one was answered). Only
-        // after progress: a request still incomplete waits in `read_more`,
-        // where its deadline is.
-        if answered.consumed > 0 {
-            match stream.try_read_buf(&mut rbuf.bytes) {
-                Ok(0) => return,
-                Ok(_) => {
-                    filled = rbuf.bytes.len() == rbuf.bytes.capacity();
-                    // A read that never waits would never yield the worker
-                    // to other connections: count it as tokio's reads do.
-                    tokio::task::coop::consume_budget().await;
-                    continue;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(_) => return,
-            }
-        }
-        // The connection goes quiet: only now does a large write buffer go
-        // back. Shrunk after every batch, a 16-deep pipeline of 10-instance
-        // lists (~70 KiB of answers) regrew it 16 -> 128 KiB, three copies
-        // and a large allocation, for every batch.
-        let wbuf = &mut batch.wbuf;
-        if wbuf.capacity() > SHRINK_ABOVE {
-            wbuf.shrink_to(READ_CHUNK);
         }
         let wait = Wait {
             deadlines: &deadlines,

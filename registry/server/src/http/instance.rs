@@ -26,8 +26,7 @@ use crate::write::{Command, Outcome, Pending};
 
 /// `cacheMillis` for a client that only polls (Nacos `defaultCacheMillis`).
 const POLL_CACHE_MILLIS: u64 = 3_000;
-/// `cacheMillis` for a push subscriber (Nacos `defaultPushCacheMillis`).
-pub(crate) const PUSH_CACHE_MILLIS: u64 = 10_000;
+use crate::notifier::PUSH_CACHE_MILLIS;
 
 fn grouped(service: &ServiceName<'_>, into: &mut String) {
     into.clear();

@@ -56,7 +56,6 @@ use registry_proto::openapi::route::route;
 use registry_proto::params::Params;
 
 pub use conn::serve;
-pub(crate) use instance::PUSH_CACHE_MILLIS;
 
 use crate::reply::Verdict;
 pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};

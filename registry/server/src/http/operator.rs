@@ -37,7 +37,7 @@ pub(crate) fn switches(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply
 pub(crate) fn current_switches(app: &crate::state::App) -> Switches {
     Switches {
         client_beat_interval: u64::from(app.config.beat_interval_ms),
-        default_push_cache_millis: super::instance::PUSH_CACHE_MILLIS,
+        default_push_cache_millis: crate::notifier::PUSH_CACHE_MILLIS,
         ..Switches::default()
     }
 }

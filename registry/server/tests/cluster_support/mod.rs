@@ -16,8 +16,8 @@ use tokio::process::{Child, Command};
 
 use super::binary::Conn;
 
-/// Timings every test node runs with (ms): probes every 200 ms, DOWN after
-/// three misses; checksums every 500 ms; unhealthy after 1.5 s of silence,
+/// Timings every test node runs with unless its `extra` arguments give the
+/// flag (ms): probes every 200 ms, DOWN after three misses; checksums every 500 ms; unhealthy after 1.5 s of silence,
 /// deleted after 3 s.
 pub const FAST: &[&str] = &[
     "--cluster-probe-interval-ms",
@@ -170,7 +170,7 @@ impl Node {
             &self.grpc.to_string(),
         ])
         .args(["--members", &self.members])
-        .args(FAST)
+        .args(self.fast_not_overridden())
         .args(&self.extra);
         cmd
     }
@@ -205,6 +205,16 @@ impl Node {
         );
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         self.child = Some(child);
+    }
+
+    /// The [`FAST`] flags and values, less those that `extra` gives (a flag
+    /// may be given once).
+    fn fast_not_overridden(&self) -> Vec<&'static str> {
+        FAST.chunks(2)
+            .filter(|pair| !self.extra.iter().any(|e| e == pair[0]))
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// `kill -9`.
@@ -530,5 +540,23 @@ where
         }
         assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// xorshift64*: a small reproducible generator for randomised schedules
+/// (each test prints its seed).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
     }
 }
