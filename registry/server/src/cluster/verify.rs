@@ -190,7 +190,9 @@ pub(crate) fn on_checksums(app: &App, cluster: &Cluster, from: &str, list: &Chec
 fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<ServiceKey>) -> usize {
     // Read before the ownership below: a change in between makes this
     // round's suspicions count for nothing, never the other way round.
-    let epoch = cluster.view_epoch.load(std::sync::atomic::Ordering::Acquire);
+    let epoch = cluster
+        .view_epoch
+        .load(std::sync::atomic::Ordering::Acquire);
     let mut missing: Vec<ServiceKey> = Vec::new();
     app.store.for_each_service(|snap| {
         let key = snap.key();
