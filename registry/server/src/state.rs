@@ -332,6 +332,7 @@ pub(crate) fn is_cluster_route(route: Route) -> bool {
             | Route::DistroClients
             | Route::DistroClientVerify
             | Route::DistroSubscribers
+            | Route::DistroNamespaces
             | Route::RaftRpc
             | Route::Readiness
             | Route::ClusterMemberAdd

@@ -70,6 +70,9 @@ pub enum Route {
     /// `PUT /nacos/v1/ns/distro/subscribers`: a peer asks for this node's
     /// subscribers of one service
     DistroSubscribers,
+    /// `PUT /nacos/v1/ns/distro/namespaces`: a peer's namespace table (a
+    /// cluster without Raft), answered with this node's
+    DistroNamespaces,
     /// `GET /nacos/v1/console/health/readiness`
     Readiness,
     /// `POST /nacos/v1/core/raft`: a Raft peer message
@@ -244,7 +247,7 @@ pub enum Route {
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 109] = [
+    pub const ALL: [Route; 110] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -270,6 +273,7 @@ impl Route {
         Route::DistroClients,
         Route::DistroClientVerify,
         Route::DistroSubscribers,
+        Route::DistroNamespaces,
         Route::Readiness,
         Route::RaftRpc,
         Route::ClusterMemberAdd,
@@ -385,6 +389,7 @@ impl Route {
             Route::DistroClients => "distro_clients",
             Route::DistroClientVerify => "distro_client_verify",
             Route::DistroSubscribers => "distro_subscribers",
+            Route::DistroNamespaces => "distro_namespaces",
             Route::Readiness => "readiness",
             Route::RaftRpc => "raft_rpc",
             Route::ClusterMemberAdd => "cluster_member_add",
@@ -501,6 +506,7 @@ impl Route {
             Route::DistroClients => (Method::Put, crate::distro::CLIENTS_PATH),
             Route::DistroClientVerify => (Method::Put, crate::distro::CLIENT_VERIFY_PATH),
             Route::DistroSubscribers => (Method::Put, crate::distro::SUBSCRIBERS_PATH),
+            Route::DistroNamespaces => (Method::Put, crate::distro::NAMESPACES_PATH),
             Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
             Route::RaftRpc => (Method::Post, crate::distro::RAFT_PATH),
             Route::ClusterMemberAdd => (Method::Post, crate::distro::MEMBER_PATH),
@@ -730,6 +736,10 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
             },
             "distro/subscribers" => match lookup {
                 Method::Put => Ok(Route::DistroSubscribers),
+                _ => Err(not_allowed("PUT")),
+            },
+            "distro/namespaces" => match lookup {
+                Method::Put => Ok(Route::DistroNamespaces),
                 _ => Err(not_allowed("PUT")),
             },
             _ => Err(RouteError::NoSuchApi { method, path }),

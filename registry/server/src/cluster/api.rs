@@ -1,7 +1,7 @@
 //! The cluster's HTTP endpoints: the member list, readiness, and the peer
 //! endpoints (report, replicate, checksum, fetch, snapshot, 2.x client sets
-//! and their verify, a service's local subscribers), and an operator's
-//! membership change (see [`super::membership`]).
+//! and their verify, a service's local subscribers, the namespace table),
+//! and an operator's membership change (see [`super::membership`]).
 //!
 //! A peer request is refused (403) unless it comes from a member's IP,
 //! names a member other than this node as its sender from that IP, and,
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use registry_proto::distro::RaftMemberView;
 use registry_proto::distro::{
     self, Checksums, ClientSets, ClientVerify, Datums, DistroError, Envelope, Fetch, MemberView,
-    Report, SnapshotPart,
+    NamespaceSet, Report, SnapshotPart,
 };
 use registry_proto::naming::route::Route;
 use registry_proto::raft::RaftRequest;
@@ -28,8 +28,10 @@ use super::Cluster;
 use crate::reply::{Done, Failure, Reply};
 use crate::state::Exchange;
 
-/// Answers a cluster route: a dispatch table, one short arm per route,
-/// hence its length.
+/// Answers a cluster route.
+///
+/// A table of one arm per peer route (decode, check, hand to the module
+/// that owns it): longer than 80 lines as the routes are many, not split.
 ///
 /// # Errors
 /// 403 for a non-member or a wrong secret, 400 for a bad message.
@@ -75,6 +77,11 @@ pub(crate) fn handle(
         Route::DistroSubscribers => {
             let m: Envelope<distro::SubscribersQuery> = admit(ex, cluster)?;
             *body = distro::encode_answer(&super::subscribers::answer(app, &m.body));
+            Ok(Reply::Json)
+        }
+        Route::DistroNamespaces => {
+            let m: Envelope<NamespaceSet> = admit(ex, cluster)?;
+            *body = super::namespaces::answer(app, cluster, &m.from, &m.body)?;
             Ok(Reply::Json)
         }
         Route::DistroClientVerify => {

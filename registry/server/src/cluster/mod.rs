@@ -30,6 +30,8 @@
 //!   once it stops. Service states carry only 1.x (heartbeat) instances.
 //! - A service's subscriber list on one node covers every member's
 //!   subscribers: [`subscribers`] asks the others over a peer route.
+//! - Namespaces are cluster-wide: with Raft their changes are log entries;
+//!   without, members exchange whole stamped tables (`namespaces`).
 //! - A state or client set larger than one peer message travels in parts
 //!   and is applied whole once every part arrived (`parts`).
 //!
@@ -47,6 +49,7 @@ pub mod hook;
 mod link;
 pub mod members;
 pub mod membership;
+mod namespaces;
 mod parts;
 pub mod raft;
 pub mod relay;
@@ -349,6 +352,11 @@ pub fn start(
             cancel.clone(),
         )),
         tokio::spawn(clients::expiry_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
+        tokio::spawn(namespaces::sync_loop(
             app.clone(),
             cluster.clone(),
             cancel.clone(),

@@ -177,6 +177,8 @@ pub fn write(e: WriteError, op: Op<'_>) -> Failure {
         WriteError::Log(text) => Failure::new(503, text),
         e @ WriteError::TooLarge { .. } => Failure::new(413, e.to_string()),
         WriteError::Invalid(text) => Failure::new(400, text),
+        WriteError::Namespace(e @ BookError::Save(_)) => Failure::new(500, e.to_string()),
+        WriteError::Namespace(e) => Failure::new(400, e.to_string()),
     }
 }
 

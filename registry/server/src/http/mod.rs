@@ -331,6 +331,7 @@ fn needs_token(route: Route) -> bool {
             | Route::DistroClients
             | Route::DistroClientVerify
             | Route::DistroSubscribers
+            | Route::DistroNamespaces
             | Route::RaftRpc
     )
 }
@@ -391,6 +392,7 @@ fn dispatch(
         | Route::DistroClients
         | Route::DistroClientVerify
         | Route::DistroSubscribers
+        | Route::DistroNamespaces
         | Route::RaftRpc
         | Route::Readiness
         | Route::ClusterMemberAdd
