@@ -54,6 +54,9 @@ pub const RELAYED_BY: &str = "relayedBy";
 
 /// Path of the member list (Nacos `GET /v1/core/cluster/nodes`).
 pub const NODES_PATH: &str = "/nacos/v1/core/cluster/nodes";
+/// Path of an operator's membership change: `POST` adds the member named
+/// by `address`, `DELETE` removes it.
+pub const MEMBER_PATH: &str = "/nacos/v1/core/cluster/member";
 /// Path of the liveness probe between peers.
 pub const REPORT_PATH: &str = "/nacos/v1/core/cluster/report";
 /// Path of replication (`PUT`) and of fetching named services (`POST`).

@@ -1,12 +1,15 @@
 //! The cluster's HTTP endpoints: the member list, readiness, and the peer
 //! endpoints (report, replicate, checksum, fetch, snapshot, 2.x client sets
-//! and their verify, a service's local subscribers, the namespace table).
+//! and their verify, a service's local subscribers, the namespace table),
+//! and an operator's membership change (see [`super::membership`]).
 //!
 //! A peer request is refused (403) unless it comes from a member's IP,
 //! names a member other than this node as its sender from that IP, and,
 //! when the cluster has a secret, presents it (compared in constant time).
 //! Its body is bounded and versioned (400 with the reason otherwise), and
 //! nothing of a refused message is applied.
+
+use std::sync::Arc;
 
 use registry_proto::distro::RaftMemberView;
 use registry_proto::distro::{
@@ -34,7 +37,7 @@ use crate::state::Exchange;
 /// 403 for a non-member or a wrong secret, 400 for a bad message.
 pub(crate) fn handle(
     ex: &Exchange<'_>,
-    cluster: &Cluster,
+    cluster: &Arc<Cluster>,
     route: Route,
     body: &mut Vec<u8>,
 ) -> Result<Reply, Failure> {
@@ -45,6 +48,9 @@ pub(crate) fn handle(
             Ok(Reply::Json)
         }
         Route::Readiness => readiness(cluster.is_ready()),
+        Route::ClusterMemberAdd | Route::ClusterMemberRemove => {
+            super::membership::handle(ex, cluster, route)
+        }
         Route::ClusterReport => {
             let m: Envelope<Report> = admit(ex, cluster)?;
             cluster.heard_from(app, &m.from, &m.body);

@@ -48,6 +48,7 @@ pub mod clients;
 pub mod hook;
 mod link;
 pub mod members;
+pub mod membership;
 mod namespaces;
 mod parts;
 pub mod raft;
@@ -168,6 +169,8 @@ impl ClusterConfig {
             heartbeat: Duration::from_millis(config.raft_heartbeat_ms.max(1)),
             snapshot_logs: config.raft_snapshot_logs.max(1),
             write_timeout: Duration::from_millis(config.raft_write_timeout_ms.max(1)),
+            join: config.cluster_join,
+            min_free: config.data_min_free_bytes,
         });
         Ok(Some(ClusterConfig {
             me,
@@ -293,7 +296,7 @@ impl Cluster {
 
     /// Whether a peer request from `ip` may come from a member.
     pub fn is_member_ip(&self, ip: IpAddr) -> bool {
-        self.member_ips.contains(&ip)
+        self.member_ips.load().contains(&ip)
     }
 
     /// Whether this node has loaded its snapshot and serves clients (and,
@@ -480,7 +483,8 @@ impl Cluster {
         }
     }
 
-    /// The cluster's counters: (name, help, value).
+    /// The cluster's counters: (name, help, value). A table, one row per
+    /// counter, hence its length.
     fn counters(&self) -> [(&'static str, &'static str, u64); 17] {
         let s = &self.stats;
         [

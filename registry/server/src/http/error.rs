@@ -70,6 +70,7 @@ impl From<PersistError> for Failure {
     fn from(e: PersistError) -> Failure {
         match e {
             PersistError::Busy | PersistError::Stopped => Failure::new(503, e.to_string()),
+            PersistError::Full(_) => Failure::new(507, e.to_string()),
             PersistError::Storage(_) => Failure::new(500, format!("Server failed,{e}")),
         }
     }

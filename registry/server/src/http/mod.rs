@@ -394,7 +394,9 @@ fn dispatch(
         | Route::DistroSubscribers
         | Route::DistroNamespaces
         | Route::RaftRpc
-        | Route::Readiness => v1::single_node(&ex, route, scratch),
+        | Route::Readiness
+        | Route::ClusterMemberAdd
+        | Route::ClusterMemberRemove => v1::single_node(&ex, route, scratch),
         r @ (Route::MetadataBatchUpdate
         | Route::MetadataBatchDelete
         | Route::HealthUpdate

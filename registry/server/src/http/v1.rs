@@ -136,6 +136,10 @@ pub(super) fn single_node(
             Ok(Reply::Json)
         }
         Route::Readiness => Ok(Reply::Text("OK")),
+        Route::ClusterMemberAdd | Route::ClusterMemberRemove => Err(Failure::new(
+            400,
+            "this registry runs as a single node (no --members): it has no members to change",
+        )),
         _ => Err(Failure::new(
             403,
             "this registry runs as a single node (no --members): peer requests are refused",
