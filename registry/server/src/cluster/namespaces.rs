@@ -16,7 +16,7 @@ use registry_proto::distro::{self, NamespaceSet};
 use tokio_util::sync::CancellationToken;
 
 use super::clients::call;
-use super::members::MemberState;
+use super::members::{MemberState, Peer};
 use super::Cluster;
 use crate::reply::Failure;
 use crate::state::App;
@@ -45,19 +45,19 @@ pub(crate) async fn sync_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: Canc
             continue;
         }
         let body: Arc<[u8]> = body.into();
-        for i in 0..cluster.peers().len() {
-            if cluster.peers()[i].state() == MemberState::Down {
+        for peer in cluster.peers().iter() {
+            if peer.state() == MemberState::Down {
                 continue;
             }
-            let (app, cluster, body) = (app.clone(), cluster.clone(), body.clone());
-            tokio::spawn(async move { exchange(&app, &cluster, i, &body).await });
+            let (app, cluster, body, peer) =
+                (app.clone(), cluster.clone(), body.clone(), peer.clone());
+            tokio::spawn(async move { exchange(&app, &cluster, &peer, &body).await });
         }
     }
 }
 
-/// One exchange with peer `i`: our table there, its table here.
-async fn exchange(app: &App, cluster: &Cluster, i: usize, body: &[u8]) {
-    let peer = &cluster.peers()[i];
+/// One exchange with `peer`: our table there, its table here.
+async fn exchange(app: &App, cluster: &Cluster, peer: &Peer, body: &[u8]) {
     let answer = match call(peer, distro::NAMESPACES_PATH, body).await {
         Ok(a) => a,
         Err(e) => {
