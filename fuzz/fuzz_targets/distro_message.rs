@@ -1,11 +1,15 @@
 //! Arbitrary bytes as peer messages of every kind: decoding must never
 //! panic, must refuse what exceeds the bound, and an accepted message must
-//! re-encode to one that decodes to the same value.
+//! re-encode to one that decodes to the same value; a namespace table's
+//! shape check answers for every accepted table without panicking.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use registry_proto::distro::{decode, encode, Checksums, Datums, Fetch, Report, SnapshotPart};
+use registry_proto::distro::{
+    decode, decode_answer, encode, encode_answer, Checksums, Datums, Fetch, NamespaceSet, Report,
+    SnapshotPart,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -27,4 +31,16 @@ fuzz_target!(|data: &[u8]| {
     round_trip::<Checksums>(data);
     round_trip::<Fetch>(data);
     round_trip::<SnapshotPart>(data);
+    round_trip::<NamespaceSet>(data);
+    if let Ok(m) = decode::<NamespaceSet>(data, MAX) {
+        if let Err(why) = m.body.check() {
+            assert!(!why.is_empty());
+        }
+    }
+    if let Ok(set) = decode_answer::<NamespaceSet>(data, MAX) {
+        assert_eq!(
+            decode_answer::<NamespaceSet>(&encode_answer(&set), usize::MAX),
+            Ok(set)
+        );
+    }
 });

@@ -15,6 +15,12 @@
 //! | `POST /nacos/v1/ns/distro/datums` | [`SnapshotPart`] | [`Datums`] |
 //! | `PUT /nacos/v1/ns/distro/clients` | [`ClientSets`] (2.x clients) | `ok` |
 //! | `PUT /nacos/v1/ns/distro/clients/verify` | [`ClientVerify`] | [`ClientVerifyAnswer`] |
+//! | `PUT /nacos/v1/ns/distro/namespaces` | [`NamespaceSet`] | [`NamespaceSet`] |
+//!
+//! Namespaces (a cluster without Raft) travel as the whole table, deletes
+//! as tombstones, each entry stamped by the node that last changed it: a
+//! receiver keeps, per id, the entry with the higher [`NamespaceEntry::wins`]
+//! and answers with its own table, so one exchange converges both sides.
 //!
 //! Nacos 2.x clients are replicated per client, not per service: the node
 //! holding a client's gRPC connection sends the client's whole instance set
@@ -48,6 +54,9 @@ pub const RELAYED_BY: &str = "relayedBy";
 
 /// Path of the member list (Nacos `GET /v1/core/cluster/nodes`).
 pub const NODES_PATH: &str = "/nacos/v1/core/cluster/nodes";
+/// Path of an operator's membership change: `POST` adds the member named
+/// by `address`, `DELETE` removes it.
+pub const MEMBER_PATH: &str = "/nacos/v1/core/cluster/member";
 /// Path of the liveness probe between peers.
 pub const REPORT_PATH: &str = "/nacos/v1/core/cluster/report";
 /// Path of replication (`PUT`) and of fetching named services (`POST`).
@@ -63,6 +72,8 @@ pub const CLIENT_VERIFY_PATH: &str = "/nacos/v1/ns/distro/clients/verify";
 /// A node's own push subscribers of one service (the console's and the
 /// admin APIs' cluster-wide subscriber lists gather them from every member).
 pub const SUBSCRIBERS_PATH: &str = "/nacos/v1/ns/distro/subscribers";
+/// A node's namespace table, exchanged both ways (a cluster without Raft).
+pub const NAMESPACES_PATH: &str = "/nacos/v1/ns/distro/namespaces";
 /// Path of the readiness endpoint (Nacos 2.x's).
 pub const READINESS_PATH: &str = "/nacos/v1/console/health/readiness";
 /// Path of every Raft peer message (`POST`). Here rather than in `raft`,
@@ -389,6 +400,87 @@ pub struct Checksums {
     pub parts: u32,
     /// `(namespace, grouped name, checksum)`.
     pub items: Vec<(String, String, u64)>,
+}
+
+/// Longest namespace id an entry may carry (Nacos's 128).
+pub const MAX_NAMESPACE_ID: usize = 128;
+
+/// One namespace as a node's table holds it, or its tombstone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceEntry {
+    /// The id (never `public`, which every node has built in).
+    pub id: String,
+    /// When it was last changed: the changing node's wall clock in ms,
+    /// moved past every stamp it had seen, so a later change wins.
+    pub stamp: u64,
+    /// Deleted: a tombstone, so a node that missed the delete drops it.
+    #[serde(default)]
+    pub deleted: bool,
+    /// Display name.
+    #[serde(default)]
+    pub name: String,
+    /// Description.
+    #[serde(default)]
+    pub desc: String,
+    /// Most services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_services: Option<u32>,
+    /// Most instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_instances: Option<u32>,
+}
+
+impl NamespaceEntry {
+    /// Whether this entry replaces `other` of the same id: the later stamp,
+    /// and on equal stamps a fixed order of the contents, so every node
+    /// picks the same one.
+    pub fn wins(&self, other: &NamespaceEntry) -> bool {
+        let key = |e: &NamespaceEntry| {
+            (
+                e.stamp,
+                e.deleted,
+                e.name.clone(),
+                e.desc.clone(),
+                e.max_services,
+                e.max_instances,
+            )
+        };
+        key(self) > key(other)
+    }
+}
+
+/// A node's whole namespace table, tombstones included.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceSet {
+    /// The entries, one per id.
+    pub items: Vec<NamespaceEntry>,
+}
+
+impl NamespaceSet {
+    /// The shape checks a receiver makes before merging anything: ids
+    /// non-empty, at most [`MAX_NAMESPACE_ID`] bytes, not `public`, each
+    /// once. (The table's own rules, run on merge, check the rest.)
+    ///
+    /// # Errors
+    /// The first entry that fails, and why.
+    pub fn check(&self) -> Result<(), String> {
+        let mut seen = std::collections::HashSet::with_capacity(self.items.len());
+        for e in &self.items {
+            if e.id.is_empty() || e.id.len() > MAX_NAMESPACE_ID {
+                return Err(format!(
+                    "namespace id of {} bytes (1 to {MAX_NAMESPACE_ID})",
+                    e.id.len()
+                ));
+            }
+            if e.id == "public" {
+                return Err("the default namespace [public] is not replicated".into());
+            }
+            if !seen.insert(e.id.as_str()) {
+                return Err(format!("namespace [{}] listed twice", e.id));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Asks a member for its own subscribers of one service.

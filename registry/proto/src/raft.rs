@@ -268,6 +268,41 @@ pub enum Write {
         #[serde(default)]
         remove: bool,
     },
+    /// Create a namespace (added after format 2's first writes: a log
+    /// written before holds none, so it reads as it did).
+    NamespaceCreate {
+        /// The namespace.
+        namespace: Namespace,
+    },
+    /// Change a namespace's name, description and quotas.
+    NamespaceUpdate {
+        /// The namespace.
+        namespace: Namespace,
+    },
+    /// Delete a namespace. The proposer checked that it holds no services;
+    /// every node deletes it alike, whatever its own store holds then.
+    NamespaceDelete {
+        /// The namespace id.
+        id: String,
+    },
+}
+
+/// A namespace as the log carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Namespace {
+    /// Its id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Description.
+    #[serde(default)]
+    pub desc: String,
+    /// Most services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_services: Option<u32>,
+    /// Most instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_instances: Option<u32>,
 }
 
 impl Command {
@@ -331,6 +366,16 @@ pub enum Refusal {
     },
     /// The node is shutting down.
     Stopped,
+    /// A namespace with this id exists already.
+    NamespaceExists {
+        /// The id.
+        id: String,
+    },
+    /// No namespace has this id.
+    NamespaceNotFound {
+        /// The id.
+        id: String,
+    },
 }
 
 /// What applying one command did.

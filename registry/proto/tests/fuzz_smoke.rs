@@ -146,7 +146,10 @@ fn push_pipeline(data: &[u8]) {
 
 /// `fuzz/fuzz_targets/distro_message.rs`.
 fn distro_pipeline(data: &[u8]) {
-    use registry_proto::distro::{decode, encode, Checksums, Datums, Fetch, Report, SnapshotPart};
+    use registry_proto::distro::{
+        decode, decode_answer, encode, encode_answer, Checksums, Datums, Fetch, NamespaceSet,
+        Report, SnapshotPart,
+    };
     fn round_trip<T>(data: &[u8])
     where
         T: serde::de::DeserializeOwned + serde::Serialize + PartialEq + std::fmt::Debug,
@@ -162,6 +165,18 @@ fn distro_pipeline(data: &[u8]) {
     round_trip::<Checksums>(data);
     round_trip::<Fetch>(data);
     round_trip::<SnapshotPart>(data);
+    round_trip::<NamespaceSet>(data);
+    if let Ok(m) = decode::<NamespaceSet>(data, 64 * 1024) {
+        if let Err(why) = m.body.check() {
+            assert!(!why.is_empty());
+        }
+    }
+    if let Ok(set) = decode_answer::<NamespaceSet>(data, 64 * 1024) {
+        assert_eq!(
+            decode_answer::<NamespaceSet>(&encode_answer(&set), usize::MAX),
+            Ok(set)
+        );
+    }
 }
 
 /// `fuzz/fuzz_targets/distro_clients.rs`.

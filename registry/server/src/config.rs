@@ -1,5 +1,8 @@
 //! The server's configuration: one plain struct from clap, every flag also
-//! read from a `REGISTRY_*` environment variable.
+//! read from a `REGISTRY_*` environment variable and a key of the
+//! `--config` file ([`file`]).
+
+pub mod file;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,6 +16,13 @@ use registry_core::{LeaseTimeouts, StoreConfig};
 #[derive(Clone, Debug, Parser)]
 #[command(name = "registry", version, about, long_about = None)]
 pub struct Config {
+    /// TOML file of settings, one group table per area (`[listen]`,
+    /// `[limits]`, `[cluster]`, `[raft]`, `[auth]`, ...); flags and
+    /// `REGISTRY_*` variables override it. `registry config print` shows
+    /// the effective settings and where each came from.
+    #[arg(long = "config", env = "REGISTRY_CONFIG", value_name = "FILE")]
+    pub config_file: Option<PathBuf>,
+
     /// HTTP listen address. Port 0 picks a free port; the bound address is
     /// printed on start.
     #[arg(long, env = "REGISTRY_LISTEN", default_value = "127.0.0.1:8848")]
@@ -212,6 +222,12 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_MAX_COMMIT_BATCH", default_value_t = 4_096)]
     pub max_commit_batch: usize,
 
+    /// Free space kept in reserve under `--data-dir`, in bytes: below it,
+    /// persistent writes are refused (HTTP 507) before anything is applied,
+    /// and accepted again once space is freed.
+    #[arg(long, env = "REGISTRY_DATA_MIN_FREE_BYTES", default_value_t = crate::disk::DEFAULT_MIN_FREE)]
+    pub data_min_free_bytes: u64,
+
     /// Memory the embedded database may use for its page cache, in bytes.
     #[arg(long, env = "REGISTRY_DATA_CACHE_BYTES", default_value_t = 64 * 1024 * 1024)]
     pub data_cache_bytes: usize,
@@ -279,6 +295,15 @@ pub struct Config {
     /// listen address).
     #[arg(long, env = "REGISTRY_ADVERTISE")]
     pub advertise: Option<String>,
+
+    /// This node joins a running cluster: with `--data-dir` it never starts
+    /// a Raft group of its own and waits for `registry members add` on a
+    /// member to add it (a learner until it has caught up, then a voter).
+    /// Its `--members` must name at least one running member.
+    #[arg(long, env = "REGISTRY_CLUSTER_JOIN", num_args = 0..=1,
+          default_missing_value = "true", default_value_t = false,
+          action = clap::ArgAction::Set)]
+    pub cluster_join: bool,
 
     /// How often each peer is probed, in ms.
     #[arg(

@@ -2,7 +2,10 @@
 //! Nacos 2.x gRPC protocol, around the pure [`registry_core::Store`].
 //!
 //! # Layout
-//! - [`config`]: the flags (clap, each also an environment variable).
+//! - [`config`]: the flags (clap, each also an environment variable and a
+//!   key of the `--config` file).
+//! - [`admin`]: the operator's client of a running registry
+//!   (`registry members add|remove`).
 //! - [`http`]: connections, framing, routing, the handlers and the one place
 //!   errors become Nacos statuses and texts.
 //! - [`write`]: the one write path: every door's and task's writes are
@@ -16,6 +19,8 @@
 //! - [`grpc`]: the Nacos 2.x gRPC server: requests, streams, admission;
 //!   [`hub`]: its connections and ack queue, as every part shares them.
 //! - [`sweeper`]: the lease sweeper task.
+//! - [`disk`]: the free-space check that refuses persistent writes on a
+//!   full data directory before anything is applied.
 //! - [`subscriber_list`]: a service's push subscribers, the cluster's included.
 //! - [`service_info`]: the 2.x `ServiceInfo` queries answer and pushes carry.
 //! - [`persist`]: persistent instances and services in an embedded
@@ -44,12 +49,14 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod admin;
 pub mod auth;
 pub mod buffers;
 pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod console;
+pub mod disk;
 pub mod embed;
 pub mod events;
 pub mod footprint;
@@ -178,7 +185,10 @@ pub async fn run_app(
     let grace = app.config.grace();
 
     let writer = match &app.persist {
-        Some(p) => p.start(app.store.clone())?,
+        Some(p) => {
+            p.disk.set_min_free(app.config.data_min_free_bytes);
+            p.start(app.store.clone())?
+        }
         None => None,
     };
     let notifier = tokio::spawn(notifier::run(app.pushes(), udp, stages.notifier.clone()));

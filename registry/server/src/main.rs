@@ -1,12 +1,15 @@
-//! `registry`: the Nacos-1.x-compatible naming server, and `registry users`
-//! to manage the `--auth-users` file.
+//! `registry`: the Nacos-1.x-compatible naming server, `registry users`
+//! to manage the `--auth-users` file, and `registry config print` to show
+//! the effective configuration.
 
+use std::ffi::OsString;
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use registry_server::config::file::{self, LoadError, Loaded};
 use registry_server::{run_app, shutdown, users, App, Config, Listeners};
 
 #[global_allocator]
@@ -46,6 +49,60 @@ enum Command {
         #[command(subcommand)]
         action: UsersAction,
     },
+    /// Add or remove a member of a running cluster (through any member's
+    /// HTTP API; it needs `--data-dir` on every member).
+    Members {
+        #[command(subcommand)]
+        action: MembersAction,
+        /// A running member's HTTP address.
+        #[arg(
+            long,
+            env = "REGISTRY_SERVER",
+            default_value = "127.0.0.1:8848",
+            global = true
+        )]
+        server: String,
+        /// User to log in as when the cluster runs with `--auth-users`; the
+        /// password is read as for `registry users add`.
+        #[arg(long, env = "REGISTRY_USERNAME", global = true)]
+        username: Option<String>,
+        /// Longest wait for the change, in seconds (an added node must
+        /// catch up first).
+        #[arg(long, default_value_t = 120, global = true)]
+        timeout_secs: u64,
+    },
+    /// Show the configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum MembersAction {
+    /// Add the node at ADDR (started with `--cluster-join`): a learner
+    /// until it has caught up, then a voter.
+    Add {
+        /// Its HTTP address as the members name it (`ip:port`).
+        addr: String,
+    },
+    /// Remove the member at ADDR (alive or dead).
+    Remove {
+        /// Its HTTP address as the members name it (`ip:port`).
+        addr: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigAction {
+    /// Print the effective configuration as a TOML file, each setting
+    /// commented with where it came from (flag, env, file, default). Takes
+    /// the server's flags (`--config FILE`, ...) and reads its variables.
+    Print {
+        /// The server's flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        flags: Vec<OsString>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -84,15 +141,63 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        None => serve(cli.config),
+        Some(Command::Members {
+            action,
+            server,
+            username,
+            timeout_secs,
+        }) => {
+            if let Err(e) = change_members(action, &server, username, timeout_secs) {
+                eprintln!("registry members: {e:#}");
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+        Some(Command::Config {
+            action: ConfigAction::Print { flags },
+        }) => {
+            let args = std::iter::once(OsString::from("registry")).chain(flags);
+            let loaded = load_or_exit(args);
+            print!("{}", loaded.render());
+            Ok(())
+        }
+        None => {
+            // Parsed again with the file merged in: flags and variables
+            // win over it (the first parse only dispatched).
+            let _ = cli.config;
+            serve(load_or_exit(std::env::args_os()))
+        }
     }
 }
 
-fn serve(config: Config) -> anyhow::Result<()> {
-    if let Err(e) = config.validate() {
-        eprintln!("registry: {e}");
+/// The merged configuration, validated; a bad one exits with status 2
+/// naming the flag, or the file key, and the reason.
+fn load_or_exit(args: impl IntoIterator<Item = OsString>) -> Loaded {
+    let loaded = match file::load(args) {
+        Ok(l) => l,
+        Err(LoadError::Args(e)) => e.exit(),
+        Err(LoadError::File(m)) => {
+            eprintln!("registry: {m}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = loaded.config.validate() {
+        let keys = loaded.file_keys_named_in(&e);
+        match (&loaded.config.config_file, keys.is_empty()) {
+            (Some(f), false) => eprintln!(
+                "registry: {e} (set in {} as {})",
+                f.display(),
+                keys.join(", ")
+            ),
+            _ => eprintln!("registry: {e}"),
+        }
         std::process::exit(2);
     }
+    loaded
+}
+
+fn serve(loaded: Loaded) -> anyhow::Result<()> {
+    let config: Config = loaded.config;
     init_tracing(&config.log_format);
     let listeners = Listeners::bind(&config)?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -139,6 +244,34 @@ fn manage_users(action: UsersAction) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// `registry members add|remove ADDR`: prints the membership after the
+/// change, or fails with the server's reason.
+fn change_members(
+    action: MembersAction,
+    server: &str,
+    username: Option<String>,
+    timeout_secs: u64,
+) -> anyhow::Result<()> {
+    let credentials = match username {
+        Some(u) => Some((u, read_password()?)),
+        None => None,
+    };
+    let target = registry_server::admin::Target::new(
+        server,
+        credentials,
+        std::time::Duration::from_secs(timeout_secs.max(1)),
+    );
+    let (method, addr) = match &action {
+        MembersAction::Add { addr } => ("POST", addr),
+        MembersAction::Remove { addr } => ("DELETE", addr),
+    };
+    let query = format!("address={}", registry_server::admin::encode(addr));
+    let a = target.call(method, "/nacos/v1/core/cluster/member", &query)?;
+    anyhow::ensure!(a.status == 200, "{} {}", a.status, a.body.trim());
+    println!("{}", a.body);
     Ok(())
 }
 

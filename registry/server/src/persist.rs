@@ -85,6 +85,10 @@ pub enum PersistError {
     /// Too many writes are waiting for a commit: retry later (503).
     #[error("too many writes waiting to be persisted, please try again later")]
     Busy,
+    /// The data directory is (nearly) full: refused before anything was
+    /// applied. Free space, and writes are accepted again.
+    #[error("{0}")]
+    Full(crate::disk::Full),
     /// The commit failed (disk full, I/O error); the log has the cause.
     #[error("could not persist the change: {0}")]
     Storage(Arc<str>),
@@ -178,6 +182,8 @@ impl PersistStats {
 /// writes) and the writer thread (who owns the database once started).
 pub struct Persist {
     dir: PathBuf,
+    /// The free-space check every write passes first.
+    pub disk: crate::disk::Disk,
     queue: mpsc::Sender<Msg>,
     /// The database and the queue's receiving end until the writer starts.
     parts: Mutex<Option<(Database, mpsc::Receiver<Msg>)>>,
@@ -261,6 +267,7 @@ impl Persist {
         let (queue, receiver) = mpsc::channel(max_pending);
         Ok(Persist {
             dir: dir.to_path_buf(),
+            disk: crate::disk::Disk::new(dir, crate::disk::DEFAULT_MIN_FREE),
             queue,
             parts: Mutex::new(Some((db, receiver))),
             max_batch,
@@ -302,8 +309,10 @@ impl Persist {
     ///
     /// # Errors
     /// [`PersistError::Busy`] when `--max-pending-writes` are waiting,
-    /// [`PersistError::Stopped`] after shutdown.
+    /// [`PersistError::Stopped`] after shutdown, [`PersistError::Full`]
+    /// while the data directory is short of space.
     pub(crate) fn reserve(&self) -> Result<Ticket<'_>, PersistError> {
+        self.disk.check().map_err(PersistError::Full)?;
         match self.queue.try_reserve() {
             Ok(permit) => Ok(Ticket { permit }),
             Err(mpsc::error::TrySendError::Full(())) => {

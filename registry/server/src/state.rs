@@ -317,9 +317,9 @@ pub(crate) trait ClusterHook: Send + Sync {
         -> Vec<tokio::task::JoinHandle<()>>;
 }
 
-/// The routes a cluster answers itself: the member list, readiness and the
-/// peer endpoints (a single node answers the first two and refuses the
-/// rest, see `http::v1`).
+/// The routes a cluster answers itself: the member list, readiness, the
+/// peer endpoints and membership changes (a single node answers the first
+/// two and refuses the rest, see `http::v1`).
 pub(crate) fn is_cluster_route(route: Route) -> bool {
     matches!(
         route,
@@ -332,7 +332,10 @@ pub(crate) fn is_cluster_route(route: Route) -> bool {
             | Route::DistroClients
             | Route::DistroClientVerify
             | Route::DistroSubscribers
+            | Route::DistroNamespaces
             | Route::RaftRpc
             | Route::Readiness
+            | Route::ClusterMemberAdd
+            | Route::ClusterMemberRemove
     )
 }

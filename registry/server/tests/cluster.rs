@@ -121,6 +121,11 @@ async fn owner_killed_survivors_take_over_and_restart_catches_up() {
     assert_eq!(c.nodes[0].register(&svc, 8001).await.0, 200);
     let beating = keep_beating(&c, &[0, 1], &svc, 8001);
     assert_eq!(c.nodes[1].register(&svc, 8002).await.0, 200);
+    // 8002 beats too until the kill, so it is healthy everywhere however
+    // long replication takes under load (silent from the start, it would
+    // turn unhealthy after the 1.5 s beat timeout); from the kill on it is
+    // the silent instance the survivors must expire.
+    let silent_later = keep_beating(&c, &[1], &svc, 8002);
     c.until_everywhere(&svc, &[(8001, true), (8002, true)], SECOND * 10)
         .await;
 
@@ -132,6 +137,7 @@ async fn owner_killed_survivors_take_over_and_restart_catches_up() {
     );
     assert_eq!(c.nodes[0].call(Method::Get, &sub).await.0, 200);
 
+    let _ = silent_later.send(());
     let killed_at = std::time::Instant::now();
     c.nodes[2].kill9().await;
     let (a, b) = (&c.nodes[0], &c.nodes[1]);

@@ -36,6 +36,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
+        507 => "Insufficient Storage",
         _ => "Unknown",
     }
 }

@@ -70,10 +70,17 @@ pub enum Route {
     /// `PUT /nacos/v1/ns/distro/subscribers`: a peer asks for this node's
     /// subscribers of one service
     DistroSubscribers,
+    /// `PUT /nacos/v1/ns/distro/namespaces`: a peer's namespace table (a
+    /// cluster without Raft), answered with this node's
+    DistroNamespaces,
     /// `GET /nacos/v1/console/health/readiness`
     Readiness,
     /// `POST /nacos/v1/core/raft`: a Raft peer message
     RaftRpc,
+    /// `POST /nacos/v1/core/cluster/member`: an operator adds a member
+    ClusterMemberAdd,
+    /// `DELETE /nacos/v1/core/cluster/member`: an operator removes one
+    ClusterMemberRemove,
     // The endpoints below are resolved by `crate::openapi::route`.
     /// `PUT /nacos/v1/ns/instance/metadata/batch`
     MetadataBatchUpdate,
@@ -240,7 +247,7 @@ pub enum Route {
 
 impl Route {
     /// Every route, for tests and metric label tables.
-    pub const ALL: [Route; 107] = [
+    pub const ALL: [Route; 110] = [
         Route::InstanceRegister,
         Route::InstanceDeregister,
         Route::InstanceUpdate,
@@ -266,8 +273,11 @@ impl Route {
         Route::DistroClients,
         Route::DistroClientVerify,
         Route::DistroSubscribers,
+        Route::DistroNamespaces,
         Route::Readiness,
         Route::RaftRpc,
+        Route::ClusterMemberAdd,
+        Route::ClusterMemberRemove,
         Route::MetadataBatchUpdate,
         Route::MetadataBatchDelete,
         Route::HealthUpdate,
@@ -379,8 +389,11 @@ impl Route {
             Route::DistroClients => "distro_clients",
             Route::DistroClientVerify => "distro_client_verify",
             Route::DistroSubscribers => "distro_subscribers",
+            Route::DistroNamespaces => "distro_namespaces",
             Route::Readiness => "readiness",
             Route::RaftRpc => "raft_rpc",
+            Route::ClusterMemberAdd => "cluster_member_add",
+            Route::ClusterMemberRemove => "cluster_member_remove",
             Route::MetadataBatchUpdate => "metadata_batch_update",
             Route::MetadataBatchDelete => "metadata_batch_delete",
             Route::HealthUpdate => "health_update",
@@ -493,8 +506,11 @@ impl Route {
             Route::DistroClients => (Method::Put, crate::distro::CLIENTS_PATH),
             Route::DistroClientVerify => (Method::Put, crate::distro::CLIENT_VERIFY_PATH),
             Route::DistroSubscribers => (Method::Put, crate::distro::SUBSCRIBERS_PATH),
+            Route::DistroNamespaces => (Method::Put, crate::distro::NAMESPACES_PATH),
             Route::Readiness => (Method::Get, crate::distro::READINESS_PATH),
             Route::RaftRpc => (Method::Post, crate::distro::RAFT_PATH),
+            Route::ClusterMemberAdd => (Method::Post, crate::distro::MEMBER_PATH),
+            Route::ClusterMemberRemove => (Method::Delete, crate::distro::MEMBER_PATH),
             Route::MetadataBatchUpdate => (Method::Put, "/nacos/v1/ns/instance/metadata/batch"),
             Route::MetadataBatchDelete => (Method::Delete, "/nacos/v1/ns/instance/metadata/batch"),
             Route::HealthUpdate => (Method::Put, "/nacos/v1/ns/health/instance"),
@@ -722,6 +738,10 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
                 Method::Put => Ok(Route::DistroSubscribers),
                 _ => Err(not_allowed("PUT")),
             },
+            "distro/namespaces" => match lookup {
+                Method::Put => Ok(Route::DistroNamespaces),
+                _ => Err(not_allowed("PUT")),
+            },
             _ => Err(RouteError::NoSuchApi { method, path }),
         };
     }
@@ -743,6 +763,11 @@ pub fn route(method: Method, path: &str) -> Result<Route, RouteError<'_>> {
         crate::distro::RAFT_PATH => match lookup {
             Method::Post => Ok(Route::RaftRpc),
             _ => Err(not_allowed("POST")),
+        },
+        crate::distro::MEMBER_PATH => match lookup {
+            Method::Post => Ok(Route::ClusterMemberAdd),
+            Method::Delete => Ok(Route::ClusterMemberRemove),
+            _ => Err(not_allowed("POST, DELETE")),
         },
         crate::distro::READINESS_PATH => {
             get_only(lookup, Route::Readiness).ok_or_else(|| not_allowed("GET, HEAD"))

@@ -1,6 +1,7 @@
 //! The cluster's HTTP endpoints: the member list, readiness, and the peer
 //! endpoints (report, replicate, checksum, fetch, snapshot, 2.x client sets
-//! and their verify, a service's local subscribers).
+//! and their verify, a service's local subscribers, the namespace table),
+//! and an operator's membership change (see [`super::membership`]).
 //!
 //! A peer request is refused (403) unless it comes from a member's IP,
 //! names a member other than this node as its sender from that IP, and,
@@ -8,10 +9,12 @@
 //! Its body is bounded and versioned (400 with the reason otherwise), and
 //! nothing of a refused message is applied.
 
+use std::sync::Arc;
+
 use registry_proto::distro::RaftMemberView;
 use registry_proto::distro::{
     self, Checksums, ClientSets, ClientVerify, Datums, DistroError, Envelope, Fetch, MemberView,
-    Report, SnapshotPart,
+    NamespaceSet, Report, SnapshotPart,
 };
 use registry_proto::naming::route::Route;
 use registry_proto::raft::RaftRequest;
@@ -27,11 +30,14 @@ use crate::state::Exchange;
 
 /// Answers a cluster route.
 ///
+/// A table of one arm per peer route (decode, check, hand to the module
+/// that owns it): longer than 80 lines as the routes are many, not split.
+///
 /// # Errors
 /// 403 for a non-member or a wrong secret, 400 for a bad message.
 pub(crate) fn handle(
     ex: &Exchange<'_>,
-    cluster: &Cluster,
+    cluster: &Arc<Cluster>,
     route: Route,
     body: &mut Vec<u8>,
 ) -> Result<Reply, Failure> {
@@ -42,6 +48,9 @@ pub(crate) fn handle(
             Ok(Reply::Json)
         }
         Route::Readiness => readiness(cluster.is_ready()),
+        Route::ClusterMemberAdd | Route::ClusterMemberRemove => {
+            super::membership::handle(ex, cluster, route)
+        }
         Route::ClusterReport => {
             let m: Envelope<Report> = admit(ex, cluster)?;
             cluster.heard_from(app, &m.from, &m.body);
@@ -68,6 +77,11 @@ pub(crate) fn handle(
         Route::DistroSubscribers => {
             let m: Envelope<distro::SubscribersQuery> = admit(ex, cluster)?;
             *body = distro::encode_answer(&super::subscribers::answer(app, &m.body));
+            Ok(Reply::Json)
+        }
+        Route::DistroNamespaces => {
+            let m: Envelope<NamespaceSet> = admit(ex, cluster)?;
+            *body = super::namespaces::answer(app, cluster, &m.from, &m.body)?;
             Ok(Reply::Json)
         }
         Route::DistroClientVerify => {

@@ -371,7 +371,12 @@ fn encode_sets(cluster: &Cluster, items: Vec<ClientPart>) -> Vec<u8> {
     }))
 }
 
-async fn call(peer: &super::members::Peer, path: &str, body: &[u8]) -> Result<Vec<u8>, String> {
+/// One peer request over the peer's sync link: the body of a 200 answer.
+pub(super) async fn call(
+    peer: &super::members::Peer,
+    path: &str,
+    body: &[u8],
+) -> Result<Vec<u8>, String> {
     let mut request = Vec::with_capacity(body.len() + 160);
     distro::write_peer_request(&mut request, Method::Put, path, &peer.addr, body);
     let answer = peer.sync.call(request).await?;

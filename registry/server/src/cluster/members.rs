@@ -1,5 +1,10 @@
-//! Membership: the static member list, each peer's state from probes, and
-//! the view that decides which node is responsible for a service.
+//! Membership: the member list, each peer's state from probes, and the view
+//! that decides which node is responsible for a service.
+//!
+//! The list starts as configured (`--members`); with Raft it then follows
+//! the Raft group's membership, which operators change at run time
+//! ([`super::membership`]): [`Cluster::set_members`] swaps the peers in,
+//! keeping the links and states of those that stay.
 //!
 //! Every node probes every peer each interval (`POST /v1/core/cluster/report`
 //! carrying its own readiness). A peer that answers is UP when it has loaded
@@ -85,6 +90,25 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
+    fn new(addr: SocketAddr, config: &ClusterConfig) -> Peer {
+        Peer {
+            addr: addr.to_string(),
+            relay: [
+                Link::new(addr, config.relay_timeout),
+                Link::new(addr, config.relay_timeout),
+            ],
+            next_relay: AtomicUsize::new(0),
+            // Snapshot parts and large batches may take a while.
+            sync: Link::new(addr, config.relay_timeout.max(Duration::from_secs(10))),
+            probe: Link::new(addr, config.probe_interval.max(Duration::from_millis(200))),
+            state: AtomicU8::new(MemberState::Unknown as u8),
+            fails: AtomicU32::new(0),
+            last_ms: AtomicU64::new(0),
+            raft: Mutex::new(None),
+            clients: Mutex::new(None),
+        }
+    }
+
     /// Its Raft state as it last reported it.
     pub fn raft(&self) -> Option<distro::RaftMemberView> {
         self.raft.lock().clone()
@@ -154,11 +178,11 @@ impl View {
 }
 
 /// Who answers for a service.
-pub enum Owner<'a> {
+pub enum Owner {
     /// This node.
     Me,
-    /// Another member.
-    Peer(&'a str),
+    /// Another member, by address.
+    Peer(String),
     /// Nobody is up (this node is starting alone).
     Nobody,
 }
@@ -169,7 +193,8 @@ pub struct Cluster {
     pub config: ClusterConfig,
     /// This process's incarnation id.
     pub node: u64,
-    peers: Vec<Peer>,
+    /// The other members; replaced whole when the membership changes.
+    peers: ArcSwap<Vec<Arc<Peer>>>,
     view: ArcSwap<View>,
     /// Serialises [`Cluster::update_view`]: the probe loop and the report
     /// route both recompute it, and a slower caller must not publish an
@@ -178,13 +203,18 @@ pub struct Cluster {
     pub(super) ready: AtomicBool,
     /// Woken when the node stops being ready (it must load a snapshot).
     pub(super) reload: Notify,
-    pub(super) member_ips: HashSet<IpAddr>,
+    pub(super) member_ips: ArcSwap<HashSet<IpAddr>>,
     pub(super) dirty: Dirty,
     repairs: OnceLock<mpsc::Sender<Repair>>,
     /// Monotonic ms when the last probe round ended.
     last_round: Stamp,
-    /// Services a checksum round missed once; dropped when it misses them twice.
-    pub(super) suspects: Mutex<HashSet<ServiceKey>>,
+    /// Services a checksum round missed once, with the sender and the
+    /// view they were missed in; dropped when the same sender misses them
+    /// again in the same view (see `verify::drop_unlisted`).
+    pub(super) suspects: Mutex<HashMap<ServiceKey, (String, u64)>>,
+    /// Counts this node's view changes: a suspicion from an earlier view
+    /// says nothing about the owner of now.
+    pub(super) view_epoch: AtomicU64,
     /// Checksum rounds being received, per sender.
     pub(super) rounds: Mutex<HashMap<String, Round>>,
     /// Service states arriving in parts.
@@ -192,7 +222,7 @@ pub struct Cluster {
     /// Nacos 2.x clients: native ones and synced copies.
     pub clients: super::clients::ClientSync,
     /// Counters for `/metrics`.
-    pub stats: ClusterStats,
+    pub stats: Arc<ClusterStats>,
     /// The Raft database, opened at configuration, until the engine starts.
     pub(super) raft_pending: Option<super::raft::Pending>,
     /// The Raft group once its engine runs.
@@ -213,27 +243,12 @@ impl Cluster {
             if *m == config.me {
                 continue;
             }
-            peers.push(Peer {
-                addr: m.clone(),
-                relay: [
-                    Link::new(addr, config.relay_timeout),
-                    Link::new(addr, config.relay_timeout),
-                ],
-                next_relay: AtomicUsize::new(0),
-                // Snapshot parts and large batches may take a while.
-                sync: Link::new(addr, config.relay_timeout.max(Duration::from_secs(10))),
-                probe: Link::new(addr, config.probe_interval.max(Duration::from_millis(200))),
-                state: AtomicU8::new(MemberState::Unknown as u8),
-                fails: AtomicU32::new(0),
-                last_ms: AtomicU64::new(0),
-                raft: Mutex::new(None),
-                clients: Mutex::new(None),
-            });
+            peers.push(Arc::new(Peer::new(addr, &config)));
         }
         let alone = peers.is_empty();
         let cluster = Cluster {
             node: incarnation()?,
-            peers,
+            peers: ArcSwap::from_pointee(peers),
             view: ArcSwap::from_pointee(View {
                 up: Vec::new(),
                 me: None,
@@ -241,18 +256,19 @@ impl Cluster {
             view_update: Mutex::new(()),
             ready: AtomicBool::new(alone),
             reload: Notify::new(),
-            member_ips,
+            member_ips: ArcSwap::from_pointee(member_ips),
             dirty: Dirty::default(),
             repairs: OnceLock::new(),
             last_round: Stamp::new(),
-            suspects: Mutex::new(HashSet::new()),
+            suspects: Mutex::new(HashMap::new()),
+            view_epoch: AtomicU64::new(0),
             rounds: Mutex::new(HashMap::new()),
             datum_parts: Mutex::new(super::parts::Parts::default()),
             clients: super::clients::ClientSync::new(
                 config.client_grace,
                 config.client_verify_interval,
             ),
-            stats: ClusterStats::default(),
+            stats: Arc::default(),
             raft_pending: match &config.raft {
                 Some(settings) => Some(super::raft::Pending::open(settings.clone())?),
                 None => None,
@@ -272,24 +288,76 @@ impl Cluster {
         self.repairs.get()
     }
 
-    pub(crate) fn peers(&self) -> &[Peer] {
-        &self.peers
+    /// The other members now (a snapshot: the list may change after).
+    pub(crate) fn peers(&self) -> Arc<Vec<Arc<Peer>>> {
+        self.peers.load_full()
     }
 
-    pub(crate) fn peer(&self, addr: &str) -> Option<&Peer> {
-        self.peers.iter().find(|p| p.addr == addr)
+    pub(crate) fn peer(&self, addr: &str) -> Option<Arc<Peer>> {
+        self.peers.load().iter().find(|p| p.addr == addr).cloned()
+    }
+
+    /// Every member's address now, this node's included, sorted.
+    pub fn member_addresses(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.peers.load().iter().map(|p| p.addr.clone()).collect();
+        all.push(self.config.me.clone());
+        all.sort();
+        all
+    }
+
+    /// Makes `members` (addresses; this node's may be among them) the
+    /// member list: peers that stay keep their links and states, new ones
+    /// start unknown, and the view is recomputed at once. Returns whether
+    /// anything changed.
+    pub fn set_members(&self, app: &App, members: &[String]) -> bool {
+        let mut wanted: Vec<String> = members.to_vec();
+        wanted.sort();
+        wanted.dedup();
+        if wanted.iter().all(|m| *m != self.config.me) {
+            tracing::warn!(me = %self.config.me, ?wanted, "this node is not among the members any more");
+        }
+        let old = self.peers.load_full();
+        let mut next = Vec::with_capacity(wanted.len());
+        let mut ips = HashSet::new();
+        for m in &wanted {
+            let Ok(addr) = m.parse::<SocketAddr>() else {
+                tracing::warn!(member = %m, "ignoring a member that is not ip:port");
+                continue;
+            };
+            ips.insert(addr.ip());
+            if *m == self.config.me {
+                continue;
+            }
+            match old.iter().find(|p| p.addr == *m) {
+                Some(p) => next.push(p.clone()),
+                None => next.push(Arc::new(Peer::new(addr, &self.config))),
+            }
+        }
+        let same =
+            next.len() == old.len() && next.iter().zip(old.iter()).all(|(a, b)| a.addr == b.addr);
+        if same {
+            return false;
+        }
+        if let Ok(me) = self.config.me.parse::<SocketAddr>() {
+            ips.insert(me.ip());
+        }
+        tracing::info!(members = ?wanted, "cluster membership changed");
+        self.member_ips.store(Arc::new(ips));
+        self.peers.store(Arc::new(next));
+        self.update_view(app);
+        true
     }
 
     /// The node responsible for `grouped_name` in the current view.
-    pub fn owner(&self, grouped_name: &str) -> Owner<'_> {
+    pub fn owner(&self, grouped_name: &str) -> Owner {
         let view = self.view.load();
         match view.owner_index(grouped_name) {
             None => Owner::Nobody,
             Some(i) if Some(i) == view.me => Owner::Me,
-            Some(i) => match self.peers.iter().find(|p| p.addr == view.up[i]) {
-                Some(p) => Owner::Peer(&p.addr),
-                None => Owner::Nobody,
-            },
+            Some(i) if self.peers.load().iter().any(|p| p.addr == view.up[i]) => {
+                Owner::Peer(view.up[i].clone())
+            }
+            Some(_) => Owner::Nobody,
         }
     }
 
@@ -312,9 +380,19 @@ impl Cluster {
     /// starved) holds a stale replica: the beats and writes may have gone to
     /// a node that took its services over, and checksums sent from that
     /// replica would make its peers fetch and adopt the stale state.
+    ///
+    /// It must also see at least half the members UP (itself included). A
+    /// node cut off from the rest sees only itself and would own every
+    /// service; the beats of their instances go to the other side, so
+    /// expiring them there would only produce deletes that its checksums
+    /// spread once the partition heals (an instance beating through the
+    /// majority would vanish from it).
     pub fn may_act_as_owner(&self, now: Millis) -> bool {
         let stale_after = self.config.probe_interval.as_millis() as u64 * 3 + 1_000;
-        self.is_ready() && now.0.saturating_sub(self.last_round.get()) <= stale_after
+        let members = self.peers.load().len() + 1;
+        self.is_ready()
+            && now.0.saturating_sub(self.last_round.get()) <= stale_after
+            && self.view.load().up.len() * 2 >= members
     }
 
     /// The members as Nacos lists them, this node first.
@@ -325,7 +403,7 @@ impl Cluster {
             MemberState::Starting
         };
         let mut out = vec![(self.config.me.clone(), me, Clock::wall_ms(), 0)];
-        for p in &self.peers {
+        for p in self.peers.load().iter() {
             out.push((
                 p.addr.clone(),
                 p.state(),
@@ -381,6 +459,7 @@ impl Cluster {
     fn compute_view(&self) -> View {
         let mut up: Vec<String> = self
             .peers
+            .load()
             .iter()
             .filter(|p| p.state() == MemberState::Up)
             .map(|p| p.addr.clone())
@@ -403,17 +482,27 @@ impl Cluster {
             return;
         }
         let now = app.clock.now();
+        // Only a node whose copy is current hands its services over (one
+        // cut off or frozen until now holds what may be stale).
+        let acting = self.may_act_as_owner(now);
         let mut renewed = 0;
+        let mut handed: Vec<(ServiceKey, String)> = Vec::new();
         app.store.for_each_service(|snap| {
             let name = snap.key().grouped_name();
             if next.owns(name) && !old.owns(name) {
                 renewed += app.store.refresh_leases(snap.key().as_ref(), now);
+            } else if acting && old.owns(name) && !next.owns(name) {
+                if let Some(i) = next.owner_index(name) {
+                    handed.push((snap.key().clone(), next.up[i].clone()));
+                }
             }
         });
         self.stats.view_changes.inc();
         self.stats.takeover_leases.add(renewed as u64);
-        tracing::info!(up = ?next.up, me = ?next.me, renewed, "cluster view changed");
+        tracing::info!(up = ?next.up, me = ?next.me, renewed, handed = handed.len(), "cluster view changed");
         self.view.store(Arc::new(next));
+        self.view_epoch.fetch_add(1, Ordering::AcqRel);
+        super::replicate::hand_over(app, self, handed);
     }
 
     /// The envelope of a peer message from this node.
@@ -462,11 +551,11 @@ pub(crate) async fn probe_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: Can
 async fn probe_round(app: &App, cluster: &Arc<Cluster>, connections: u64) {
     let report = distro::encode(&cluster.envelope(cluster.report(connections)));
     let mut probes = tokio::task::JoinSet::new();
-    for i in 0..cluster.peers.len() {
+    for peer in cluster.peers().iter() {
         let cluster = cluster.clone();
         let report = report.clone();
+        let peer = peer.clone();
         probes.spawn(async move {
-            let peer = &cluster.peers[i];
             let mut request = Vec::with_capacity(report.len() + 160);
             distro::write_peer_request(
                 &mut request,

@@ -30,6 +30,8 @@
 //!   once it stops. Service states carry only 1.x (heartbeat) instances.
 //! - A service's subscriber list on one node covers every member's
 //!   subscribers: [`subscribers`] asks the others over a peer route.
+//! - Namespaces are cluster-wide: with Raft their changes are log entries;
+//!   without, members exchange whole stamped tables (`namespaces`).
 //! - A state or client set larger than one peer message travels in parts
 //!   and is applied whole once every part arrived (`parts`).
 //!
@@ -46,6 +48,8 @@ pub mod clients;
 pub mod hook;
 mod link;
 pub mod members;
+pub mod membership;
+mod namespaces;
 mod parts;
 pub mod raft;
 pub mod relay;
@@ -165,6 +169,8 @@ impl ClusterConfig {
             heartbeat: Duration::from_millis(config.raft_heartbeat_ms.max(1)),
             snapshot_logs: config.raft_snapshot_logs.max(1),
             write_timeout: Duration::from_millis(config.raft_write_timeout_ms.max(1)),
+            join: config.cluster_join,
+            min_free: config.data_min_free_bytes,
         });
         Ok(Some(ClusterConfig {
             me,
@@ -290,7 +296,7 @@ impl Cluster {
 
     /// Whether a peer request from `ip` may come from a member.
     pub fn is_member_ip(&self, ip: IpAddr) -> bool {
-        self.member_ips.contains(&ip)
+        self.member_ips.load().contains(&ip)
     }
 
     /// Whether this node has loaded its snapshot and serves clients (and,
@@ -346,6 +352,11 @@ pub fn start(
             cancel.clone(),
         )),
         tokio::spawn(clients::expiry_loop(
+            app.clone(),
+            cluster.clone(),
+            cancel.clone(),
+        )),
+        tokio::spawn(namespaces::sync_loop(
             app.clone(),
             cluster.clone(),
             cancel.clone(),
@@ -472,7 +483,8 @@ impl Cluster {
         }
     }
 
-    /// The cluster's counters: (name, help, value).
+    /// The cluster's counters: (name, help, value). A table, one row per
+    /// counter, hence its length.
     fn counters(&self) -> [(&'static str, &'static str, u64); 17] {
         let s = &self.stats;
         [

@@ -78,6 +78,7 @@ fn served_while_loading(route: Route) -> bool {
             | Route::DistroSnapshot
             | Route::DistroClients
             | Route::DistroClientVerify
+            | Route::DistroNamespaces
             | Route::Readiness
             | Route::PrometheusMetrics
             | Route::RaftRpc

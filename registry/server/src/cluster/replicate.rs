@@ -18,9 +18,9 @@ use registry_proto::distro::{self, Datum, Datums, InstanceState, ServiceState};
 use registry_proto::http1::Method;
 use tokio_util::sync::CancellationToken;
 
-use super::members::MemberState;
+use super::members::{MemberState, Peer};
 use super::parts::Offered;
-use super::Cluster;
+use super::{Cluster, ClusterStats};
 use crate::clock::Clock;
 use crate::state::App;
 use crate::write::{Applied, Command, Outcome};
@@ -61,38 +61,72 @@ pub(crate) async fn run(app: Arc<App>, cluster: Arc<Cluster>, cancel: Cancellati
 fn send_to_peers(cluster: &Arc<Cluster>, datums: Vec<Datum>) {
     let count = datums.len() as u64;
     let messages = pack(cluster, datums);
-    for (i, peer) in cluster.peers().iter().enumerate() {
+    for peer in cluster.peers().iter() {
         if peer.state() == MemberState::Down {
             continue;
         }
-        let cluster = cluster.clone();
+        let stats = cluster.stats.clone();
         let messages = messages.clone();
+        let peer = peer.clone();
         tokio::spawn(async move {
-            let peer = &cluster.peers()[i];
-            for body in messages.iter() {
-                let mut request = Vec::with_capacity(body.len() + 160);
-                distro::write_peer_request(
-                    &mut request,
-                    Method::Put,
-                    distro::DATUM_PATH,
-                    &peer.addr,
-                    body,
-                );
-                match peer.sync.call(request).await {
-                    Ok(a) if a.status == 200 => {}
-                    Ok(a) => {
-                        cluster.stats.send_failed.inc();
-                        tracing::debug!(peer = %peer.addr, status = a.status,
-                            body = %String::from_utf8_lossy(&a.body), "replication refused");
-                    }
-                    Err(e) => {
-                        cluster.stats.send_failed.inc();
-                        tracing::debug!(peer = %peer.addr, error = %e, "replication failed");
-                    }
-                }
-            }
-            cluster.stats.datums_sent.add(count);
+            send(&peer, &stats, &messages).await;
+            stats.datums_sent.add(count);
         });
+    }
+}
+
+/// Sends the services this node was responsible for until a view change
+/// made `to` responsible, to `to`, at once: a member back from a partition
+/// or a restart missed what was written meanwhile, and as their owner it
+/// would answer their beats "unknown instance" and its checksum rounds
+/// would make every replica drop them (see `verify::drop_unlisted`). The
+/// receiver applies them as any replica, by origin.
+pub(super) fn hand_over(app: &App, cluster: &Cluster, handed: Vec<(ServiceKey, String)>) {
+    let mut by_peer: std::collections::HashMap<String, Vec<Datum>> = Default::default();
+    for (key, to) in handed {
+        by_peer
+            .entry(to)
+            .or_default()
+            .push(datum_of(&app.store, &key, 0, Clock::wall_ms()));
+    }
+    for (to, datums) in by_peer {
+        let Some(peer) = cluster.peer(&to) else {
+            continue;
+        };
+        let count = datums.len() as u64;
+        let messages = pack(cluster, datums);
+        let stats = cluster.stats.clone();
+        tracing::debug!(peer = %to, services = count, "handing services over");
+        tokio::spawn(async move {
+            send(&peer, &stats, &messages).await;
+            stats.datums_sent.add(count);
+        });
+    }
+}
+
+/// Sends replication messages to one peer, in order.
+async fn send(peer: &Peer, stats: &ClusterStats, messages: &[Vec<u8>]) {
+    for body in messages {
+        let mut request = Vec::with_capacity(body.len() + 160);
+        distro::write_peer_request(
+            &mut request,
+            Method::Put,
+            distro::DATUM_PATH,
+            &peer.addr,
+            body,
+        );
+        match peer.sync.call(request).await {
+            Ok(a) if a.status == 200 => {}
+            Ok(a) => {
+                stats.send_failed.inc();
+                tracing::debug!(peer = %peer.addr, status = a.status,
+                    body = %String::from_utf8_lossy(&a.body), "replication refused");
+            }
+            Err(e) => {
+                stats.send_failed.inc();
+                tracing::debug!(peer = %peer.addr, error = %e, "replication failed");
+            }
+        }
     }
 }
 

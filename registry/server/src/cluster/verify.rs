@@ -102,15 +102,14 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
             .into_iter()
             .map(|l| distro::encode(&cluster.envelope(l)))
             .collect();
-        for i in 0..cluster.peers().len() {
-            if cluster.peers()[i].state() != MemberState::Up {
+        for peer in cluster.peers().iter() {
+            if peer.state() != MemberState::Up {
                 continue;
             }
-            let (cluster, bodies) = (cluster.clone(), bodies.clone());
+            let (cluster, bodies, peer) = (cluster.clone(), bodies.clone(), peer.clone());
             tokio::spawn(async move {
-                let peer = &cluster.peers()[i];
                 for body in bodies.iter() {
-                    if send(peer, Method::Put, distro::CHECKSUM_PATH, body)
+                    if send(&peer, Method::Put, distro::CHECKSUM_PATH, body)
                         .await
                         .is_err()
                     {
@@ -182,8 +181,18 @@ pub(crate) fn on_checksums(app: &App, cluster: &Cluster, from: &str, list: &Chec
 }
 
 /// Drops services `from` owns that its whole round did not list, the
-/// second time in a row.
+/// second time in a row within one view of this node. Views of two nodes
+/// differ for a moment after every change: a sender that does not yet
+/// own a service this node already thinks it owns misses it once, and a
+/// suspicion left from another sender or an earlier view (when the service
+/// may have had another owner, this node included) must not count as the
+/// first miss, or an instance beating all along would be dropped here.
 fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<ServiceKey>) -> usize {
+    // Read before the ownership below: a change in between makes this
+    // round's suspicions count for nothing, never the other way round.
+    let epoch = cluster
+        .view_epoch
+        .load(std::sync::atomic::Ordering::Acquire);
     let mut missing: Vec<ServiceKey> = Vec::new();
     app.store.for_each_service(|snap| {
         let key = snap.key();
@@ -204,7 +213,11 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
     let mut suspects = cluster.suspects.lock();
     let mut still = HashSet::new();
     for key in missing {
-        if suspects.remove(&key) {
+        let again = suspects
+            .get(&key)
+            .is_some_and(|(by, seen)| by == from && *seen == epoch);
+        if again {
+            suspects.remove(&key);
             let command = crate::write::Command::Drop {
                 service: key.as_ref(),
             };
@@ -218,8 +231,8 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
     }
     // This sender's suspects are now exactly those it missed this round
     // for the first time; others' are left alone.
-    suspects.retain(|k| !cluster.owned_by(k, from));
-    suspects.extend(still);
+    suspects.retain(|_, (by, _)| by != from);
+    suspects.extend(still.into_iter().map(|k| (k, (from.to_owned(), epoch))));
     drop(suspects);
     cluster.stats.repairs.add(dropped as u64);
     dropped
@@ -244,7 +257,7 @@ pub(crate) async fn repair_loop(
             let body = distro::encode(&cluster.envelope(Fetch {
                 keys: keys.to_vec(),
             }));
-            match fetch_datums(peer, &cluster, distro::DATUM_PATH, &body).await {
+            match fetch_datums(&peer, &cluster, distro::DATUM_PATH, &body).await {
                 Ok(datums) => {
                     let r = apply_datums(&app, &cluster, datums.node, &datums.items, false);
                     cluster.stats.repairs.add(r.applied as u64);
@@ -296,17 +309,21 @@ pub(crate) fn answer_snapshot(app: &App, cluster: &Cluster, part: SnapshotPart) 
 /// is starting (or this is the last node), and it becomes ready empty.
 pub(crate) async fn load_snapshot(app: Arc<App>, cluster: Arc<Cluster>, cancel: CancellationToken) {
     loop {
-        if cluster.is_ready() {
+        // Distro's own readiness, not `is_ready`: that also waits for the
+        // Raft engine, and asking again until it runs would spin (a
+        // one-member cluster has nobody to ask and never waits).
+        if cluster.ready.load(std::sync::atomic::Ordering::Acquire) {
             tokio::select! {
                 _ = cancel.cancelled() => return,
                 _ = cluster.reload.notified() => {}
             }
             continue;
         }
-        let up: Vec<&Peer> = cluster
+        let up: Vec<Arc<Peer>> = cluster
             .peers()
             .iter()
             .filter(|p| p.state() == MemberState::Up)
+            .cloned()
             .collect();
         let mut loaded = false;
         for peer in up.iter() {

@@ -288,9 +288,10 @@ fn write_refusal(e: WriteError, request_id: &Option<String>) -> Refusal {
     let code = match e {
         WriteError::Store(e) => return store_refusal(e, request_id),
         WriteError::Persist(_) => code::OVER_THRESHOLD,
-        WriteError::Log(_) | WriteError::TooLarge { .. } | WriteError::Invalid(_) => {
-            code::SERVER_ERROR
-        }
+        WriteError::Log(_)
+        | WriteError::TooLarge { .. }
+        | WriteError::Invalid(_)
+        | WriteError::Namespace(_) => code::SERVER_ERROR,
     };
     Refusal {
         code,

@@ -70,6 +70,7 @@ impl From<PersistError> for Failure {
     fn from(e: PersistError) -> Failure {
         match e {
             PersistError::Busy | PersistError::Stopped => Failure::new(503, e.to_string()),
+            PersistError::Full(_) => Failure::new(507, e.to_string()),
             PersistError::Storage(_) => Failure::new(500, format!("Server failed,{e}")),
         }
     }
@@ -176,6 +177,8 @@ pub fn write(e: WriteError, op: Op<'_>) -> Failure {
         WriteError::Log(text) => Failure::new(503, text),
         e @ WriteError::TooLarge { .. } => Failure::new(413, e.to_string()),
         WriteError::Invalid(text) => Failure::new(400, text),
+        WriteError::Namespace(e @ BookError::Save(_)) => Failure::new(500, e.to_string()),
+        WriteError::Namespace(e) => Failure::new(400, e.to_string()),
     }
 }
 

@@ -331,6 +331,7 @@ fn needs_token(route: Route) -> bool {
             | Route::DistroClients
             | Route::DistroClientVerify
             | Route::DistroSubscribers
+            | Route::DistroNamespaces
             | Route::RaftRpc
     )
 }
@@ -391,8 +392,11 @@ fn dispatch(
         | Route::DistroClients
         | Route::DistroClientVerify
         | Route::DistroSubscribers
+        | Route::DistroNamespaces
         | Route::RaftRpc
-        | Route::Readiness => v1::single_node(&ex, route, scratch),
+        | Route::Readiness
+        | Route::ClusterMemberAdd
+        | Route::ClusterMemberRemove => v1::single_node(&ex, route, scratch),
         r @ (Route::MetadataBatchUpdate
         | Route::MetadataBatchDelete
         | Route::HealthUpdate

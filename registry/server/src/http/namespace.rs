@@ -11,7 +11,7 @@
 
 use registry_core::namespace::NamespaceError;
 use registry_core::{Namespace, Quota};
-use registry_proto::openapi::envelope::{self, ApiError};
+use registry_proto::openapi::envelope::{self, ApiError, ErrorCode};
 use registry_proto::openapi::namespace::{
     encode_list, encode_one, namespace_id_param, Door, NamespaceForm, NamespaceView, TYPE_CUSTOM,
     TYPE_GLOBAL,
@@ -20,8 +20,9 @@ use registry_proto::params::Params;
 use registry_proto::ProtoError;
 
 use super::error::{namespace_refusal, Failure};
-use super::{Exchange, Reply, Scratch};
+use super::{Done, Exchange, Reply, Scratch};
 use crate::namespaces::BookError;
+use crate::write::{Command, Outcome, WriteError};
 
 fn view(n: &Namespace) -> NamespaceView<'_> {
     NamespaceView {
@@ -73,34 +74,117 @@ fn made_up_id() -> String {
     )
 }
 
-fn create(ex: &Exchange<'_>, door: Door) -> Result<(), Result<BookError, ProtoError>> {
-    let form = NamespaceForm::parse_create(&ex.params, door).map_err(Err)?;
+/// A namespace change, parsed: the command's owned parts.
+enum Change {
+    Create(Namespace),
+    Update(Namespace),
+    Delete(String),
+}
+
+fn create(ex: &Exchange<'_>, door: Door) -> Result<Change, ProtoError> {
+    let form = NamespaceForm::parse_create(&ex.params, door)?;
     let id = match form.id.trim() {
         "" => made_up_id(),
         id => id.to_owned(),
     };
-    ex.app.namespaces.create(record(&form, id)).map_err(Ok)
+    Ok(Change::Create(record(&form, id)))
 }
 
-fn update(ex: &Exchange<'_>, door: Door) -> Result<(), Result<BookError, ProtoError>> {
-    let form = NamespaceForm::parse_update(&ex.params, door).map_err(Err)?;
+fn update(ex: &Exchange<'_>, door: Door) -> Result<Change, ProtoError> {
+    let form = NamespaceForm::parse_update(&ex.params, door)?;
     let id = form.id.to_owned();
-    ex.app.namespaces.update(record(&form, id)).map_err(Ok)
+    Ok(Change::Update(record(&form, id)))
 }
 
-/// Deletes `id`; an unknown namespace is no error (as in Nacos).
-fn delete(ex: &Exchange<'_>, id: &str) -> Result<(), BookError> {
-    match ex.app.namespaces.delete(id, &ex.app.store) {
-        Err(BookError::Refused(NamespaceError::NotFound(_))) => Ok(()),
-        other => other,
+/// How a door renders a namespace change's result.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// v1: `true`, or `false` for a refusal; other failures as 1.x errors.
+    Text,
+    /// v2/v3: the envelope with `true`, or its error.
+    Envelope,
+}
+
+impl Answer {
+    fn done(self) -> Done {
+        match self {
+            Answer::Text => Done::Text("true"),
+            Answer::Envelope => {
+                let mut body = Vec::new();
+                envelope::success(&mut body, |o| o.extend_from_slice(b"true"));
+                Done::Json(body)
+            }
+        }
+    }
+
+    /// A write that was not made. A delete of an unknown namespace is no
+    /// error (as in Nacos): the caller turns it into `done` first.
+    fn refused(self, e: WriteError) -> Failure {
+        match (self, e) {
+            // Nacos answers a refused v1 change with 200 `false` (here
+            // once the Raft log refused it; see `apply` for the rest).
+            (Answer::Text, WriteError::Namespace(BookError::Refused(_))) => {
+                Failure::new(200, "false")
+            }
+            (Answer::Text, e) => super::error::write(e, super::error::Op::Patch),
+            (Answer::Envelope, WriteError::Namespace(e)) => namespace_refusal(&e).into(),
+            (Answer::Envelope, e) => {
+                let plain = super::error::write(e, super::error::Op::Patch);
+                ApiError::new(
+                    plain.status,
+                    ErrorCode::ServerError,
+                    plain.text.into_owned(),
+                )
+                .into()
+            }
+        }
     }
 }
 
-fn v1_bool(done: Result<(), Result<BookError, ProtoError>>) -> Result<Reply, Failure> {
-    match done {
-        Ok(()) => Ok(Reply::Text("true")),
-        Err(Ok(_refused)) => Ok(Reply::Text("false")),
-        Err(Err(bad_input)) => Err(bad_input.into()),
+/// Whether `e` is a delete's "no such namespace", which answers success.
+fn gone(delete: bool, e: &WriteError) -> bool {
+    delete
+        && matches!(
+            e,
+            WriteError::Namespace(BookError::Refused(NamespaceError::NotFound(_)))
+        )
+}
+
+/// Applies `change` through the write path and answers in `answer`'s
+/// format: now, or (in a Raft cluster) once the log committed it.
+fn apply(
+    ex: &Exchange<'_>,
+    change: Change,
+    answer: Answer,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
+    let command = match &change {
+        Change::Create(namespace) => Command::NamespaceCreate { namespace },
+        Change::Update(namespace) => Command::NamespaceUpdate { namespace },
+        Change::Delete(id) => Command::NamespaceDelete { id },
+    };
+    let delete = matches!(change, Change::Delete(_));
+    let now_done = |scratch: &mut Scratch| match answer.done() {
+        Done::Json(body) => {
+            scratch.body = body;
+            Ok(Reply::Json)
+        }
+        _ => Ok(Reply::Text("true")),
+    };
+    match ex.app.writer.apply(command, ex.now) {
+        Ok(Outcome::Done(_)) => now_done(scratch),
+        Err(e) if gone(delete, &e) => now_done(scratch),
+        Err(WriteError::Namespace(BookError::Refused(_))) if matches!(answer, Answer::Text) => {
+            Ok(Reply::Text("false"))
+        }
+        Err(e) => Err(answer.refused(e)),
+        Ok(Outcome::Later(pending)) => Ok(Reply::Later(Box::pin(async move {
+            match pending.await {
+                Ok(_) => Ok(answer.done()),
+                Err(e) if gone(delete, &e) => Ok(answer.done()),
+                Err(e) => Err(answer.refused(e)),
+            }
+        }))),
     }
 }
 
@@ -109,17 +193,16 @@ fn v1_bool(done: Result<(), Result<BookError, ProtoError>>) -> Result<Reply, Fai
 pub(crate) fn v1(
     ex: &Exchange<'_>,
     method: registry_proto::http1::Method,
+    scratch: &mut Scratch,
 ) -> Result<Reply, Failure> {
     use registry_proto::http1::Method;
-    match method {
-        Method::Post => v1_bool(create(ex, Door::V1)),
-        Method::Put => v1_bool(update(ex, Door::V1)),
-        Method::Delete => {
-            let id = ex.params.required("namespaceId")?;
-            v1_bool(delete(ex, id).map_err(Ok))
-        }
-        _ => Err(Failure::new(405, "no such api")),
-    }
+    let change = match method {
+        Method::Post => create(ex, Door::V1)?,
+        Method::Put => update(ex, Door::V1)?,
+        Method::Delete => Change::Delete(ex.params.required("namespaceId")?.to_owned()),
+        _ => return Err(Failure::new(405, "no such api")),
+    };
+    apply(ex, change, Answer::Text, scratch)
 }
 
 /// What a v2/v3 namespace endpoint does.
@@ -139,20 +222,6 @@ pub(crate) enum Action {
     Check,
 }
 
-fn envelope_bool(
-    done: Result<(), Result<BookError, ProtoError>>,
-    out: &mut Vec<u8>,
-) -> Result<Reply, Failure> {
-    match done {
-        Ok(()) => {
-            envelope::success(out, |o| o.extend_from_slice(b"true"));
-            Ok(Reply::Json)
-        }
-        Err(Ok(refused)) => Err(namespace_refusal(&refused).into()),
-        Err(Err(bad_input)) => Err(ApiError::from(bad_input).into()),
-    }
-}
-
 fn id_param<'a>(params: &'a Params<'_>) -> Result<&'a str, Failure> {
     namespace_id_param(params).map_err(Failure::from)
 }
@@ -163,8 +232,9 @@ pub(crate) fn open(
     action: Action,
     scratch: &mut Scratch,
 ) -> Result<Reply, Failure> {
-    let out = &mut scratch.body;
     let table = ex.app.namespaces.table();
+    let bad = |e: ProtoError| Failure::from(ApiError::from(e));
+    let out = &mut scratch.body;
     match action {
         Action::List => {
             let all = table.list();
@@ -183,11 +253,17 @@ pub(crate) fn open(
             envelope::success(out, |o| encode_one(o, &view(&n)));
             Ok(Reply::Json)
         }
-        Action::Create => envelope_bool(create(ex, Door::Open), out),
-        Action::Update => envelope_bool(update(ex, Door::Open), out),
+        Action::Create => {
+            let change = create(ex, Door::Open).map_err(bad)?;
+            apply(ex, change, Answer::Envelope, scratch)
+        }
+        Action::Update => {
+            let change = update(ex, Door::Open).map_err(bad)?;
+            apply(ex, change, Answer::Envelope, scratch)
+        }
         Action::Delete => {
-            let id = id_param(&ex.params)?;
-            envelope_bool(delete(ex, id).map_err(Ok), out)
+            let id = id_param(&ex.params)?.to_owned();
+            apply(ex, Change::Delete(id), Answer::Envelope, scratch)
         }
         Action::Check => {
             let id = id_param(&ex.params)?;

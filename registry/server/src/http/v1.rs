@@ -24,9 +24,9 @@ pub(crate) fn handle(
         Route::OperatorServers => servers(ex, scratch),
         Route::RaftLeader => raft_leader(ex, scratch),
         Route::Liveness => Ok(Reply::Text("OK")),
-        Route::NamespacesCreate => super::namespace::v1(ex, Method::Post),
-        Route::NamespacesUpdate => super::namespace::v1(ex, Method::Put),
-        Route::NamespacesDelete => super::namespace::v1(ex, Method::Delete),
+        Route::NamespacesCreate => super::namespace::v1(ex, Method::Post, scratch),
+        Route::NamespacesUpdate => super::namespace::v1(ex, Method::Put, scratch),
+        Route::NamespacesDelete => super::namespace::v1(ex, Method::Delete, scratch),
         Route::MetadataBatchUpdate => writes::metadata_batch(ex, scratch, false, Door::Text),
         Route::MetadataBatchDelete => writes::metadata_batch(ex, scratch, true, Door::Text),
         Route::HealthUpdate => writes::health(ex, scratch, Door::Text),
@@ -136,6 +136,10 @@ pub(super) fn single_node(
             Ok(Reply::Json)
         }
         Route::Readiness => Ok(Reply::Text("OK")),
+        Route::ClusterMemberAdd | Route::ClusterMemberRemove => Err(Failure::new(
+            400,
+            "this registry runs as a single node (no --members): it has no members to change",
+        )),
         _ => Err(Failure::new(
             403,
             "this registry runs as a single node (no --members): peer requests are refused",

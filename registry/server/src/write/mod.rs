@@ -23,6 +23,11 @@
 //!    (in a Raft cluster) proposes the command instead of steps 2-4: every
 //!    node then applies it with [`Writer::apply_committed`] once committed.
 //!
+//! Namespace changes are commands too (`Command::Namespace*`): checked
+//! first (a delete while the namespace holds services is refused), then
+//! logged in a Raft cluster like any durable write, else applied to the
+//! namespace table, which saves itself and is exchanged by the cluster.
+//!
 //! Beats are not writes: a renewal touches one lease and publishes nothing,
 //! and stays on its own path in the doors; only a beat that revives an
 //! instance publishes, through [`Writer::publish_revived`].
@@ -45,9 +50,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
+use registry_core::namespace::{check_id, check_name, NamespaceError};
 use registry_core::{
     ChangeEvent, ExpirePass, ExpireReport, InstanceAddr, InstancePatch, InstanceSpec, Metadata,
-    Millis, RegistryError, Replica, ServiceKey, ServiceRef, ServiceSpec, Store,
+    Millis, Namespace, RegistryError, Replica, ServiceKey, ServiceRef, ServiceSpec, Store,
 };
 
 use crate::events::ChangeFeed;
@@ -161,6 +167,21 @@ pub enum Command<'a> {
         /// The service.
         service: ServiceRef<'a>,
     },
+    /// Create a namespace (cluster-wide: see [`Writer::apply`]).
+    NamespaceCreate {
+        /// The namespace.
+        namespace: &'a Namespace,
+    },
+    /// Change a namespace's name, description and quotas.
+    NamespaceUpdate {
+        /// The namespace.
+        namespace: &'a Namespace,
+    },
+    /// Delete a namespace; refused while it holds services.
+    NamespaceDelete {
+        /// The namespace id.
+        id: &'a str,
+    },
 }
 
 /// Where a command's change becomes durable.
@@ -199,6 +220,11 @@ impl Command<'_> {
             | Command::ServiceUpdate { .. }
             | Command::ServiceDelete { .. } => Durability::Durable,
             Command::Health { ephemeral, .. } if !ephemeral => Durability::LogOnly,
+            // In the log with Raft, else in `namespaces.json` and
+            // replicated by the cluster (see `Writer::namespace`).
+            Command::NamespaceCreate { .. }
+            | Command::NamespaceUpdate { .. }
+            | Command::NamespaceDelete { .. } => Durability::LogOnly,
             Command::Health { .. }
             | Command::Replace { .. }
             | Command::Replica { .. }
@@ -240,9 +266,14 @@ impl Command<'_> {
         })
     }
 
-    /// The service the command writes.
+    /// The service the command writes; for a namespace command, the
+    /// namespace with an empty service name.
     pub fn service(&self) -> ServiceRef<'_> {
         match *self {
+            Command::NamespaceCreate { namespace } | Command::NamespaceUpdate { namespace } => {
+                ServiceRef::new(&namespace.id, "")
+            }
+            Command::NamespaceDelete { id } => ServiceRef::new(id, ""),
             Command::Register { service, .. }
             | Command::Replace { service, .. }
             | Command::Deregister { service, .. }
@@ -314,6 +345,9 @@ pub enum WriteError {
     /// shutting down); the text says what happened to the write.
     #[error("{0}")]
     Log(String),
+    /// The namespace table refused the change (or could not save it).
+    #[error(transparent)]
+    Namespace(#[from] crate::namespaces::BookError),
     /// Bigger than one log entry may be.
     #[error("a persistent write of {bytes} bytes exceeds the cluster log's limit of {limit} bytes per write")]
     TooLarge {
@@ -440,6 +474,66 @@ impl Writer {
         Ok(Some(gate))
     }
 
+    /// A namespace command's checks before it is applied or proposed
+    /// (`None` for every other command). They are the door's: a delete
+    /// is refused while this node's store, which holds every member's
+    /// services through replication, has a service in the namespace; a
+    /// committed or replicated change is applied without them, so every
+    /// node ends with the same table. With Raft the command is then
+    /// proposed like any logged write; without, applied here and the
+    /// cluster (if any) exchanges the table (see `crate::namespaces`).
+    fn namespace(&self, command: &Command<'_>) -> Option<Result<(), WriteError>> {
+        let refused = |e: NamespaceError| WriteError::Namespace(e.into());
+        let book = match *command {
+            Command::NamespaceCreate { .. }
+            | Command::NamespaceUpdate { .. }
+            | Command::NamespaceDelete { .. } => match &self.namespaces {
+                Some(book) => book,
+                None => return Some(Err(WriteError::Invalid("no namespace table".into()))),
+            },
+            _ => return None,
+        };
+        let table = book.table();
+        Some(match *command {
+            Command::NamespaceCreate { namespace: n } => check_id(&n.id)
+                .and_then(|()| check_name(&n.name))
+                .and_then(|()| match n.id.as_str() {
+                    registry_core::DEFAULT_NAMESPACE => {
+                        Err(NamespaceError::DefaultExists(n.id.clone()))
+                    }
+                    id if table.exists(id) => Err(NamespaceError::Exists(n.id.clone())),
+                    _ => Ok(()),
+                })
+                .map_err(refused),
+            Command::NamespaceUpdate { namespace: n } => check_name(&n.name)
+                .and_then(|()| match registry_core::namespace::canonical(&n.id) {
+                    registry_core::DEFAULT_NAMESPACE => Err(NamespaceError::DefaultImmutable),
+                    id if !table.exists(id) => Err(NamespaceError::NotFound(n.id.clone())),
+                    _ => Ok(()),
+                })
+                .map_err(refused),
+            Command::NamespaceDelete { id } => book.deletable(id, &self.store).map_err(refused),
+            _ => Ok(()),
+        })
+    }
+
+    /// Applies a namespace command to the table (checked, or committed).
+    fn namespace_write(&self, command: Command<'_>) -> Result<Applied, WriteError> {
+        let Some(book) = &self.namespaces else {
+            return Err(WriteError::Invalid("no namespace table".into()));
+        };
+        match command {
+            Command::NamespaceCreate { namespace } => book.create(namespace.clone()),
+            Command::NamespaceUpdate { namespace } => book.update(namespace.clone()),
+            Command::NamespaceDelete { id } => book.remove(id),
+            _ => return Err(WriteError::Invalid("not a namespace command".into())),
+        }?;
+        Ok(Applied {
+            changed: true,
+            ..Applied::default()
+        })
+    }
+
     /// Installs the Raft log once its engine has started.
     pub fn set_log(&self, log: Arc<dyn Log>) {
         if let Some(slot) = &self.log {
@@ -458,6 +552,9 @@ impl Writer {
     /// The store's refusal, a full commit queue (before anything is
     /// written), or no log to propose to while the Raft engine starts.
     pub fn apply(&self, command: Command<'_>, now: Millis) -> Result<Outcome, WriteError> {
+        if let Some(checked) = self.namespace(&command) {
+            checked?;
+        }
         // Held to the end of this call: past the store write below.
         let _quota_gate = self.admit(&command)?;
         let durability = command.durability(&self.store);
@@ -534,6 +631,9 @@ impl Writer {
     }
 
     /// Steps 3 and 4: the store, the change feed, the health targets.
+    ///
+    /// A table of one arm per command, each one store call: longer than
+    /// 80 lines as the command enum is, not logic to split.
     fn write(&self, command: Command<'_>, now: Millis) -> Result<Applied, WriteError> {
         let store = &*self.store;
         let written = match command {
@@ -598,6 +698,9 @@ impl Writer {
                 metadata,
                 remove,
             } => return self.metadata(service, addrs, ephemeral, metadata, remove, now),
+            Command::NamespaceCreate { .. }
+            | Command::NamespaceUpdate { .. }
+            | Command::NamespaceDelete { .. } => return self.namespace_write(command),
             Command::Replica { service, replica } => {
                 return match store.apply_replica(service, replica, now)? {
                     registry_core::Applied::Written(w) => {

@@ -7,13 +7,15 @@
 
 use std::sync::Arc;
 
+use registry_core::namespace::NamespaceError;
 use registry_core::{
-    model::preserved, InstanceAddr, InstancePatch, InstanceSpec, Metadata, Millis, RegistryError,
-    ServiceRef, ServiceSpec,
+    model::preserved, InstanceAddr, InstancePatch, InstanceSpec, Metadata, Millis, Namespace,
+    Quota, RegistryError, ServiceRef, ServiceSpec,
 };
 use registry_proto::raft::{self, Addr, Outcome, Pairs, Refusal, Service, Write};
 
 use super::{Applied, Command, WriteError, Writer};
+use crate::namespaces::BookError;
 
 fn service(s: ServiceRef<'_>) -> Service {
     Service {
@@ -128,9 +130,40 @@ pub fn to_log(command: &Command<'_>) -> Option<raft::Command> {
             metadata: pairs(metadata),
             remove,
         },
+        Command::NamespaceCreate { namespace } => Write::NamespaceCreate {
+            namespace: logged_namespace(namespace),
+        },
+        Command::NamespaceUpdate { namespace } => Write::NamespaceUpdate {
+            namespace: logged_namespace(namespace),
+        },
+        Command::NamespaceDelete { id } => Write::NamespaceDelete { id: id.to_owned() },
         Command::Replace { .. } | Command::Replica { .. } | Command::Drop { .. } => return None,
     };
     Some(raft::Command::typed(write))
+}
+
+/// The table's namespace as the log (and a Raft snapshot) carries it.
+pub fn logged_namespace(n: &Namespace) -> raft::Namespace {
+    raft::Namespace {
+        id: n.id.clone(),
+        name: n.name.clone(),
+        desc: n.desc.clone(),
+        max_services: n.quota.max_services,
+        max_instances: n.quota.max_instances,
+    }
+}
+
+/// A logged namespace as the table holds it.
+pub fn namespace(n: &raft::Namespace) -> Namespace {
+    Namespace {
+        id: n.id.clone(),
+        name: n.name.clone(),
+        desc: n.desc.clone(),
+        quota: Quota {
+            max_services: n.max_services,
+            max_instances: n.max_instances,
+        },
+    }
 }
 
 fn metadata(p: &Pairs) -> Result<Metadata, WriteError> {
@@ -271,6 +304,13 @@ pub fn apply_logged(writer: &Writer, write: &Write, now: Millis) -> Result<Appli
                 remove: *remove,
             })
         }
+        Write::NamespaceCreate { namespace: n } => apply(Command::NamespaceCreate {
+            namespace: &namespace(n),
+        }),
+        Write::NamespaceUpdate { namespace: n } => apply(Command::NamespaceUpdate {
+            namespace: &namespace(n),
+        }),
+        Write::NamespaceDelete { id } => apply(Command::NamespaceDelete { id }),
     }
 }
 
@@ -281,6 +321,12 @@ pub fn outcome(result: &Result<Applied, WriteError>) -> Outcome {
             revision: a.revision,
         },
         Err(WriteError::Store(e)) => Outcome::Refused(refusal(e)),
+        Err(WriteError::Namespace(BookError::Refused(NamespaceError::Exists(id)))) => {
+            Outcome::Refused(Refusal::NamespaceExists { id: id.clone() })
+        }
+        Err(WriteError::Namespace(BookError::Refused(NamespaceError::NotFound(id)))) => {
+            Outcome::Refused(Refusal::NamespaceNotFound { id: id.clone() })
+        }
         Err(e) => Outcome::Refused(Refusal::Invalid {
             text: e.to_string(),
         }),
@@ -352,6 +398,12 @@ fn error(r: Refusal) -> WriteError {
         },
         Refusal::Invalid { text } => return WriteError::Invalid(text),
         Refusal::Stopped => return WriteError::Log("the server is shutting down".into()),
+        Refusal::NamespaceExists { id } => {
+            return WriteError::Namespace(NamespaceError::Exists(id).into())
+        }
+        Refusal::NamespaceNotFound { id } => {
+            return WriteError::Namespace(NamespaceError::NotFound(id).into())
+        }
     })
 }
 
@@ -380,6 +432,15 @@ mod tests {
             let wire = serde_json::to_string(&outcome(&Err(WriteError::Store(e)))).unwrap();
             let back: Outcome = serde_json::from_str(&wire).unwrap();
             assert_eq!(result(back), Err(WriteError::Store(e)));
+        }
+        for e in [
+            NamespaceError::Exists("dev".into()),
+            NamespaceError::NotFound("qa".into()),
+        ] {
+            let refused = Err(WriteError::Namespace(e.into()));
+            let wire = serde_json::to_string(&outcome(&refused)).unwrap();
+            let back: Outcome = serde_json::from_str(&wire).unwrap();
+            assert_eq!(result(back), refused);
         }
     }
 }

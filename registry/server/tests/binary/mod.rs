@@ -31,14 +31,22 @@ impl Registry {
     /// directory is loaded). `REGISTRY_BIN` names another build to run
     /// (scripts point it at the release binary).
     pub async fn start(args: &[&str], log: &Path) -> Registry {
+        let mut all = vec!["--listen", "127.0.0.1:0", "--udp-listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        Registry::start_bare(&all, &[], log).await
+    }
+
+    /// Starts the binary with exactly `args` and the extra variables `env`
+    /// (no listen flags of its own: a `--config` file may give them).
+    pub async fn start_bare(args: &[&str], env: &[(&str, &str)], log: &Path) -> Registry {
         let log_file = std::fs::File::create(log).expect("create log file");
         let bin = std::env::var_os("REGISTRY_BIN").map_or_else(
             || PathBuf::from(env!("CARGO_BIN_EXE_registry")),
             PathBuf::from,
         );
         let mut child = Command::new(bin)
-            .args(["--listen", "127.0.0.1:0", "--udp-listen", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .env("REGISTRY_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -98,6 +98,8 @@ pub struct Node {
     pub grpc: SocketAddr,
     members: String,
     extra: Vec<String>,
+    /// Started with only `--config FILE` when set: the file says it all.
+    config: Option<PathBuf>,
     log: PathBuf,
     child: Option<Child>,
     pub pid: u32,
@@ -122,6 +124,7 @@ impl Node {
             grpc,
             members: members.to_owned(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            config: None,
             log: log.to_path_buf(),
             child: None,
             pid: 0,
@@ -130,24 +133,56 @@ impl Node {
         node
     }
 
+    /// Starts a node with `--config file` and no other flag: `addr` and
+    /// `grpc` must be what the file's `[listen]` says.
+    pub async fn start_from_config(
+        addr: SocketAddr,
+        grpc: SocketAddr,
+        file: &Path,
+        log: &Path,
+    ) -> Node {
+        let mut node = Node {
+            addr,
+            grpc,
+            members: String::new(),
+            extra: Vec::new(),
+            config: Some(file.to_path_buf()),
+            log: log.to_path_buf(),
+            child: None,
+            pid: 0,
+        };
+        node.spawn().await;
+        node
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_registry"));
+        if let Some(file) = &self.config {
+            cmd.arg("--config").arg(file);
+            return cmd;
+        }
+        cmd.args([
+            "--listen",
+            &self.addr.to_string(),
+            "--udp-listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            &self.grpc.to_string(),
+        ])
+        .args(["--members", &self.members])
+        .args(self.fast_not_overridden())
+        .args(&self.extra);
+        cmd
+    }
+
     async fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)
             .expect("open log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_registry"))
-            .args([
-                "--listen",
-                &self.addr.to_string(),
-                "--udp-listen",
-                "127.0.0.1:0",
-                "--grpc-listen",
-                &self.grpc.to_string(),
-            ])
-            .args(["--members", &self.members])
-            .args(self.fast_not_overridden())
-            .args(&self.extra)
+        let mut child = self
+            .command()
             .env("REGISTRY_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

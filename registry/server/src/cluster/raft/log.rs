@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
 use openraft::{Entry, EntryPayload, LogId, OptionalSend, StorageError, StorageIOError, Vote};
-use redb::{Database, Durability, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
 use registry_proto::naming::ParseLimits;
 use registry_proto::raft::{Batch, Command, NodeId, TypeConfig};
 
@@ -66,16 +66,19 @@ const FORMAT: &str = "format";
 /// bumps it, and [`migrate`] either brings an older file to it or
 /// refuses it with what to do.
 /// - 1: entries carry 1.x query strings (no `format` key);
-/// - 2: entries carry typed commands (`registry_proto::raft::COMMAND_FORMAT`).
-pub const FILE_FORMAT: u16 = 2;
+/// - 2: entries carry typed commands (`registry_proto::raft::COMMAND_FORMAT`);
+/// - 3: members are named by ids hashed from their addresses
+///   ([`super::node_id`]), no longer by their position in `--members`.
+pub const FILE_FORMAT: u16 = 3;
 
 /// Brings a `raft.redb` of an older format to this build's
 /// ([`FILE_FORMAT`]), in one durable transaction: every format-1
-/// command (a 1.x query string) becomes the typed write it meant; one
+/// command (a 1.x query string) becomes the typed write it meant (one
 /// whose parameters do not parse was refused when first applied, changed
-/// nothing, and is dropped. A newer format, or an entry that does not
-/// decode, is refused with what to do: this node's copy can always be
-/// rebuilt from the leader.
+/// nothing, and is dropped), and the positional member ids of format 2
+/// and older become hashed ones ([`super::renumber`]). A newer format, or
+/// a value that does not decode, is refused with what to do: this node's
+/// copy can always be rebuilt from the leader.
 ///
 /// Longer than 80 lines: one sequence (read the format, refuse a newer
 /// one, rewrite each entry and record the new format in one durable
@@ -107,6 +110,36 @@ pub fn migrate(db: &Database, path: &std::path::Path) -> anyhow::Result<()> {
             path.display()
         );
     }
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate);
+    let (rewritten, dropped) = if format < 2 {
+        typed_commands(&txn, &rebuild)?
+    } else {
+        (0, 0)
+    };
+    let renumbered = super::renumber::renumber(&txn, &rebuild)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    txn.open_table(META)?
+        .insert(FORMAT, FILE_FORMAT.to_string().as_bytes())?;
+    txn.commit()?;
+    if rewritten > 0 || renumbered > 0 {
+        tracing::info!(
+            path = %path.display(),
+            from = format,
+            to = FILE_FORMAT,
+            entries = rewritten,
+            dropped,
+            renumbered,
+            "migrated the Raft log to typed commands and hashed member ids"
+        );
+    }
+    Ok(())
+}
+
+/// Rewrites every format-1 entry of the log `txn` writes to typed
+/// commands; returns how many entries changed and how many commands were
+/// dropped.
+fn typed_commands(txn: &WriteTransaction, rebuild: &str) -> anyhow::Result<(usize, usize)> {
     // The leader accepted these writes under its own limits: read them
     // back under none of ours.
     let limits = ParseLimits {
@@ -115,54 +148,34 @@ pub fn migrate(db: &Database, path: &std::path::Path) -> anyhow::Result<()> {
         max_metadata_entries: usize::MAX,
         max_beat_bytes: usize::MAX,
     };
-    let mut txn = db.begin_write()?;
-    txn.set_durability(Durability::Immediate);
     let (mut rewritten, mut dropped) = (0usize, 0usize);
-    {
-        let mut table = txn.open_table(LOG)?;
-        let mut rows: Vec<(u64, Vec<u8>)> = Vec::new();
-        for item in table.iter()? {
-            let (k, v) = item?;
-            let index = k.value();
-            let mut entry: Entry<TypeConfig> = serde_json::from_slice(v.value()).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: Raft log entry {index} does not decode ({e}); {rebuild}",
-                    path.display()
-                )
-            })?;
-            let EntryPayload::Normal(Batch(commands)) = &mut entry.payload else {
-                continue;
-            };
-            if !commands.iter().any(Command::is_legacy) {
-                continue;
-            }
-            let before = commands.len();
-            *commands = commands
-                .iter()
-                .filter_map(|c| legacy::typed(c, &limits).ok().map(Command::typed))
-                .collect();
-            dropped += before - commands.len();
-            rewritten += 1;
-            rows.push((index, json(&entry)));
+    let mut table = txn.open_table(LOG)?;
+    let mut rows: Vec<(u64, Vec<u8>)> = Vec::new();
+    for item in table.iter()? {
+        let (k, v) = item?;
+        let index = k.value();
+        let mut entry: Entry<TypeConfig> = serde_json::from_slice(v.value()).map_err(|e| {
+            anyhow::anyhow!("Raft log entry {index} does not decode ({e}); {rebuild}")
+        })?;
+        let EntryPayload::Normal(Batch(commands)) = &mut entry.payload else {
+            continue;
+        };
+        if !commands.iter().any(Command::is_legacy) {
+            continue;
         }
-        for (index, bytes) in &rows {
-            table.insert(*index, bytes.as_slice())?;
-        }
-        let mut meta = txn.open_table(META)?;
-        meta.insert(FORMAT, FILE_FORMAT.to_string().as_bytes())?;
+        let before = commands.len();
+        *commands = commands
+            .iter()
+            .filter_map(|c| legacy::typed(c, &limits).ok().map(Command::typed))
+            .collect();
+        dropped += before - commands.len();
+        rewritten += 1;
+        rows.push((index, json(&entry)));
     }
-    txn.commit()?;
-    if rewritten > 0 {
-        tracing::info!(
-            path = %path.display(),
-            from = format,
-            to = FILE_FORMAT,
-            entries = rewritten,
-            dropped,
-            "migrated the Raft log to typed commands"
-        );
+    for (index, bytes) in &rows {
+        table.insert(*index, bytes.as_slice())?;
     }
-    Ok(())
+    Ok((rewritten, dropped))
 }
 
 /// Reads one JSON value of `meta`.
@@ -225,12 +238,13 @@ async fn blocking<T: Send + 'static>(
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<Database>,
+    disk: Arc<crate::disk::Disk>,
 }
 
 impl LogStore {
-    /// The store over an opened database.
-    pub fn new(db: Arc<Database>) -> LogStore {
-        LogStore { db }
+    /// The store over an opened database in the directory `disk` checks.
+    pub fn new(db: Arc<Database>, disk: Arc<crate::disk::Disk>) -> LogStore {
+        LogStore { db, disk }
     }
 
     fn read_range(
@@ -338,6 +352,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .into_iter()
             .map(|e| (e.log_id.index, json(&e)))
             .collect();
+        // An append that failed for lack of space would stop the engine
+        // for good; waiting holds this node back (the others go on, and it
+        // catches up once space is freed).
+        self.disk.wait_for_space().await;
         let db = self.db.clone();
         let written = blocking(move || {
             let mut txn = db.begin_write().map_err(|e| e.to_string())?;
@@ -433,7 +451,11 @@ mod tests {
         let txn = db.begin_write().unwrap();
         {
             let mut log = txn.open_table(LOG).unwrap();
-            log.insert(1, entry(1, EntryPayload::Blank).as_slice())
+            // As `initialize` wrote it: the first entry names the members.
+            let nodes =
+                std::collections::BTreeMap::from([(1, openraft::BasicNode::new("127.0.0.1:8848"))]);
+            let membership = openraft::Membership::new(vec![[1].into()], nodes);
+            log.insert(1, entry(1, EntryPayload::Membership(membership)).as_slice())
                 .unwrap();
             let batch = Batch(vec![
                 legacy_write(
@@ -461,7 +483,11 @@ mod tests {
     }
 
     fn commands(db: &Arc<Database>, index: u64) -> Vec<Command> {
-        let store = LogStore::new(db.clone());
+        let disk = Arc::new(crate::disk::Disk::new(
+            std::path::Path::new("."),
+            crate::disk::DEFAULT_MIN_FREE,
+        ));
+        let store = LogStore::new(db.clone(), disk);
         let entries = store
             .read_range(Bound::Included(index), Bound::Included(index))
             .unwrap();
@@ -531,5 +557,106 @@ mod tests {
         let e = open(dir.path(), 1 << 20).unwrap_err().to_string();
         assert!(e.contains("format 9") && e.contains("newer"), "{e}");
         assert!(e.contains("move") && e.contains(RAFT_DB_FILE), "{e}");
+    }
+
+    /// A `raft.redb` of format 2: members 1, 2, 3 by their position in the
+    /// sorted `--members` list, in a membership entry, the snapshot's
+    /// membership and the vote (for member 2).
+    fn write_format_two(dir: &std::path::Path, voted_for: NodeId) -> [String; 3] {
+        use openraft::{BasicNode, Membership, SnapshotMeta, StoredMembership};
+        let addrs = ["127.0.0.1:8848", "127.0.0.1:8849", "127.0.0.1:8850"].map(String::from);
+        let nodes: std::collections::BTreeMap<NodeId, BasicNode> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (i as NodeId + 1, BasicNode::new(a)))
+            .collect();
+        let membership = Membership::new(vec![nodes.keys().copied().collect()], nodes);
+        let log_id = LogId::new(CommittedLeaderId::new(1, 1), 1);
+        let snapshot = SnapshotMeta::<NodeId, BasicNode> {
+            last_log_id: Some(log_id),
+            last_membership: StoredMembership::new(Some(log_id), membership.clone()),
+            snapshot_id: "1-1".into(),
+        };
+        let db = Database::create(dir.join(RAFT_DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut log = txn.open_table(LOG).unwrap();
+            log.insert(1, entry(1, EntryPayload::Membership(membership)).as_slice())
+                .unwrap();
+            log.insert(2, entry(2, EntryPayload::Blank).as_slice())
+                .unwrap();
+            let mut m = txn.open_table(META).unwrap();
+            m.insert(FORMAT, &b"2"[..]).unwrap();
+            m.insert("vote", json(&Vote::new(1, voted_for)).as_slice())
+                .unwrap();
+            m.insert("snapshot_meta", json(&snapshot).as_slice())
+                .unwrap();
+        }
+        txn.commit().unwrap();
+        addrs
+    }
+
+    #[test]
+    fn a_format_two_log_is_renumbered_to_hashed_member_ids_when_opened() {
+        use openraft::{BasicNode, SnapshotMeta};
+        let dir = tempfile::tempdir().unwrap();
+        let addrs = write_format_two(dir.path(), 2);
+        let db = Arc::new(open(dir.path(), 1 << 20).unwrap());
+        let ids: Vec<NodeId> = addrs.iter().map(|a| super::super::node_id(a)).collect();
+        let expect = |m: &openraft::Membership<NodeId, BasicNode>| {
+            let got: Vec<(NodeId, String)> = m.nodes().map(|(i, n)| (*i, n.addr.clone())).collect();
+            let mut want: Vec<(NodeId, String)> =
+                ids.iter().copied().zip(addrs.iter().cloned()).collect();
+            want.sort();
+            assert_eq!(got, want);
+            let voters: Vec<NodeId> = m.voter_ids().collect();
+            let mut sorted = ids.clone();
+            sorted.sort();
+            assert_eq!(voters, sorted);
+        };
+        let disk = Arc::new(crate::disk::Disk::new(
+            dir.path(),
+            crate::disk::DEFAULT_MIN_FREE,
+        ));
+        let store = LogStore::new(db.clone(), disk);
+        let entries = store
+            .read_range(Bound::Included(1), Bound::Included(2))
+            .unwrap();
+        let EntryPayload::Membership(m) = &entries[0].payload else {
+            panic!("a membership entry: {:?}", entries[0]);
+        };
+        expect(m);
+        assert!(matches!(entries[1].payload, EntryPayload::Blank));
+        let snapshot: SnapshotMeta<NodeId, BasicNode> =
+            read_meta(&db, "snapshot_meta").unwrap().unwrap();
+        expect(snapshot.last_membership.membership());
+        assert_eq!(snapshot.last_log_id.map(|l| l.index), Some(1));
+        let vote: Vote<NodeId> = read_meta(&db, "vote").unwrap().unwrap();
+        assert_eq!(vote.leader_id.node_id, ids[1]);
+        // Log ids name the leader of their term (member 1 wrote them).
+        assert!(entries.iter().all(|e| e.log_id.leader_id.node_id == ids[0]));
+        let last = snapshot.last_log_id.unwrap();
+        assert_eq!(last.leader_id.node_id, ids[0]);
+        assert_eq!(
+            read_raw(&db, FORMAT).unwrap().as_deref(),
+            Some(FILE_FORMAT.to_string().as_bytes())
+        );
+        // Opening again changes nothing.
+        drop((store, db));
+        let db = Arc::new(open(dir.path(), 1 << 20).unwrap());
+        let again: Vote<NodeId> = read_meta(&db, "vote").unwrap().unwrap();
+        assert_eq!(again, vote);
+    }
+
+    #[test]
+    fn a_format_two_vote_for_an_unknown_member_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        write_format_two(dir.path(), 7);
+        let e = open(dir.path(), 1 << 20).unwrap_err().to_string();
+        assert!(e.contains("member id 7"), "{e}");
+        assert!(e.contains("move") && e.contains(RAFT_DB_FILE), "{e}");
+        // Refused as a whole: the file is still of format 2.
+        let db = Database::open(dir.path().join(RAFT_DB_FILE)).unwrap();
+        assert_eq!(read_raw(&db, FORMAT).unwrap().as_deref(), Some(&b"2"[..]));
     }
 }

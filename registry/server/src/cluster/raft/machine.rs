@@ -14,7 +14,8 @@
 //! the committed index. A snapshot is an [`Image`]: every explicit
 //! service's settings and every persistent instance, captured when openraft
 //! asks for a builder (between two applies, so it is exactly the state at
-//! the last applied entry) and encoded off the apply path.
+//! the last applied entry) and encoded off the apply path; it carries the
+//! namespace table too, whose changes are log entries like the rest.
 //!
 //! Distro (ephemeral data) writes the same store; its merges of replicated
 //! service states keep the persistent part as this machine left it and
@@ -53,6 +54,11 @@ pub struct Image {
     pub services: Vec<ServiceRecord>,
     /// Persistent instances.
     pub instances: Vec<InstanceRecord>,
+    /// The namespace table (custom namespaces). Absent from snapshots
+    /// taken before namespaces were logged: installing one of those leaves
+    /// the node's table (its `namespaces.json`) as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<registry_proto::raft::Namespace>>,
 }
 
 /// An explicit service.
@@ -86,9 +92,20 @@ fn pairs(m: &Metadata) -> Vec<(String, String)> {
 }
 
 impl Image {
-    /// Every explicit service and persistent instance of `store`, sorted.
-    pub fn capture(store: &Store) -> Image {
-        let mut image = Image::default();
+    /// Every explicit service and persistent instance of `store`, sorted,
+    /// and the namespace table of `book`.
+    pub fn capture(store: &Store, book: &crate::namespaces::NamespaceBook) -> Image {
+        let mut image = Image {
+            namespaces: Some(
+                book.table()
+                    .list()
+                    .iter()
+                    .filter(|n| !n.is_default())
+                    .map(wire::logged_namespace)
+                    .collect(),
+            ),
+            ..Image::default()
+        };
         store.for_each_service(|s| {
             let key = s.key();
             if s.is_explicit() {
@@ -132,6 +149,12 @@ impl Image {
     /// write what it has) use the lookup sets built first, in one pass the
     /// Raft state machine runs while it holds the snapshot.
     pub fn install(&self, app: &App) -> usize {
+        if let Some(all) = &self.namespaces {
+            let table = all.iter().map(wire::namespace).collect();
+            if let Err(e) = app.namespaces.restore(table) {
+                tracing::warn!(error = %e, "the snapshot's namespaces were not saved");
+            }
+        }
         let store = &app.store;
         let now = app.clock.now();
         let services: HashSet<(&str, &str)> = self
@@ -428,7 +451,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
     async fn get_snapshot_builder(&mut self) -> Builder {
         self.builds += 1;
         let image = match self.app.upgrade() {
-            Some(app) => Image::capture(&app.store),
+            Some(app) => Image::capture(&app.store, &app.namespaces),
             None => Image::default(),
         };
         let last = self.last_applied;

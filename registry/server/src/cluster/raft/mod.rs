@@ -31,6 +31,7 @@ pub mod log;
 pub mod machine;
 pub mod net;
 mod propose;
+mod renumber;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -71,6 +72,10 @@ pub struct RaftSettings {
     pub snapshot_logs: u64,
     /// How long a client write waits for its commit.
     pub write_timeout: Duration,
+    /// Joins an existing group (`--cluster-join`) instead of starting one.
+    pub join: bool,
+    /// Free space kept in reserve under the data directory.
+    pub min_free: u64,
 }
 
 /// Counters of the Raft group, rendered into `/metrics`.
@@ -153,13 +158,16 @@ pub struct Consensus {
     pub raft: Raft<TypeConfig>,
     /// This node's id.
     pub id: NodeId,
-    /// Every member: id and address, sorted by address.
-    pub members: Vec<(NodeId, String)>,
+    /// Addresses of members by id, as the group's membership names them;
+    /// kept for the life of the process (see [`Consensus::address`]).
+    addresses: Mutex<BTreeMap<NodeId, &'static str>>,
     /// Shared with the storage.
     pub shared: Arc<Shared>,
     queue: mpsc::Sender<Proposal>,
     /// Largest command accepted, in bytes of its JSON.
     pub max_command: usize,
+    /// The data directory's free-space check, passed before a proposal.
+    pub disk: Arc<crate::disk::Disk>,
     write_timeout: Duration,
     /// Links to hand writes to the leader over.
     forward: net::Forwarder,
@@ -186,14 +194,22 @@ impl Pending {
     }
 }
 
-/// Member ids: 1-based positions in the sorted member list, the same on
-/// every node of a cluster started with the same list.
+/// A member's Raft id: a hash (FNV-1a, 64 bits) of its advertised address,
+/// so every node derives the same id for an address with nobody handing ids
+/// out, and a node added at run time knows its own id before it is added.
+pub fn node_id(addr: &str) -> NodeId {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in addr.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    // openraft reserves no id, but 0 reads as "none" in logs and metrics.
+    h.max(1)
+}
+
+/// Member ids of `members` (addresses), in the same order.
 pub fn member_ids(members: &[String]) -> Vec<(NodeId, String)> {
-    members
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (i as NodeId + 1, m.clone()))
-        .collect()
+    members.iter().map(|m| (node_id(m), m.clone())).collect()
 }
 
 /// Starts the engine: loads the stored snapshot into the store, opens the
@@ -247,7 +263,8 @@ pub async fn start(
     .validate()
     .context("Raft settings")?;
     let machine = machine::Machine::open(app, db.clone(), shared.clone())?;
-    let log_store = log::LogStore::new(db);
+    let disk = Arc::new(crate::disk::Disk::new(&settings.dir, settings.min_free));
+    let log_store = log::LogStore::new(db, disk.clone());
     let sender = net::Sender {
         me: cluster.config.me.clone(),
         node: cluster.node,
@@ -261,14 +278,19 @@ pub async fn start(
     )?;
     let network = net::Network::new(
         sender,
-        &members,
         Duration::from_millis(election).max(Duration::from_millis(500)),
         shared.clone(),
-    )?;
+    );
     let raft = Raft::new(id, Arc::new(config), network, log_store, machine)
         .await
         .context("starting the Raft engine")?;
-    if !raft.is_initialized().await.unwrap_or(true) {
+    refuse_positional_ids(&raft, &settings.dir)?;
+    let initialized = raft.is_initialized().await.unwrap_or(true);
+    if !initialized && settings.join {
+        // A joining node never starts a group of its own: the leader adds
+        // it (`registry members add`), as a learner first.
+        tracing::info!(id, "joining: waiting to be added to the Raft group");
+    } else if !initialized {
         let nodes: BTreeMap<NodeId, BasicNode> = members
             .iter()
             .map(|(i, a)| (*i, BasicNode::new(a)))
@@ -283,10 +305,11 @@ pub async fn start(
     let consensus = Arc::new(Consensus {
         raft: raft.clone(),
         id,
-        members,
+        addresses: Mutex::new(BTreeMap::new()),
         shared: shared.clone(),
         queue,
         max_command,
+        disk,
         write_timeout: settings.write_timeout,
         forward,
     });
@@ -298,10 +321,36 @@ pub async fn start(
             settings.write_timeout,
             max_command,
         )),
-        tokio::spawn(watch_leader(raft, shared)),
+        tokio::spawn(watch_leader(raft.clone(), shared)),
+        tokio::spawn(super::membership::follow(
+            app.clone(),
+            cluster.clone(),
+            raft,
+        )),
     ];
     tracing::info!(id, dir = %settings.dir.display(), "Raft group member started");
     Ok((consensus, tasks))
+}
+
+/// Refuses a Raft database written by a build that numbered members by
+/// their position in the sorted `--members` list (1, 2, 3, ...): its votes
+/// and membership name ids this build never uses, so the node could neither
+/// vote nor be counted.
+fn refuse_positional_ids(raft: &Raft<TypeConfig>, dir: &std::path::Path) -> anyhow::Result<()> {
+    let m = raft.metrics().borrow().membership_config.clone();
+    for (id, node) in m.membership().nodes() {
+        if *id != node_id(&node.addr) {
+            anyhow::bail!(
+                "{}/raft.redb names member {} by id {id}, as builds before member ids were \
+                 hashed from addresses did; this build cannot use it. Move the data directory \
+                 away and start with an empty one: the node then loads the persistent data \
+                 from the other members (start every member so if the whole cluster is old)",
+                dir.display(),
+                node.addr
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Counts leader changes as this node sees them.
@@ -372,12 +421,23 @@ impl Consensus {
             .unwrap_or_default()
     }
 
-    /// The address of member `id`.
+    /// The address of member `id`, as the group's membership names it.
+    ///
+    /// Addresses are leaked once each, to hand out plain borrows for the
+    /// life of the process: one per member ever seen, a few bytes each.
     pub fn address(&self, id: NodeId) -> Option<&str> {
-        self.members
-            .iter()
-            .find(|(i, _)| *i == id)
-            .map(|(_, a)| a.as_str())
+        let mut known = self.addresses.lock();
+        if let Some(a) = known.get(&id) {
+            return Some(*a);
+        }
+        let addr = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            m.membership_config.membership().get_node(&id)?.addr.clone()
+        };
+        let addr: &'static str = Box::leak(addr.into_boxed_str());
+        known.insert(id, addr);
+        Some(addr)
     }
 
     /// Queues `command` for the next entry; resolves with its outcome on
@@ -388,6 +448,13 @@ impl Consensus {
         weight: usize,
     ) -> oneshot::Receiver<Result<Outcome, String>> {
         let (done, outcome) = oneshot::channel();
+        // Refused before it is in the log: a leader whose own append would
+        // fail would stop its engine (see `crate::disk`).
+        if let Err(full) = self.disk.check() {
+            self.shared.stats.refused.inc();
+            let _ = done.send(Err(full.to_string()));
+            return outcome;
+        }
         if let Err(e) = self.queue.try_send(Proposal {
             command,
             weight,

@@ -26,6 +26,7 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
+use parking_lot::Mutex;
 use registry_proto::distro::{self, Envelope, VERSION};
 use registry_proto::http1::Method;
 use registry_proto::raft::{NodeId, RaftAnswer, RaftRequest, TypeConfig, RAFT_PATH};
@@ -52,45 +53,44 @@ struct PeerLinks {
     snapshot: Link,
 }
 
-/// Builds a client per peer; the links live as long as the engine.
+/// Builds a client per peer. Links are made the first time openraft asks
+/// for a member (the membership names its address, so members added at run
+/// time need nothing else) and kept as long as the engine.
 #[derive(Clone)]
 pub struct Network {
     sender: Sender,
-    peers: Arc<HashMap<NodeId, Arc<PeerLinks>>>,
+    peers: Arc<Mutex<HashMap<NodeId, Arc<PeerLinks>>>>,
+    rpc_timeout: Duration,
     shared: Arc<Shared>,
 }
 
 impl Network {
-    /// Links to every member in `members` (id → address) but `me`.
-    ///
-    /// # Errors
-    /// When an address does not parse.
-    pub fn new(
-        sender: Sender,
-        members: &[(NodeId, String)],
-        rpc_timeout: Duration,
-        shared: Arc<Shared>,
-    ) -> anyhow::Result<Network> {
-        let mut peers = HashMap::new();
-        for (id, addr) in members {
-            if *addr == sender.me {
-                continue;
-            }
-            let sock: SocketAddr = addr.parse()?;
-            peers.insert(
-                *id,
-                Arc::new(PeerLinks {
-                    addr: addr.clone(),
-                    rpc: Link::new(sock, rpc_timeout),
-                    snapshot: Link::new(sock, rpc_timeout.max(Duration::from_secs(10))),
-                }),
-            );
-        }
-        Ok(Network {
+    /// A network whose RPCs time out after `rpc_timeout` (snapshot chunks
+    /// after at least 10 s).
+    pub fn new(sender: Sender, rpc_timeout: Duration, shared: Arc<Shared>) -> Network {
+        Network {
             sender,
-            peers: Arc::new(peers),
+            peers: Arc::new(Mutex::new(HashMap::new())),
+            rpc_timeout,
             shared,
-        })
+        }
+    }
+
+    /// The links to `target` at `addr`; `None` when the address does not
+    /// parse (the member is then unreachable).
+    fn links(&self, target: NodeId, addr: &str) -> Option<Arc<PeerLinks>> {
+        let mut peers = self.peers.lock();
+        if let Some(l) = peers.get(&target).filter(|l| l.addr == addr) {
+            return Some(l.clone());
+        }
+        let sock: SocketAddr = addr.parse().ok()?;
+        let links = Arc::new(PeerLinks {
+            addr: addr.to_owned(),
+            rpc: Link::new(sock, self.rpc_timeout),
+            snapshot: Link::new(sock, self.rpc_timeout.max(Duration::from_secs(10))),
+        });
+        peers.insert(target, links.clone());
+        Some(links)
     }
 }
 
@@ -105,10 +105,10 @@ pub struct Client {
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = Client;
 
-    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> Client {
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Client {
         Client {
             target,
-            links: self.peers.get(&target).cloned(),
+            links: self.links(target, &node.addr),
             sender: self.sender.clone(),
             shared: self.shared.clone(),
         }

@@ -1,0 +1,383 @@
+//! Dynamic membership through the real binaries: `registry members add`
+//! and `remove` against a running Raft cluster of real processes. A dead
+//! node is replaced by one at a new address with one add and one remove
+//! while a writer keeps writing: every acknowledged write is on every member
+//! after, the Distro member list follows on every node, and the change
+//! survives a restart (the new majority is the new membership, not the
+//! configured one). With auth on, the change needs a login.
+
+mod binary;
+mod cluster_support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use binary::Conn;
+use cluster_support::{free_addrs, until, Node};
+use registry_proto::http1::Method;
+
+const RAFT: &[&str] = &[
+    "--raft-election-timeout-ms",
+    "800",
+    "--raft-heartbeat-ms",
+    "100",
+    "--raft-write-timeout-ms",
+    "2000",
+    "--raft-snapshot-logs",
+    "50",
+    "--health-check-interval-ms",
+    "0",
+];
+
+fn data_args(dir: &Path, name: &str, join: bool) -> Vec<String> {
+    let mut v = vec![
+        "--data-dir".to_owned(),
+        dir.join(name).to_str().unwrap().to_owned(),
+    ];
+    v.extend(RAFT.iter().map(|s| s.to_string()));
+    if join {
+        v.push("--cluster-join".into());
+    }
+    v
+}
+
+async fn start(
+    addr: SocketAddr,
+    members: &[SocketAddr],
+    extra: &[String],
+    dir: &Path,
+    name: &str,
+) -> Node {
+    let members: Vec<String> = members.iter().map(|a| a.to_string()).collect();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    Node::start(
+        addr,
+        &members.join(","),
+        &extra,
+        &dir.join(format!("{name}.log")),
+    )
+    .await
+}
+
+/// `registry members ARGS`, with `stdin` as its standard input.
+async fn members_cli(args: &[&str], stdin: &str) -> std::process::Output {
+    use tokio::io::AsyncWriteExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_registry"))
+        .arg("members")
+        .args(args)
+        .env_remove("REGISTRY_USERNAME")
+        .env_remove("REGISTRY_SERVER")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start registry members");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    child.wait_with_output().await.unwrap()
+}
+
+fn show(out: &std::process::Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn register(port: u16) -> String {
+    format!("/nacos/v1/ns/instance?serviceName=kept&ip=127.0.0.1&port={port}&ephemeral=false")
+}
+
+/// Writes persistent instances one after another through `targets` in
+/// turn until `stop`, recording the ports whose write was acknowledged.
+fn writer(
+    targets: Arc<Mutex<Vec<SocketAddr>>>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Vec<u16>> {
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        let mut port = 20_000u16;
+        while !stop.load(Ordering::Relaxed) {
+            let all = targets.lock().unwrap().clone();
+            let target = all[usize::from(port) % all.len()];
+            port += 1;
+            let answer = tokio::time::timeout(Duration::from_secs(5), async {
+                Conn::open(target)
+                    .await
+                    .ok()?
+                    .call(Method::Post, &register(port))
+                    .await
+                    .ok()
+            })
+            .await
+            .ok()
+            .flatten();
+            if matches!(&answer, Some((200, b)) if b == "ok") {
+                acked.push(port);
+            } else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        acked
+    })
+}
+
+async fn addresses(node: &Node) -> Vec<String> {
+    node.members().await.into_iter().map(|(a, _)| a).collect()
+}
+
+fn sorted(addrs: &[SocketAddr]) -> Vec<String> {
+    let mut v: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    v.sort();
+    v
+}
+
+/// Waits until every node in `nodes` lists every port of `acked`.
+async fn until_kept(nodes: &[&Node], acked: &[u16]) {
+    until(
+        Duration::from_secs(30),
+        "every acknowledged write on every member",
+        || async {
+            for n in nodes {
+                let Some(have) = n.ports("kept").await else {
+                    return false;
+                };
+                if acked.iter().any(|p| !have.contains(p)) {
+                    return false;
+                }
+            }
+            true
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_node_is_replaced_by_one_add_and_one_remove_losing_no_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs = free_addrs(4);
+    let (a, b, c, d) = (addrs[0], addrs[1], addrs[2], addrs[3]);
+    let first = [a, b, c];
+    let mut na = start(
+        a,
+        &first,
+        &data_args(dir.path(), "a", false),
+        dir.path(),
+        "a",
+    )
+    .await;
+    let mut nb = start(
+        b,
+        &first,
+        &data_args(dir.path(), "b", false),
+        dir.path(),
+        "b",
+    )
+    .await;
+    let mut nc = start(
+        c,
+        &first,
+        &data_args(dir.path(), "c", false),
+        dir.path(),
+        "c",
+    )
+    .await;
+    until(Duration::from_secs(45), "three members ready", || async {
+        na.ready().await && nb.ready().await && nc.ready().await
+    })
+    .await;
+
+    let targets = Arc::new(Mutex::new(vec![a, b, c]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = writer(targets.clone(), stop.clone());
+    until(Duration::from_secs(20), "writes flowing", || async {
+        na.ports("kept").await.is_some_and(|p| p.len() >= 20)
+    })
+    .await;
+
+    // C dies for good; D at a new address takes its place.
+    nc.kill9().await;
+    *targets.lock().unwrap() = vec![a, b];
+    let nd = start(
+        d,
+        &[a, b, d],
+        &data_args(dir.path(), "d", true),
+        dir.path(),
+        "d",
+    )
+    .await;
+    let out = members_cli(&["add", &d.to_string(), "--server", &a.to_string()], "").await;
+    assert!(
+        out.status.success(),
+        "add: {}\n{}",
+        show(&out),
+        na.log_text()
+    );
+    *targets.lock().unwrap() = vec![a, b, d];
+    let out = members_cli(
+        &["remove", &c.to_string(), "--server", &format!("http://{b}")],
+        "",
+    )
+    .await;
+    assert!(out.status.success(), "remove: {}", show(&out));
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        body.contains(&d.to_string()) && !body.contains(&c.to_string()),
+        "the membership after the remove: {body}"
+    );
+    // Writes go on after the change.
+    let before = writes.is_finished();
+    assert!(!before);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    let acked = writes.await.unwrap();
+    assert!(
+        acked.len() >= 20,
+        "the writer got {} writes through",
+        acked.len()
+    );
+    until_kept(&[&na, &nb, &nd], &acked).await;
+
+    // The Distro member list follows on every node.
+    let want = sorted(&[a, b, d]);
+    for n in [&na, &nb, &nd] {
+        until(
+            Duration::from_secs(15),
+            "the member list is A, B, D, all UP",
+            || async {
+                let m = n.members().await;
+                m.iter().map(|(x, _)| x.clone()).collect::<Vec<_>>() == want
+                    && m.iter().all(|(_, s)| s == "UP")
+            },
+        )
+        .await;
+    }
+
+    // Bad requests change nothing.
+    let out = members_cli(&["add", "not-an-address", "--server", &a.to_string()], "").await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("address must be"),
+        "{}",
+        show(&out)
+    );
+    let out = members_cli(&["remove", &c.to_string(), "--server", &a.to_string()], "").await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a member"),
+        "{}",
+        show(&out)
+    );
+
+    // A restart keeps the new membership although A's flags still name C;
+    // with B gone too, A and D are the majority of {A, B, D}.
+    na.restart().await;
+    until(
+        Duration::from_secs(20),
+        "A lists A, B, D after its restart",
+        || async { addresses(&na).await == want },
+    )
+    .await;
+    nb.kill9().await;
+    until(Duration::from_secs(30), "a write acknowledged by A and D alone", || async {
+        matches!(na.try_call(Method::Post, &register(19_999)).await, Some((200, b)) if b == "ok")
+    })
+    .await;
+    until_kept(&[&na, &nd], &[19_999]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_auth_a_membership_change_needs_a_login() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users");
+    let mut add_user = std::process::Command::new(env!("CARGO_BIN_EXE_registry"))
+        .args([
+            "users",
+            "add",
+            "ops",
+            "--iterations",
+            "10000",
+            "--file",
+            users.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        add_user
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"opspass\n")
+            .unwrap();
+    }
+    assert!(add_user.wait().unwrap().success());
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "a-cluster-secret-of-some-length").unwrap();
+    let auth = |name: &str, join: bool| {
+        let mut v = data_args(dir.path(), name, join);
+        v.extend([
+            "--auth-users".to_owned(),
+            users.to_str().unwrap().to_owned(),
+            "--cluster-secret-file".to_owned(),
+            secret.to_str().unwrap().to_owned(),
+        ]);
+        v
+    };
+    let addrs = free_addrs(2);
+    let (a, d) = (addrs[0], addrs[1]);
+    // A cluster of one grows to two.
+    let na = start(a, &[a], &auth("a", false), dir.path(), "a").await;
+    let nd = start(d, &[a, d], &auth("d", true), dir.path(), "d").await;
+    let out = members_cli(&["add", &d.to_string(), "--server", &a.to_string()], "").await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("403"),
+        "{}",
+        show(&out)
+    );
+    let out = members_cli(
+        &[
+            "add",
+            &d.to_string(),
+            "--server",
+            &a.to_string(),
+            "--username",
+            "ops",
+        ],
+        "wrong\n",
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("login as ops refused"),
+        "{}",
+        show(&out)
+    );
+    let out = members_cli(
+        &[
+            "add",
+            &d.to_string(),
+            "--server",
+            &a.to_string(),
+            "--username",
+            "ops",
+        ],
+        "opspass\n",
+    )
+    .await;
+    assert!(out.status.success(), "{}\n{}", show(&out), na.log_text());
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        body.contains(&d.to_string()) && body.contains("voters"),
+        "{body}"
+    );
+    let _ = nd;
+}
