@@ -44,6 +44,10 @@ scripts/deps/selenium.sh
 step "rustfmt"
 cargo fmt --all -- --check
 
+# STYLE: no non-test function over ~80 lines without a comment saying why.
+step "function length (scripts/long_functions.py)"
+python3 scripts/long_functions.py
+
 # Clippy (-D warnings) runs inside the build of every target rather than as
 # `cargo clippy`, a check-only pass whose dependency metadata no build can
 # reuse: that pass compiled the whole dependency graph a second time (514 s
