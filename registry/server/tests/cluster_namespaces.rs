@@ -15,7 +15,7 @@ mod cluster_support;
 
 use std::time::Duration;
 
-use cluster_support::{free_addrs, until, Node, TestCluster};
+use cluster_support::{start_raft_nodes, until, Node, TestCluster};
 use registry_proto::http1::Method;
 use serde_json::Value;
 
@@ -275,31 +275,7 @@ async fn send_table(node: &Node, body: &str) -> (u16, String) {
 /// returned temporary directory (`dir/data{i}`).
 async fn raft_nodes(extra: &[&str]) -> (tempfile::TempDir, Vec<Node>) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let addrs = free_addrs(3);
-    let members = addrs
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut nodes = Vec::new();
-    for (i, a) in addrs.iter().enumerate() {
-        let data = dir.path().join(format!("data{i}"));
-        let mut args = vec![
-            "--data-dir",
-            data.to_str().expect("utf-8 path"),
-            "--raft-election-timeout-ms",
-            "800",
-            "--raft-heartbeat-ms",
-            "100",
-            "--raft-write-timeout-ms",
-            "2000",
-            "--health-check-interval-ms",
-            "0",
-        ];
-        args.extend_from_slice(extra);
-        let log = dir.path().join(format!("node{i}.log"));
-        nodes.push(Node::start(*a, &members, &args, &log).await);
-    }
+    let (nodes, _) = start_raft_nodes(dir.path(), 3, extra).await;
     until_ready(&nodes.iter().collect::<Vec<_>>()).await;
     (dir, nodes)
 }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster_support::{free_addrs, until, Node};
+use cluster_support::{start_raft_nodes, until, Node};
 use registry_proto::http1::Method;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -33,33 +33,7 @@ struct RaftCluster {
 impl RaftCluster {
     async fn start(n: usize, extra: &[&str]) -> RaftCluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        let addrs = free_addrs(n);
-        let members = addrs
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut nodes = Vec::new();
-        let mut dirs = Vec::new();
-        for (i, a) in addrs.iter().enumerate() {
-            let data = dir.path().join(format!("data{i}"));
-            let mut args: Vec<&str> = vec![
-                "--data-dir",
-                data.to_str().expect("utf-8 path"),
-                "--raft-election-timeout-ms",
-                "800",
-                "--raft-heartbeat-ms",
-                "100",
-                "--raft-write-timeout-ms",
-                "2000",
-                "--health-check-interval-ms",
-                "0",
-            ];
-            args.extend_from_slice(extra);
-            let log = dir.path().join(format!("node{i}.log"));
-            nodes.push(Node::start(*a, &members, &args, &log).await);
-            dirs.push(data);
-        }
+        let (nodes, dirs) = start_raft_nodes(dir.path(), n, extra).await;
         let c = RaftCluster {
             nodes,
             dirs,

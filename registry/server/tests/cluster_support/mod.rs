@@ -105,6 +105,44 @@ pub struct Node {
     pub pid: u32,
 }
 
+/// Raft timings for test clusters (ms): elections in under a second, writes
+/// time out after 2 s, no health checks (the tests' instances are not probed).
+pub const RAFT_FAST: &[&str] = &[
+    "--raft-election-timeout-ms",
+    "800",
+    "--raft-heartbeat-ms",
+    "100",
+    "--raft-write-timeout-ms",
+    "2000",
+    "--health-check-interval-ms",
+    "0",
+];
+
+/// Starts `n` Raft nodes (real processes) on fresh loopback addresses, each
+/// with its data dir `dir/data{i}` and log `dir/node{i}.log`, timed by
+/// [`RAFT_FAST`] then `extra`. Returns the nodes and their data dirs; it does
+/// not wait for a leader.
+pub async fn start_raft_nodes(dir: &Path, n: usize, extra: &[&str]) -> (Vec<Node>, Vec<PathBuf>) {
+    let addrs = free_addrs(n);
+    let members = addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut nodes = Vec::new();
+    let mut dirs = Vec::new();
+    for (i, a) in addrs.iter().enumerate() {
+        let data = dir.join(format!("data{i}"));
+        let mut args: Vec<&str> = vec!["--data-dir", data.to_str().expect("utf-8 path")];
+        args.extend_from_slice(RAFT_FAST);
+        args.extend_from_slice(extra);
+        let log = dir.join(format!("node{i}.log"));
+        nodes.push(Node::start(*a, &members, &args, &log).await);
+        dirs.push(data);
+    }
+    (nodes, dirs)
+}
+
 impl Node {
     /// Starts a node at `addr` in the cluster `members`.
     pub async fn start(addr: SocketAddr, members: &str, extra: &[&str], log: &Path) -> Node {
