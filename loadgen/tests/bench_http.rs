@@ -1,8 +1,7 @@
 //! `loadgen bench-http` against a loopback server that answers every request:
 //! plain, pipelined and paced, each measuring what it sent.
 
-#[path = "support/echo.rs"]
-mod echo;
+use crate::support::echo;
 
 use std::time::Duration;
 

@@ -9,8 +9,7 @@
 //! on two independent registries one sent to the first would leave the instance on
 //! the second until it expires.
 
-#[path = "support/two_servers.rs"]
-mod two_servers;
+use crate::support::two_servers;
 
 use std::net::SocketAddr;
 

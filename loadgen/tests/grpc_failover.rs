@@ -8,8 +8,7 @@
 //! converged, none left after the drain. No deregistrations in the steady mix: on
 //! two independent registries one sent before the stop would stay on the first.
 
-#[path = "support/two_servers.rs"]
-mod two_servers;
+use crate::support::two_servers;
 
 use loadgen::fleet::Naming;
 use loadgen::profile::Profile;

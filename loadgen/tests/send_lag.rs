@@ -4,8 +4,7 @@
 //! request's send lag (and scheduling lag) is recorded, per operation and overall.
 //! Only that it is recorded is asserted: its size is a benchmark figure.
 
-#[path = "support/echo.rs"]
-mod echo;
+use crate::support::echo;
 
 use std::cell::RefCell;
 use std::net::SocketAddr;

@@ -7,7 +7,7 @@
 //! `scripts/deps/clients.sh` installs the Python client into
 //! `target/compat`; the test fails (never skips) when it is missing.
 
-mod binary;
+use crate::binary;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! exact text), changes nothing, and never stops the server. Ends with a
 //! bounded random test (xorshift, fixed seeds) over real sockets.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -12,8 +12,7 @@
 //! as CI has: without them the test fails saying why, unless
 //! `REGISTRY_TESTS_UNPRIVILEGED=1` asks it to skip (printed).
 
-mod binary;
-mod chaos_support;
+use crate::chaos_support;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -6,8 +6,8 @@
 //! Timings are scaled down by flags (see `cluster_support::FAST`); every
 //! cross-process condition is polled with a bounded deadline.
 
-mod binary;
-mod cluster_support;
+use crate::binary;
+use crate::cluster_support;
 
 use std::time::Duration;
 

@@ -8,8 +8,8 @@
 //!
 //! Every cross-process condition is polled with a bounded deadline.
 
-mod binary;
-mod cluster_support;
+use crate::binary;
+use crate::cluster_support;
 
 use std::cell::Cell;
 use std::path::PathBuf;

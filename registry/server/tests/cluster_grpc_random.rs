@@ -20,9 +20,8 @@
 //! HTTP/2 connection each, with no client-side logic, so the schedule
 //! decides exactly when a connection closes and what a redo sends.
 
-mod binary;
-mod cluster_support;
-mod grpc_client;
+use crate::cluster_support;
+use crate::grpc_client;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;

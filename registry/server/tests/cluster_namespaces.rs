@@ -10,8 +10,8 @@
 //! log entries: the same through any node, a restarted node has them, and
 //! a wiped node gets them back in the leader's snapshot.
 
-mod binary;
-mod cluster_support;
+use crate::binary;
+use crate::cluster_support;
 
 use std::time::Duration;
 

@@ -8,8 +8,7 @@
 //! reaching a node that is not the service's responsible one is relayed to
 //! it, as a 1.x write is, so every member lists it.
 
-mod binary;
-mod cluster_support;
+use crate::cluster_support;
 
 use std::time::{Duration, Instant};
 

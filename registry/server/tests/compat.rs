@@ -2,7 +2,7 @@
 //! server over real sockets. `scripts/deps/clients.sh` installs them into
 //! `target/compat`; these tests fail (never skip) when they are missing.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Output;

@@ -4,7 +4,7 @@
 //! sockets. `scripts/deps/clients.sh` installs both into `target/compat`;
 //! these tests fail (never skip) when they are missing.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::time::Duration;

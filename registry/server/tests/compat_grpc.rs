@@ -4,7 +4,7 @@
 //! the Rust `nacos-sdk` 0.8 crate (in-process), plus a mixed test where a 1.x client
 //! (Python 1.0.0, HTTP) and a 2.x client (Rust, gRPC) see each other's instances.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Output, Stdio};

@@ -5,8 +5,8 @@
 //! the key and the reason, and a 3-node Raft cluster started from files made
 //! of `examples/registry.toml`.
 
-mod binary;
-mod cluster_support;
+use crate::binary;
+use crate::cluster_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

@@ -8,7 +8,7 @@
 //! are kept under `target/tmp/console/`; after a failure also the failing
 //! page, its HTML and the browser log.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! overload the server sheds with 503, stays within a memory bound, keeps
 //! a bounded p99 for what it admits, and loses nothing it acknowledged.
 
-mod binary;
+use crate::binary;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

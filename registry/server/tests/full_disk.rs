@@ -10,8 +10,8 @@
 //! fail saying why, unless `REGISTRY_TESTS_UNPRIVILEGED=1` asks them to
 //! skip (printed) on a machine without root.
 
-mod binary;
-mod cluster_support;
+use crate::binary;
+use crate::cluster_support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -6,8 +6,8 @@
 //! registered through v1, v2, v3 or 2.x gRPC is listed by every other door;
 //! a push reaches UDP and gRPC subscribers).
 
-mod common;
-mod grpc_client;
+use crate::common;
+use crate::grpc_client;
 
 use std::time::Duration;
 

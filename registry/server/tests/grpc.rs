@@ -1,8 +1,8 @@
 //! The Nacos 2.x gRPC server over real sockets: connection life cycle, ownership of
 //! ephemeral instances, pushes and their acks, bad input and limits.
 
-mod common;
-mod grpc_client;
+use crate::common;
+use crate::grpc_client;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! default, HTTP GET chosen per cluster through service metadata, flips in
 //! both directions, and ephemeral instances left to their beats.
 
-mod binary;
+use crate::binary;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! client 1.4.8 (`Nacos-Java-Client:v1.4.8`); tests that need another
 //! User-Agent, headers or exact bytes use the raw [`Conn`] below.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -6,8 +6,8 @@
 //! survives a restart (the new majority is the new membership, not the
 //! configured one). With auth on, the change needs a login.
 
-mod binary;
-mod cluster_support;
+use crate::binary;
+use crate::cluster_support;
 
 use std::net::SocketAddr;
 use std::path::Path;

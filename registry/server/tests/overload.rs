@@ -3,7 +3,7 @@
 //! connection, idle connections are closed after `idle_timeout_ms`, and the
 //! server serves normally once the pressure is gone.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;

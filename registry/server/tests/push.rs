@@ -3,7 +3,7 @@
 //! resent once then counted failed, lapsed subscriptions stop pushes, the
 //! `clientIP` parameter is never a push target, and bad acks are dropped.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -9,9 +9,9 @@
 //! On a loaded machine a missed heartbeat can start an election: sequential
 //! writes retry a 503 as a client would ([`write_acknowledged`]).
 
-mod binary;
-mod cluster_support;
-mod grpc_client;
+use crate::binary;
+use crate::cluster_support;
+use crate::grpc_client;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -11,8 +11,7 @@
 //!
 //! `RAFT_SEED=<n>` replays a run; the seed is printed.
 
-mod binary;
-mod cluster_support;
+use crate::cluster_support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};

@@ -11,7 +11,7 @@
 //! within a generous bound after it. No latency is asserted; the latency
 //! of normal clients under slowloris is measured by `scripts/slowloris.sh`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! The server starts on port 0, answers, and shuts down in order.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use registry_proto::http1::Method;

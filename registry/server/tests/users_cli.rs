@@ -2,7 +2,7 @@
 //! standard input, the file replaced with mode 0600, and a server started
 //! on the file letting the user in with that password and no other.
 
-mod binary;
+use crate::binary;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
