@@ -14,6 +14,15 @@
 #   scripts/send-lag.sh                       # 1k 10k 100k, both fleets, both modes
 #   RATES="1000" DURATION=3s FLEETS=http MODES=plain scripts/send-lag.sh
 #
+# srv_cpu and lg_cpu are the registry's and loadgen's CPU time over the run's length
+# (loadgen's from `/usr/bin/time`, "-" without it), to tell which side saturated when
+# the achieved rate falls short: loadgen's includes its wait before each due time
+# (it spins the last LEAD of it), so it reads high long before loadgen is the limit.
+#
+# steal_ms is the time the hypervisor took CLIENT_CPU away during the run
+# (/proc/stat's steal column; 0 on bare metal): a busy-polling vCPU never halts, so
+# a host that is short of CPU deschedules it, and its requests wait that long.
+#
 # Builds release once (set SKIP_BUILD=1 to reuse target/release); hold the bench
 # lock while it runs on a shared machine (flock "$BENCH_LOCK" scripts/send-lag.sh).
 set -euo pipefail
@@ -67,8 +76,10 @@ server=""
 stop() { [ -z "$server" ] || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; server=""; }; }
 trap stop EXIT
 
-printf '%-5s %-6s %8s %9s %9s %9s %9s %9s %10s %10s\n' fleet mode rate achieved \
-    lag_p50 lag_p99 wait_p50 wait_p99 c-u_p50 errors
+printf '%-5s %-6s %8s %9s %9s %9s %9s %9s %10s %10s %8s %7s %8s\n' fleet mode rate achieved \
+    lag_p50 lag_p99 wait_p50 wait_p99 c-u_p50 errors srv_cpu lg_cpu steal_ms
+# CLIENT_CPU's steal time so far, in clock ticks (USER_HZ).
+steal() { awk -v c="cpu$CLIENT_CPU" '$1 == c { print $9 }' /proc/stat; }
 for fleet in $FLEETS; do
     for mode in $MODES; do
         for rate in $RATES; do
@@ -87,19 +98,24 @@ for fleet in $FLEETS; do
             rm -rf "${OUT:?}/$name"
             busy=()
             [ "$mode" = busy ] && busy=(--busy-poll)
-            taskset -c "$CLIENT_CPU" "$LOADGEN_BIN" run --profile "$profile" \
+            timed=()
+            [ -x /usr/bin/time ] && timed=(/usr/bin/time -f '%U %S' -o "$OUT/$name.cpu")
+            rm -f "$OUT/$name.cpu"
+            steal_before=$(steal)
+            taskset -c "$CLIENT_CPU" "${timed[@]}" "$LOADGEN_BIN" run --profile "$profile" \
                 --target "http://127.0.0.1:${PORT}" --protocol "$fleet" --query-rate "$rate" \
                 --registry-pid "$server" --pinning "registry cpu $SERVER_CPU, loadgen cpu $CLIENT_CPU" \
                 --out "$OUT/$name" --quiet "${busy[@]}" >"$OUT/$name.log" 2>&1 || true
+            steal_ms=$(( ($(steal) - steal_before) * 1000 / $(getconf CLK_TCK) ))
             stop
             report=$(ls "$OUT/$name"/*.json 2>/dev/null | head -1 || true)
             if [ -z "$report" ]; then
                 echo "$name: no report (see $OUT/$name.log)" >&2
                 continue
             fi
-            python3 - "$report" "$fleet" "$mode" "$rate" <<'PY'
-import json, sys
-report, fleet, mode, rate = sys.argv[1:5]
+            python3 - "$report" "$fleet" "$mode" "$rate" "$OUT/$name.cpu" "$steal_ms" <<'PY'
+import json, os, sys
+report, fleet, mode, rate, cpu_file, steal_ms = sys.argv[1:7]
 r = json.load(open(report))
 q = next((o for o in r["operations"] if o["name"] == "query"), None)
 if q is None:
@@ -112,8 +128,19 @@ cu = q["corrected"]["summary"]["p50_us"] - q["uncorrected"]["summary"]["p50_us"]
 steady = [o for ph in r.get("phases", []) if ph["phase"] == "steady" for o in ph["ops"]
           if o["name"] == "query"]
 achieved = steady[0]["achieved_rate"] if steady else q["achieved_rate"]
+length = max(r["duration_s"], 1e-9)
+srv = (r.get("server") or {}).get("cpu_seconds")
+srv_cpu = "-" if srv is None else f"{100 * srv / length:.0f}%"
+lg_cpu = "-"
+if os.path.exists(cpu_file):
+    try:
+        cpu = sum(float(x) for x in open(cpu_file).read().split()[-2:])
+        lg_cpu = f"{100 * cpu / length:.0f}%"
+    except ValueError:
+        pass
 print(f"{fleet:<5} {mode:<6} {rate:>8} {achieved:>9.0f} {p(lag,'p50_us'):>8}µ "
-      f"{p(lag,'p99_us'):>8}µ {p(wait,'p50_us'):>8}µ {p(wait,'p99_us'):>8}µ {cu:>9}µ {q['errors']:>10}")
+      f"{p(lag,'p99_us'):>8}µ {p(wait,'p50_us'):>8}µ {p(wait,'p99_us'):>8}µ {cu:>9}µ {q['errors']:>10}"
+      f" {srv_cpu:>8} {lg_cpu:>7} {steal_ms:>8}")
 PY
         done
     done

@@ -1199,6 +1199,11 @@ pub async fn drive(
         timeout: shared.profile.connections.timeout.0,
     };
     let namespace: Rc<str> = Rc::from(shared.profile.fleet.namespace.as_str());
+    let wires: Vec<Rc<grpc::lane::Wire>> = if ctx.grpc {
+        ctx.lanes.iter().map(|_| Rc::default()).collect()
+    } else {
+        Vec::new()
+    };
     let lane_tasks: Vec<JoinHandle<()>> = ctx
         .lanes
         .iter()
@@ -1206,8 +1211,9 @@ pub async fn drive(
         .map(|(k, lane)| {
             let (ctx, lane) = (ctx.clone(), lane.clone());
             if ctx.grpc {
-                let ns = namespace.clone();
-                tokio::task::spawn_local(grpc::lane::drive(ctx, lane, k, lane_config, clock, ns))
+                let (ns, wire) = (namespace.clone(), wires[k].clone());
+                let task = grpc::lane::drive(ctx, lane, wire, k, lane_config, clock, ns);
+                tokio::task::spawn_local(task)
             } else {
                 tokio::task::spawn_local(conn::drive(ctx, lane, lane_config, clock))
             }
@@ -1219,7 +1225,7 @@ pub async fn drive(
         .generator
         .busy_poll
         .then(|| tokio::task::spawn_local(spin()));
-    let mut driver = Driver::new(ctx, tx);
+    let mut driver = Driver::new(ctx, tx, wires, lane_config);
     let mut waiter = Waiter::new(clock);
     loop {
         let now = clock.now();
@@ -1258,6 +1264,9 @@ async fn spin() {
 struct Driver {
     ctx: Rc<Ctx>,
     tx: Sender<Interval>,
+    /// The 2.x lanes' connections, parallel to the lanes (empty for the 1.x fleet).
+    wires: Vec<Rc<grpc::lane::Wire>>,
+    lane_config: LaneConfig,
     phase: Phase,
     pacers: Pacers,
     /// Scratch for the wheels' due entries.
@@ -1271,7 +1280,12 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(ctx: Rc<Ctx>, tx: Sender<Interval>) -> Driver {
+    fn new(
+        ctx: Rc<Ctx>,
+        tx: Sender<Interval>,
+        wires: Vec<Rc<grpc::lane::Wire>>,
+        lane_config: LaneConfig,
+    ) -> Driver {
         let shared = &ctx.shared;
         let profile = &shared.profile;
         Driver {
@@ -1284,6 +1298,8 @@ impl Driver {
             poll_ms: profile.subscribers.poll_interval.0.as_millis() as u32,
             ctx,
             tx,
+            wires,
+            lane_config,
             phase: Phase::Init,
             pacers: Pacers::default(),
             fired: Vec::new(),
@@ -1317,12 +1333,22 @@ impl Driver {
             .store(u64::from(phase.as_u8()), Ordering::Relaxed);
     }
 
-    /// Writes what this tick made due from here, on every HTTP lane whose
-    /// connection has room ([`Lane::write_through`]): a due request does not wait
-    /// for its lane's task to be scheduled behind the other lanes' reads and
-    /// writes. A 2.x lane's calls go through tonic's connection task either way.
+    /// Writes what this tick made due from here, on every lane whose connection
+    /// has room: a due request does not wait for its lane's task to be scheduled
+    /// behind the other lanes' reads and writes. An HTTP lane writes it to its
+    /// socket ([`Lane::write_through`]); a 2.x lane's call starts here
+    /// ([`grpc::lane::write_through`]) and tonic's connection task writes it.
     fn write_through(&self) {
         if self.ctx.grpc {
+            for (lane, wire) in self.ctx.lanes.iter().zip(&self.wires) {
+                grpc::lane::write_through(
+                    &self.ctx,
+                    lane,
+                    wire,
+                    self.lane_config,
+                    self.ctx.shared.clock,
+                );
+            }
             return;
         }
         for lane in &self.ctx.lanes {

@@ -17,7 +17,7 @@
 //! what the client held ([`Exchange::reconnected`]): its registrations and
 //! subscriptions, as the clients' redo service does.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -60,15 +60,87 @@ pub trait Exchange {
 }
 
 /// A live connection: the channel and whether it still works.
+#[derive(Clone)]
 struct Connection {
     channel: Channel,
     broken: Rc<Cell<bool>>,
+}
+
+/// A lane's connection while it has one, shared by the lane's task and the worker's
+/// driver: the driver starts a due call itself ([`write_through`]) instead of waiting
+/// for the lane's task to be scheduled behind the other lanes' and connections' tasks.
+#[derive(Default)]
+pub struct Wire(RefCell<Option<Connection>>);
+
+/// Starts `lane`'s queued calls on its connection now, as many as its depth has room
+/// for: called by the driver right after it queued what came due. Without a
+/// connection (connecting, failing over) the lane's task sends them once it has one.
+pub fn write_through<E: Exchange + 'static>(
+    ex: &Rc<E>,
+    lane: &Rc<Lane>,
+    wire: &Wire,
+    cfg: LaneConfig,
+    clock: Clock,
+) {
+    if lane.outstanding() == lane.in_flight() || lane.is_closing() {
+        return;
+    }
+    let Some(conn) = wire.0.borrow().clone() else {
+        return;
+    };
+    if !conn.broken.get() {
+        start_calls(ex, lane, &conn, cfg, clock);
+    }
+}
+
+/// Takes queued requests while the lane has room and spawns each one's unary call:
+/// the call is under way (its send recorded) when this returns.
+fn start_calls<E: Exchange + 'static>(
+    ex: &Rc<E>,
+    lane: &Rc<Lane>,
+    conn: &Connection,
+    cfg: LaneConfig,
+    clock: Clock,
+) {
+    while lane.in_flight() < cfg.depth {
+        let Some(req) = lane.take() else { break };
+        let sent = clock.now();
+        ex.sent(&req, lane.ready_at(req.intended), sent);
+        lane.set_in_flight(lane.in_flight() + 1);
+        let payload = ex.payload(&req);
+        let (ex, lane, channel, broken) = (
+            ex.clone(),
+            lane.clone(),
+            conn.channel.clone(),
+            conn.broken.clone(),
+        );
+        tokio::task::spawn_local(async move {
+            let answer = tokio::time::timeout(cfg.timeout, unary(&channel, payload)).await;
+            let done = clock.now();
+            if lane.in_flight() >= cfg.depth {
+                lane.room_from(done);
+            }
+            lane.set_in_flight(lane.in_flight().saturating_sub(1));
+            let result = match &answer {
+                Ok(Ok(p)) if p.type_name() == "ErrorResponse" => Err(ErrorClass::Protocol),
+                Ok(Ok(p)) => Ok(p),
+                Ok(Err(_)) => {
+                    broken.set(true);
+                    Err(ErrorClass::Connection)
+                }
+                Err(_) => Err(ErrorClass::Timeout),
+            };
+            ex.answered(&req, sent, done, result);
+            lane.wake();
+        });
+    }
 }
 
 /// Runs lane `number` (one simulated client) until the lane is closed and empty.
 pub async fn drive<E: Exchange + 'static>(
     ex: Rc<E>,
     lane: Rc<Lane>,
+    wire: Rc<Wire>,
     number: usize,
     cfg: LaneConfig,
     clock: Clock,
@@ -106,7 +178,10 @@ pub async fn drive<E: Exchange + 'static>(
             ex.reconnected(number);
         }
         connected_before = true;
-        if !session(&ex, &lane, &conn, cfg, clock).await {
+        *wire.0.borrow_mut() = Some(conn.clone());
+        let more = session(&ex, &lane, &conn, cfg, clock).await;
+        *wire.0.borrow_mut() = None;
+        if !more {
             return;
         }
         // Broken: on to the next server.
@@ -134,38 +209,7 @@ async fn session<E: Exchange + 'static>(
         if conn.broken.get() {
             return true;
         }
-        while lane.in_flight() < cfg.depth {
-            let Some(req) = lane.take() else { break };
-            let sent = clock.now();
-            ex.sent(&req, lane.ready_at(req.intended), sent);
-            lane.set_in_flight(lane.in_flight() + 1);
-            let payload = ex.payload(&req);
-            let (ex, lane, channel, broken) = (
-                ex.clone(),
-                lane.clone(),
-                conn.channel.clone(),
-                conn.broken.clone(),
-            );
-            tokio::task::spawn_local(async move {
-                let answer = tokio::time::timeout(cfg.timeout, unary(&channel, payload)).await;
-                let done = clock.now();
-                if lane.in_flight() >= cfg.depth {
-                    lane.room_from(done);
-                }
-                lane.set_in_flight(lane.in_flight().saturating_sub(1));
-                let result = match &answer {
-                    Ok(Ok(p)) if p.type_name() == "ErrorResponse" => Err(ErrorClass::Protocol),
-                    Ok(Ok(p)) => Ok(p),
-                    Ok(Err(_)) => {
-                        broken.set(true);
-                        Err(ErrorClass::Connection)
-                    }
-                    Err(_) => Err(ErrorClass::Timeout),
-                };
-                ex.answered(&req, sent, done, result);
-                lane.wake();
-            });
-        }
+        start_calls(ex, lane, conn, cfg, clock);
         if lane.is_closing() && lane.outstanding() == 0 {
             return false;
         }
@@ -300,4 +344,105 @@ pub async fn unary(channel: &Channel, p: Payload) -> anyhow::Result<Payload> {
         )
         .await?;
     Ok(answer.into_inner())
+}
+
+#[cfg(all(test, feature = "embedded"))]
+mod tests {
+    use std::cell::RefCell;
+    use std::net::{Ipv4Addr, SocketAddr};
+
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::recorder::Op;
+
+    /// Records what the lane tells it.
+    #[derive(Default)]
+    struct Ex {
+        sent: RefCell<Vec<Nanos>>,
+        answered: RefCell<Vec<Result<String, ErrorClass>>>,
+    }
+
+    impl Exchange for Ex {
+        fn payload(&self, _: &Request) -> Payload {
+            request::health_check()
+        }
+        fn sent(&self, _: &Request, _: Nanos, sent: Nanos) {
+            self.sent.borrow_mut().push(sent);
+        }
+        fn answered(&self, _: &Request, _: Nanos, _: Nanos, r: Result<&Payload, ErrorClass>) {
+            let r = r.map(|p| p.type_name().to_string());
+            self.answered.borrow_mut().push(r);
+        }
+        fn abandon(&self, _: &Request, _: ErrorClass, _: Nanos) {}
+        fn pushed(&self, _: usize, _: &NotifySubscriberRequest, _: Nanos) {}
+        fn acked(&self) {}
+        fn reconnected(&self, _: usize) {}
+    }
+
+    fn query(intended: Nanos) -> Request {
+        Request {
+            op: Op::Query,
+            id: 0,
+            generation: 0,
+            intended,
+        }
+    }
+
+    /// The driver's write-through starts a due call at once, before any other task
+    /// (the lane's own included) runs; with no connection it leaves the request to
+    /// the lane's task; with the lane's depth in flight it waits for room.
+    #[test]
+    fn a_due_call_starts_from_the_driver_without_waiting_for_the_lanes_task() {
+        let mut config = registry_server::Config::parse_from(["registry"]);
+        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        config.udp_listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let server = registry_server::Embedded::start(config).expect("registry starts");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&rt, async {
+            let clock = Clock::start();
+            let ex = Rc::new(Ex::default());
+            let lane = Rc::new(Lane::new(None, Rc::from(vec![server.grpc_addr]), 0));
+            let wire = Wire::default();
+            let cfg = LaneConfig {
+                depth: 1,
+                timeout: Duration::from_secs(5),
+            };
+            lane.push(query(clock.now()));
+            write_through(&ex, &lane, &wire, cfg, clock);
+            assert!(ex.sent.borrow().is_empty(), "no connection: nothing sent");
+            assert_eq!(lane.outstanding(), 1, "still queued for the lane's task");
+
+            let (channel, _inbound, _tx) = open(server.grpc_addr, "", 8, Duration::from_secs(2))
+                .await
+                .expect("connects");
+            registered(&channel, 500).await.expect("set up");
+            let broken = Rc::new(Cell::new(false));
+            *wire.0.borrow_mut() = Some(Connection { channel, broken });
+            lane.push(query(clock.now()));
+            write_through(&ex, &lane, &wire, cfg, clock);
+            assert_eq!(
+                ex.sent.borrow().len(),
+                1,
+                "the first call started in the call"
+            );
+            assert_eq!(lane.in_flight(), 1);
+            assert_eq!(lane.outstanding(), 2, "the second waits for room (depth 1)");
+            let deadline = clock.now() + 5 * crate::schedule::SECOND;
+            while ex.answered.borrow().len() < 2 && clock.now() < deadline {
+                write_through(&ex, &lane, &wire, cfg, clock);
+                let _ = tokio::time::timeout(Duration::from_millis(100), lane.notified()).await;
+            }
+            let answered = ex.answered.borrow();
+            assert_eq!(answered.len(), 2, "both answered: {answered:?}");
+            assert!(answered
+                .iter()
+                .all(|r| r.as_deref() == Ok("HealthCheckResponse")));
+        });
+        drop(server);
+    }
 }

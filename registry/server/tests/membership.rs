@@ -4,10 +4,14 @@
 //! while a writer keeps writing: every acknowledged write is on every member
 //! after, the Distro member list follows on every node, and the change
 //! survives a restart (the new majority is the new membership, not the
-//! configured one). With auth on, the change needs a login.
+//! configured one). With auth on, the change needs a login. A member
+//! added at run time that becomes the leader is reached by the followers'
+//! typed writes (gRPC persistent instances), although their start lists
+//! never named it.
 
 use crate::binary;
 use crate::cluster_support;
+use crate::grpc_client;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -380,4 +384,158 @@ async fn with_auth_a_membership_change_needs_a_login() {
         "{body}"
     );
     let _ = nd;
+}
+
+/// Raft flags with the election timeout `election_ms`.
+fn timed_args(dir: &Path, name: &str, join: bool, election_ms: &str) -> Vec<String> {
+    let mut v = vec![
+        "--data-dir".to_owned(),
+        dir.join(name).to_str().unwrap().to_owned(),
+        "--raft-election-timeout-ms".into(),
+        election_ms.into(),
+    ];
+    v.extend(RAFT[2..].iter().map(|s| s.to_string()));
+    if join {
+        v.push("--cluster-join".into());
+    }
+    v
+}
+
+/// The node's own Raft role as it reports it in the member list.
+async fn role(node: &Node) -> Option<String> {
+    let (status, body) = node
+        .try_call(Method::Get, "/nacos/v1/core/cluster/nodes")
+        .await?;
+    if status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let me = node.addr.to_string();
+    v["data"]
+        .as_array()?
+        .iter()
+        .find(|m| m["address"].as_str() == Some(&me))
+        .and_then(|m| m["extendInfo"]["raftRole"].as_str())
+        .map(str::to_owned)
+}
+
+/// Registers a persistent instance over gRPC through `node` (retried while
+/// an election runs, as a client would); the last error answer if it was
+/// never acknowledged within 10 s.
+async fn grpc_persistent(node: &Node, port: i64) -> Result<(), String> {
+    use registry_proto::grpc::message::{
+        InstanceResponse, NamingHead, PersistentInstanceRequest, WireInstance,
+    };
+    use registry_proto::grpc::{Message as _, Payload};
+    let body = PersistentInstanceRequest {
+        naming: NamingHead {
+            namespace: Some("public".into()),
+            service_name: Some("kept".into()),
+            group_name: Some("DEFAULT_GROUP".into()),
+        },
+        r#type: Some("registerInstance".into()),
+        instance: Some(WireInstance {
+            ip: Some("127.0.0.1".into()),
+            port: Some(port),
+            ephemeral: Some(false),
+            ..WireInstance::default()
+        }),
+        ..PersistentInstanceRequest::default()
+    };
+    let client = grpc_client::Raw::connect(node.grpc).await;
+    let _stream = client.set_up().await;
+    let started = std::time::Instant::now();
+    loop {
+        let p = client.call(Payload::of(&body)).await;
+        if p.type_name() == InstanceResponse::TYPE {
+            return Ok(());
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            return Err(String::from_utf8_lossy(p.json()).into_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_added_at_run_time_gets_the_followers_forwarded_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs = free_addrs(4);
+    let first = [addrs[0], addrs[1], addrs[2]];
+    // The start-list members wait long before an election; D, added later,
+    // campaigns at once when the leader goes, with terms ever higher, so
+    // it is the one elected (a start-list member's vote request meets
+    // D's higher term and fails).
+    let mut nodes = Vec::new();
+    for (i, name) in ["a", "b", "c"].into_iter().enumerate() {
+        let args = timed_args(dir.path(), name, false, "1500");
+        nodes.push(start(addrs[i], &first, &args, dir.path(), name).await);
+    }
+    until(Duration::from_secs(45), "three members ready", || async {
+        for n in &nodes {
+            if !n.ready().await {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    let d = addrs[3];
+    let args = timed_args(dir.path(), "d", true, "200");
+    nodes.push(start(d, &addrs, &args, dir.path(), "d").await);
+    // Retried as an operator would while an election runs (D, a voter
+    // with a short timeout, may start one as it joins); an add of a voter
+    // is a no-op.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let server = addrs[0].to_string();
+        let out = members_cli(&["add", &d.to_string(), "--server", &server], "").await;
+        if out.status.success() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "add: {}", show(&out));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // The start-list leader goes (once) until D leads.
+    let mut killed = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut leader = None;
+        for (i, n) in nodes.iter().enumerate() {
+            if killed != Some(i) && role(n).await.as_deref() == Some("LEADER") {
+                leader = Some(i);
+            }
+        }
+        match leader {
+            Some(3) => break,
+            Some(i) if killed.is_none() => {
+                nodes[i].kill9().await;
+                killed = Some(i);
+            }
+            _ => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "D, added at run time, never led (leader {leader:?}, killed {killed:?})\n{}",
+            nodes[3].log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A typed write through each live start-list member (its Forwarder
+    // never had D's address at start) is acknowledged and on every node.
+    let mut ports = Vec::new();
+    for i in (0..3).filter(|i| killed != Some(*i)) {
+        let port = 30_000 + i as i64;
+        grpc_persistent(&nodes[i], port)
+            .await
+            .unwrap_or_else(|e| panic!("via {}: {e}\n{}", nodes[i].addr, nodes[i].log_text()));
+        ports.push(port as u16);
+    }
+    if let Some(k) = killed {
+        nodes[k].restart().await;
+    }
+    let all: Vec<&Node> = nodes.iter().collect();
+    until_kept(&all, &ports).await;
 }

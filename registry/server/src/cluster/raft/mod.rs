@@ -273,9 +273,8 @@ pub async fn start(
     };
     let forward = net::Forwarder::new(
         sender.clone(),
-        &members,
         settings.write_timeout.max(Duration::from_secs(1)),
-    )?;
+    );
     let network = net::Network::new(
         sender,
         Duration::from_millis(election).max(Duration::from_millis(500)),
@@ -649,7 +648,16 @@ impl crate::write::Log for Consensus {
             ))));
         };
         Box::pin(async move {
-            match self.forward.propose(leader, command).await {
+            // The leader's address as the group's membership names it now,
+            // so a leader added at run time is reached too.
+            let Some(addr) = self.address(leader) else {
+                self.shared.stats.refused.inc();
+                return Err(WriteError::Log(format!(
+                    "the Raft leader (node {leader}) is not in this node's membership yet; the \
+                     write was not applied, please retry"
+                )));
+            };
+            match self.forward.propose(addr, command).await {
                 Ok(o) => {
                     self.shared.stats.forwarded.inc();
                     crate::write::wire::result(o)

@@ -231,42 +231,47 @@ pub async fn serve(consensus: &super::Consensus, message: RaftRequest) -> RaftAn
 
 /// The links a follower hands client writes to the leader over (their
 /// own, so a burst of writes never queues behind the engine's appends).
+/// Made the first time a member leads, by the address the group's
+/// membership names for it, so a leader added at run time (`registry
+/// members add`) is reached like one from the start list.
 pub struct Forwarder {
     sender: Sender,
-    links: HashMap<NodeId, (String, Link)>,
+    timeout: Duration,
+    links: Mutex<HashMap<String, Arc<Link>>>,
 }
 
 impl Forwarder {
-    /// One link per other member.
-    ///
-    /// # Errors
-    /// When a member address is not `ip:port`.
-    pub fn new(
-        sender: Sender,
-        members: &[(NodeId, String)],
-        timeout: Duration,
-    ) -> anyhow::Result<Forwarder> {
-        let mut links = HashMap::new();
-        for (id, addr) in members {
-            if *addr != sender.me {
-                links.insert(*id, (addr.clone(), Link::new(addr.parse()?, timeout)));
-            }
+    /// A forwarder whose exchanges time out after `timeout`.
+    pub fn new(sender: Sender, timeout: Duration) -> Forwarder {
+        Forwarder {
+            sender,
+            timeout,
+            links: Mutex::new(HashMap::new()),
         }
-        Ok(Forwarder { sender, links })
     }
 
-    /// Sends `command` to the leader `leader` to propose; its outcome
+    /// The link to the leader at `addr`, made on first use.
+    fn link(&self, addr: &str) -> Result<Arc<Link>, String> {
+        let mut links = self.links.lock();
+        if let Some(l) = links.get(addr) {
+            return Ok(l.clone());
+        }
+        let sock: SocketAddr = addr.parse().map_err(|_| {
+            format!("the Raft leader's address {addr:?} is not ip:port; the write was not applied")
+        })?;
+        let link = Arc::new(Link::new(sock, self.timeout));
+        links.insert(addr.to_owned(), link.clone());
+        Ok(link)
+    }
+
+    /// Sends `command` to the leader at `addr` to propose; its outcome
     /// there, or why there is none (the text says whether it was applied).
     pub async fn propose(
         &self,
-        leader: NodeId,
+        addr: &str,
         command: registry_proto::raft::Command,
     ) -> Result<registry_proto::raft::Outcome, String> {
-        let Some((addr, link)) = self.links.get(&leader) else {
-            return Err(format!(
-                "node {leader} is not a member; the write was not applied"
-            ));
-        };
+        let link = self.link(addr)?;
         let body = distro::encode(&Envelope {
             v: VERSION,
             from: self.sender.me.clone(),
