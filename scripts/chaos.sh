@@ -17,4 +17,4 @@ duration="${1:-300}"
 seed="${2:-$(date +%s%N)}"
 echo "chaos: ${duration}s, seed ${seed} (rerun: scripts/chaos.sh ${duration} ${seed})"
 CHAOS_DURATION_S="$duration" CHAOS_SEED="$seed" \
-  cargo test -p registry-server --test chaos -- --nocapture
+  cargo test -p registry-server --test server chaos:: -- --nocapture

@@ -10,13 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-10}
 [ -n "${GRPC_CLUSTER_SEED:-}" ] && runs=1
-cargo test -p registry-server --test cluster_grpc_random --no-run
+cargo test -p registry-server --test server --no-run
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for i in $(seq 1 "$runs"); do
     echo "run $i of $runs"
     if ! GRPC_CLUSTER_OPS=${OPS:-200} GRPC_CLUSTER_RESTARTS=${RESTARTS:-6} \
-        cargo test -p registry-server --test cluster_grpc_random -- --nocapture >"$log" 2>&1; then
+        cargo test -p registry-server --test server cluster_grpc_random:: -- --nocapture >"$log" 2>&1; then
         cat "$log"
         echo "failed (the seed and the history are above)" >&2
         exit 1

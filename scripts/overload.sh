@@ -26,7 +26,7 @@ ulimit -n "$(ulimit -Hn)" || true
 
 echo "== 1. persistent writes: $clients clients for ${secs}s against 16 pending writes"
 REGISTRY_BIN="$PWD/target/release/registry" OVERLOAD_SECS="$secs" OVERLOAD_CLIENTS="$clients" \
-    cargo test -q -p registry-server --test durability overload -- --nocapture 2>&1 |
+    cargo test -q -p registry-server --test server durability::overload -- --nocapture 2>&1 |
     grep -E '^overload|test result|panicked|assert'
 
 echo

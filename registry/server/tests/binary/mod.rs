@@ -3,8 +3,6 @@
 //! keep-alive HTTP client that reports errors instead of panicking, so a
 //! client can outlive the server it talks to.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

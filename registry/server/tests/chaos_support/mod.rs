@@ -17,8 +17,6 @@
 //!
 //! A failure prints the seed (rerun with `CHAOS_SEED`) and the history.
 
-#![allow(dead_code)] // the CI test and the long run use different parts
-
 pub mod netns;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -3,8 +3,6 @@
 //! short timings so failure detection and expiry take a second or two, and
 //! bounded polling for conditions that cross processes.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -321,15 +319,6 @@ impl Node {
         .await
     }
 
-    /// Beats it (lightweight beat: no body, so an unknown one is 20404).
-    pub async fn beat(&self, service: &str, port: u16) -> Option<(u16, String)> {
-        self.try_call(
-            Method::Put,
-            &format!("/nacos/v1/ns/instance/beat?serviceName={service}&ip=127.0.0.1&port={port}"),
-        )
-        .await
-    }
-
     /// `(port, healthy)` of every instance of `service`, sorted; `None`
     /// when the node does not answer 200.
     pub async fn hosts(&self, service: &str) -> Option<Vec<(u16, bool)>> {
@@ -498,13 +487,6 @@ impl TestCluster {
             true
         })
         .await;
-    }
-
-    /// The sorted member addresses (the order Distro hashes over).
-    pub fn sorted(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.nodes.iter().map(|n| n.addr.to_string()).collect();
-        v.sort();
-        v
     }
 
     /// The index (into `nodes`) of the node responsible for `service` (in

@@ -1,8 +1,6 @@
 //! Shared test support: the real server started in-process on port 0, and a
 //! small HTTP/1.1 client over real sockets.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -17,7 +15,6 @@ use tokio::task::JoinHandle;
 /// A running server.
 pub struct TestServer {
     pub http_addr: SocketAddr,
-    pub udp_addr: SocketAddr,
     pub grpc_addr: SocketAddr,
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
@@ -61,7 +58,7 @@ impl TestServer {
     }
 
     fn serve(app: Arc<App>, listeners: Listeners) -> TestServer {
-        let (http_addr, udp_addr) = (listeners.http_addr(), listeners.udp_addr());
+        let http_addr = listeners.http_addr();
         let grpc_addr = listeners.grpc_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(run_app(app.clone(), listeners, async {
@@ -69,7 +66,6 @@ impl TestServer {
         }));
         TestServer {
             http_addr,
-            udp_addr,
             grpc_addr,
             app,
             stop: Some(stop),
@@ -141,41 +137,6 @@ pub async fn call(addr: SocketAddr, method: Method, target: &str, form: Option<&
         .into_iter()
         .next()
         .expect("one response")
-}
-
-/// Writes `bytes` on a fresh connection and reads every response until the
-/// server closes or 2 s pass without data.
-pub async fn raw(addr: SocketAddr, bytes: &[u8]) -> Vec<Reply> {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(bytes).await.expect("write");
-    let mut buf = Vec::new();
-    let mut replies = Vec::new();
-    let mut chunk = [0u8; 65536];
-    loop {
-        loop {
-            match parse_response(&buf) {
-                Ok(Some((r, used))) => {
-                    replies.push(Reply {
-                        status: r.status,
-                        body: String::from_utf8_lossy(&r.body).into_owned(),
-                    });
-                    buf.drain(..used);
-                }
-                Ok(None) => break,
-                Err(e) => panic!("bad response: {e}"),
-            }
-        }
-        let n = match tokio::time::timeout(std::time::Duration::from_secs(2), s.read(&mut chunk))
-            .await
-        {
-            Ok(Ok(n)) => n,
-            _ => 0,
-        };
-        if n == 0 {
-            return replies;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
 }
 
 /// Writes `bytes` and returns the responses expected: `count` of them.

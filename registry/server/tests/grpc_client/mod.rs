@@ -2,8 +2,6 @@
 //! HTTP/2 connection, as the real clients use), with no client-side logic, so tests
 //! can send exactly what they mean, bad input included.
 
-#![allow(dead_code)] // each test binary uses a different part of this module
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
