@@ -407,6 +407,10 @@ pub enum RaftRequest {
     Snapshot(InstallSnapshotRequest<TypeConfig>),
     /// A follower hands a client's write to the leader to propose.
     Propose(Command),
+    /// A member whose Raft store is empty asks the leader to take its old
+    /// id out of the membership and add it back as a learner (the sender's
+    /// address is the envelope's `from`).
+    Rejoin,
 }
 
 /// The answer to a [`RaftRequest`] of the same kind (a JSON body with no
@@ -424,6 +428,9 @@ pub enum RaftAnswer {
     /// leader once committed, or why it was not (no longer leader, not
     /// committed in time).
     Propose(Result<Outcome, String>),
+    /// To [`RaftRequest::Rejoin`]: the old id is out of the membership and
+    /// the leader is adding the sender back, or why not.
+    Rejoin(Result<(), String>),
 }
 
 #[cfg(test)]

@@ -382,10 +382,23 @@ async fn a_wiped_node_comes_back_by_snapshot() {
     until_lists(&c, &[0, 1, 2], service, &expected, 10 * SECOND).await;
     let leader = c.until_leader(&[0, 1, 2], 5 * SECOND).await;
     let victim = (leader + 1) % 3;
+    // Killed, wiped and restarted at once: the leader still holds the
+    // victim's replication state ("matched up to the last entry") when the
+    // node comes back under the same id (a hash of its address) with an
+    // empty log. Taking part as that voter is openraft's follower log
+    // reversion (its engine stops: `Fatal: panicked`) and a voter that lost
+    // its log and vote; the node must rejoin as a learner instead.
     c.nodes[victim].kill9().await;
     wipe(&c.dirs[victim]);
     c.nodes[victim].restart().await;
     c.until_ready(&[victim], 45 * SECOND).await;
+    assert!(
+        c.nodes[victim]
+            .log_text()
+            .contains("the leader removed this node's old id"),
+        "the wiped node did not rejoin as a new learner\n{}",
+        c.logs()
+    );
     until_lists(&c, &[victim], service, &expected, 20 * SECOND).await;
     until(10 * SECOND, "the explicit service on the wiped node", || async {
         matches!(
@@ -408,6 +421,30 @@ async fn a_wiped_node_comes_back_by_snapshot() {
         sent += n.metric("registry_raft_snapshot_chunks_sent_total").await;
     }
     assert!(sent >= 1.0, "no snapshot chunk sent\n{}", c.logs());
+    // A voter again, and it keeps taking part: writes through every node,
+    // the rejoined one included, are acknowledged and on every node.
+    until(
+        20 * SECOND,
+        "the rejoined node is a voter again",
+        || async {
+            role(&c.nodes[victim]).await.as_deref() == Some("FOLLOWER")
+                || role(&c.nodes[victim]).await.as_deref() == Some("LEADER")
+        },
+    )
+    .await;
+    for port in 81..=100u16 {
+        write_acknowledged(&c, port as usize % 3, &register_target(service, port)).await;
+        expected.insert(port);
+    }
+    until_lists(&c, &[0, 1, 2], service, &expected, 10 * SECOND).await;
+    for (i, n) in c.nodes.iter().enumerate() {
+        let log = n.log_text();
+        assert!(
+            !log.contains("panicked") && !log.contains("log reversion"),
+            "node {i}'s Raft engine stopped\n{}",
+            c.logs()
+        );
+    }
 }
 
 fn wipe(dir: &Path) {

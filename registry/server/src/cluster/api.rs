@@ -168,7 +168,7 @@ fn raft_rpc(ex: &Exchange<'_>, cluster: &Cluster) -> Result<Reply, Failure> {
     };
     let consensus = consensus.clone();
     Ok(Reply::Later(Box::pin(async move {
-        let answer = super::raft::net::serve(&consensus, m.body).await;
+        let answer = super::raft::net::serve(&consensus, &m.from, m.body).await;
         Ok(Done::Json(distro::encode_answer(&answer)))
     })))
 }

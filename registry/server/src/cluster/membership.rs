@@ -207,6 +207,48 @@ async fn remove(raft: &Raft<TypeConfig>, addr: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Answers a member whose Raft store came back empty under its old id
+/// (`RaftRequest::Rejoin`, see [`super::raft::rejoin`]): on the leader,
+/// takes `addr` out of the membership, so its replication state (which
+/// says it holds the log) is dropped, then adds it back in the background
+/// as a learner that catches up from nothing and is then made a voter.
+///
+/// # Errors
+/// When this node is not the leader or the removal is refused.
+pub(crate) async fn readmit(raft: &Raft<TypeConfig>, addr: &str) -> Result<(), String> {
+    let id = node_id(addr);
+    let (leader, known) = {
+        let m = raft.metrics();
+        let m = m.borrow();
+        let known = m.membership_config.membership().get_node(&id).is_some();
+        (m.state == ServerState::Leader, known)
+    };
+    if !leader {
+        return Err("this node is not the Raft leader; ask the leader".into());
+    }
+    if known {
+        tracing::warn!(
+            member = addr,
+            id,
+            "a member came back with an empty Raft store: removing its old id before adding it back as a learner"
+        );
+        remove(raft, addr).await.map_err(|f| f.text.into_owned())?;
+    }
+    let raft = raft.clone();
+    let addr = addr.to_owned();
+    tokio::spawn(async move {
+        match add(&raft, &addr).await {
+            Ok(()) => {
+                tracing::info!(member = %addr, "rejoined member caught up and is a voter again")
+            }
+            Err(f) => {
+                tracing::error!(member = %addr, error = %f.text, "adding back a rejoining member failed")
+            }
+        }
+    });
+    Ok(())
+}
+
 fn refusal(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> Failure {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Failure::new(

@@ -31,6 +31,7 @@ pub mod log;
 pub mod machine;
 pub mod net;
 mod propose;
+mod rejoin;
 mod renumber;
 
 use std::collections::BTreeMap;
@@ -271,6 +272,7 @@ pub async fn start(
         secret: cluster.config.secret.clone(),
         max_message,
     };
+    let sender_copy = sender.clone();
     let forward = net::Forwarder::new(
         sender.clone(),
         settings.write_timeout.max(Duration::from_secs(1)),
@@ -284,22 +286,7 @@ pub async fn start(
         .await
         .context("starting the Raft engine")?;
     refuse_positional_ids(&raft, &settings.dir)?;
-    let initialized = raft.is_initialized().await.unwrap_or(true);
-    if !initialized && settings.join {
-        // A joining node never starts a group of its own: the leader adds
-        // it (`registry members add`), as a learner first.
-        tracing::info!(id, "joining: waiting to be added to the Raft group");
-    } else if !initialized {
-        let nodes: BTreeMap<NodeId, BasicNode> = members
-            .iter()
-            .map(|(i, a)| (*i, BasicNode::new(a)))
-            .collect();
-        // Every member does this with the same list on its first start;
-        // openraft accepts identical initialisations.
-        if let Err(e) = raft.initialize(nodes).await {
-            tracing::debug!(error = %e, "Raft group already initialised");
-        }
-    }
+    take_part(&raft, cluster, &sender_copy, settings.join, &members).await?;
     let (queue, proposals) = mpsc::channel(16_384);
     let consensus = Arc::new(Consensus {
         raft: raft.clone(),
@@ -329,6 +316,40 @@ pub async fn start(
     ];
     tracing::info!(id, dir = %settings.dir.display(), "Raft group member started");
     Ok((consensus, tasks))
+}
+
+/// How a node with no Raft state yet takes part: a joining node waits to be
+/// added; an empty member of a group that has data rejoins as a learner
+/// ([`rejoin`]); otherwise (first start) it initialises the group.
+async fn take_part(
+    raft: &Raft<TypeConfig>,
+    cluster: &super::Cluster,
+    sender: &net::Sender,
+    join: bool,
+    members: &[(NodeId, String)],
+) -> anyhow::Result<()> {
+    if raft.is_initialized().await.unwrap_or(true) {
+        return Ok(());
+    }
+    if join {
+        // A joining node never starts a group of its own: the leader adds
+        // it (`registry members add`), as a learner first.
+        tracing::info!("joining: waiting to be added to the Raft group");
+        return Ok(());
+    }
+    if rejoin::decide(cluster, sender).await? == rejoin::Start::Rejoined {
+        return Ok(());
+    }
+    let nodes: BTreeMap<NodeId, BasicNode> = members
+        .iter()
+        .map(|(i, a)| (*i, BasicNode::new(a)))
+        .collect();
+    // Every member does this with the same list on its first start;
+    // openraft accepts identical initialisations.
+    if let Err(e) = raft.initialize(nodes).await {
+        tracing::debug!(error = %e, "Raft group already initialised");
+    }
+    Ok(())
 }
 
 /// Refuses a Raft database written by a build that numbered members by

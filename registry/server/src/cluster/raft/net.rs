@@ -211,8 +211,9 @@ impl RaftNetwork<TypeConfig> for Client {
     }
 }
 
-/// Hands a received message to the local engine; the answer to send back.
-pub async fn serve(consensus: &super::Consensus, message: RaftRequest) -> RaftAnswer {
+/// Hands a received message from member `from` to the local engine; the
+/// answer to send back.
+pub async fn serve(consensus: &super::Consensus, from: &str, message: RaftRequest) -> RaftAnswer {
     let (raft, shared) = (&consensus.raft, &consensus.shared);
     match message {
         RaftRequest::Append(r) => RaftAnswer::Append(raft.append_entries(r).await),
@@ -226,6 +227,9 @@ pub async fn serve(consensus: &super::Consensus, message: RaftRequest) -> RaftAn
             RaftAnswer::Snapshot(raft.install_snapshot(r).await)
         }
         RaftRequest::Propose(command) => RaftAnswer::Propose(consensus.propose_here(command).await),
+        RaftRequest::Rejoin => {
+            RaftAnswer::Rejoin(super::super::membership::readmit(raft, from).await)
+        }
     }
 }
 
