@@ -85,6 +85,23 @@ async fn members_cli(args: &[&str], stdin: &str) -> std::process::Output {
     child.wait_with_output().await.unwrap()
 }
 
+/// `registry members ARGS` until it is not refused with 503 (at most 30 s):
+/// when the node just killed was the Raft leader, a change is answered "no
+/// answer from the Raft leader ... may or may not have been made" until the
+/// others elect a new one, and an operator runs it again (add and remove are
+/// idempotent). Any other answer is returned as it is.
+async fn members_cli_retrying(args: &[&str]) -> std::process::Output {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = members_cli(args, "").await;
+        let refused = !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("503");
+        if !refused || tokio::time::Instant::now() >= deadline {
+            return out;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn show(out: &std::process::Output) -> String {
     format!(
         "{}\nstdout: {}\nstderr: {}",
@@ -216,7 +233,7 @@ async fn a_dead_node_is_replaced_by_one_add_and_one_remove_losing_no_write() {
         "d",
     )
     .await;
-    let out = members_cli(&["add", &d.to_string(), "--server", &a.to_string()], "").await;
+    let out = members_cli_retrying(&["add", &d.to_string(), "--server", &a.to_string()]).await;
     assert!(
         out.status.success(),
         "add: {}\n{}",
@@ -224,11 +241,8 @@ async fn a_dead_node_is_replaced_by_one_add_and_one_remove_losing_no_write() {
         na.log_text()
     );
     *targets.lock().unwrap() = vec![a, b, d];
-    let out = members_cli(
-        &["remove", &c.to_string(), "--server", &format!("http://{b}")],
-        "",
-    )
-    .await;
+    let out =
+        members_cli_retrying(&["remove", &c.to_string(), "--server", &format!("http://{b}")]).await;
     assert!(out.status.success(), "remove: {}", show(&out));
     let body = String::from_utf8_lossy(&out.stdout);
     assert!(
