@@ -98,6 +98,20 @@ async fn run(addr: SocketAddr, timeout: Duration, mut queue: mpsc::Receiver<Call
     }
 }
 
+/// Whether a connection kept from an earlier batch is still open: the peer
+/// may have closed it since (it restarted, or dropped an idle connection),
+/// and its FIN (or RST) waits unread. Written on, such a connection fails
+/// the whole batch ("closed the connection") although the peer is up again;
+/// checked first, the batch goes on a new connection, and nothing of it has
+/// been sent on the old one, so nothing is sent twice. A peer that closes at
+/// the very moment the batch is written still fails that batch.
+fn open(stream: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    // Between batches the peer owes no bytes: any read result but "nothing
+    // yet" (EOF, an error, or stray bytes) means the stream is unusable.
+    matches!(stream.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
 /// Writes every call's request, then answers them in order. Calls answered
 /// are removed from `calls`; on error the rest stay for the caller to fail.
 async fn exchange(
@@ -106,6 +120,10 @@ async fn exchange(
     calls: &mut Vec<Call>,
     buf: &mut Vec<u8>,
 ) -> Result<(), String> {
+    if conn.as_ref().is_some_and(|stream| !open(stream)) {
+        *conn = None;
+        buf.clear();
+    }
     if conn.is_none() {
         let stream = TcpStream::connect(addr)
             .await
@@ -167,4 +185,54 @@ async fn exchange(
         buf.clear();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+    /// Reads one request's head (these requests have no body) and answers it.
+    async fn answer_one(stream: &mut TcpStream) {
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = stream.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "the link closed before its request");
+            got.extend_from_slice(&chunk[..n]);
+        }
+        stream.write_all(ANSWER).await.expect("write");
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_peer_closed_between_batches_is_replaced_not_failed() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (closed_tx, closed_rx) = oneshot::channel();
+        let peer = tokio::spawn(async move {
+            // First connection: one answer, then closed, as by a restart.
+            let (mut first, _) = listener.accept().await.unwrap();
+            answer_one(&mut first).await;
+            drop(first);
+            closed_tx.send(()).unwrap();
+            // The link's next call must come on a new connection.
+            let (mut second, _) = listener.accept().await.unwrap();
+            answer_one(&mut second).await;
+        });
+        let link = Link::new(addr, Duration::from_secs(5));
+        let request = b"GET / HTTP/1.1\r\nHost: peer\r\n\r\n".to_vec();
+        let first = link.call(request.clone()).await.expect("first answer");
+        assert_eq!((first.status, first.body.as_slice()), (200, &b"ok"[..]));
+        closed_rx.await.unwrap();
+        // Let the peer's FIN reach this side before the next batch is written.
+        tokio::task::yield_now().await;
+        let second = link
+            .call(request)
+            .await
+            .expect("answered on a new connection");
+        assert_eq!((second.status, second.body.as_slice()), (200, &b"ok"[..]));
+        peer.await.unwrap();
+    }
 }
