@@ -170,20 +170,6 @@ const RAFT: &[&str] = &[
     "1048576",
 ];
 
-async fn role(node: &Node) -> Option<String> {
-    let (_, body) = node
-        .try_call(Method::Get, "/nacos/v1/core/cluster/nodes")
-        .await?;
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    let me = node.addr.to_string();
-    v["data"]
-        .as_array()?
-        .iter()
-        .find(|m| m["address"].as_str() == Some(&me))?["extendInfo"]["raftRole"]
-        .as_str()
-        .map(str::to_owned)
-}
-
 async fn ports(node: &Node, service: &str) -> Vec<u16> {
     node.ports(service).await.unwrap_or_default()
 }
@@ -214,7 +200,7 @@ async fn in_a_raft_cluster_full_disks_refuse_and_a_full_follower_catches_up() {
         let mut ready = true;
         for (i, n) in nodes.iter().enumerate() {
             ready &= n.ready().await;
-            if role(n).await.as_deref() == Some("LEADER") {
+            if n.raft_role().await.as_deref() == Some("LEADER") {
                 l = Some(i);
             }
         }

@@ -415,24 +415,6 @@ fn timed_args(dir: &Path, name: &str, join: bool, election_ms: &str) -> Vec<Stri
     v
 }
 
-/// The node's own Raft role as it reports it in the member list.
-async fn role(node: &Node) -> Option<String> {
-    let (status, body) = node
-        .try_call(Method::Get, "/nacos/v1/core/cluster/nodes")
-        .await?;
-    if status != 200 {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    let me = node.addr.to_string();
-    v["data"]
-        .as_array()?
-        .iter()
-        .find(|m| m["address"].as_str() == Some(&me))
-        .and_then(|m| m["extendInfo"]["raftRole"].as_str())
-        .map(str::to_owned)
-}
-
 /// Registers a persistent instance over gRPC through `node` (retried while
 /// an election runs, as a client would); the last error answer if it was
 /// never acknowledged within 10 s.
@@ -517,7 +499,7 @@ async fn a_leader_added_at_run_time_gets_the_followers_forwarded_writes() {
     loop {
         let mut leader = None;
         for (i, n) in nodes.iter().enumerate() {
-            if killed != Some(i) && role(n).await.as_deref() == Some("LEADER") {
+            if killed != Some(i) && n.raft_role().await.as_deref() == Some("LEADER") {
                 leader = Some(i);
             }
         }

@@ -69,7 +69,7 @@ impl RaftCluster {
     /// The index of the node that says it is the leader, among `alive`.
     async fn leader(&self, alive: &[usize]) -> Option<usize> {
         for &i in alive {
-            if role(&self.nodes[i]).await.as_deref() == Some("LEADER") {
+            if self.nodes[i].raft_role().await.as_deref() == Some("LEADER") {
                 return Some(i);
             }
         }
@@ -103,24 +103,6 @@ impl RaftCluster {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// The node's own Raft role as it reports it in the member list.
-async fn role(node: &Node) -> Option<String> {
-    let (status, body) = node
-        .try_call(Method::Get, "/nacos/v1/core/cluster/nodes")
-        .await?;
-    if status != 200 {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    let me = node.addr.to_string();
-    v["data"]
-        .as_array()?
-        .iter()
-        .find(|m| m["address"].as_str() == Some(&me))
-        .and_then(|m| m["extendInfo"]["raftRole"].as_str())
-        .map(str::to_owned)
 }
 
 /// A write through `node`, retried (as a client moves on after a 503)
@@ -347,7 +329,7 @@ async fn leader_killed_mid_storm_loses_no_acknowledged_write_and_restart_catches
     // Every node shows every member's Raft role; one leader.
     let mut leaders = 0;
     for n in &c.nodes {
-        if role(n).await.as_deref() == Some("LEADER") {
+        if n.raft_role().await.as_deref() == Some("LEADER") {
             leaders += 1;
         }
     }
@@ -427,8 +409,8 @@ async fn a_wiped_node_comes_back_by_snapshot() {
         20 * SECOND,
         "the rejoined node is a voter again",
         || async {
-            role(&c.nodes[victim]).await.as_deref() == Some("FOLLOWER")
-                || role(&c.nodes[victim]).await.as_deref() == Some("LEADER")
+            c.nodes[victim].raft_role().await.as_deref() == Some("FOLLOWER")
+                || c.nodes[victim].raft_role().await.as_deref() == Some("LEADER")
         },
     )
     .await;

@@ -142,6 +142,25 @@ pub async fn start_raft_nodes(dir: &Path, n: usize, extra: &[&str]) -> (Vec<Node
 }
 
 impl Node {
+    /// The node's own Raft role (`LEADER`, `FOLLOWER`, ...) as it reports it
+    /// in the member list; `None` when it does not answer 200.
+    pub async fn raft_role(&self) -> Option<String> {
+        let (status, body) = self
+            .try_call(Method::Get, "/nacos/v1/core/cluster/nodes")
+            .await?;
+        if status != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let me = self.addr.to_string();
+        v["data"]
+            .as_array()?
+            .iter()
+            .find(|m| m["address"].as_str() == Some(&me))
+            .and_then(|m| m["extendInfo"]["raftRole"].as_str())
+            .map(str::to_owned)
+    }
+
     /// Starts a node at `addr` in the cluster `members`.
     pub async fn start(addr: SocketAddr, members: &str, extra: &[&str], log: &Path) -> Node {
         Node::start_with_grpc(addr, free_addrs(1)[0], members, extra, log).await
