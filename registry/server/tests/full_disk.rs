@@ -157,18 +157,9 @@ async fn a_full_disk_refuses_writes_keeps_acknowledged_ones_and_recovers() {
     );
 }
 
-const RAFT: &[&str] = &[
-    "--raft-election-timeout-ms",
-    "800",
-    "--raft-heartbeat-ms",
-    "100",
-    "--raft-write-timeout-ms",
-    "2000",
-    "--health-check-interval-ms",
-    "0",
-    "--data-min-free-bytes",
-    "1048576",
-];
+/// Beyond [`cluster_support::RAFT_FAST`]: writes refused while less than
+/// 1 MiB is free on the data dir's file system.
+const MIN_FREE: &[&str] = &["--data-min-free-bytes", "1048576"];
 
 async fn ports(node: &Node, service: &str) -> Vec<u16> {
     node.ports(service).await.unwrap_or_default()
@@ -190,7 +181,8 @@ async fn in_a_raft_cluster_full_disks_refuse_and_a_full_follower_catches_up() {
     for (i, a) in addrs.iter().enumerate() {
         let data = mounts[i].path.join("data");
         let mut args = vec!["--data-dir", data.to_str().unwrap()];
-        args.extend_from_slice(RAFT);
+        args.extend_from_slice(cluster_support::RAFT_FAST);
+        args.extend_from_slice(MIN_FREE);
         let log = dir.path().join(format!("node{i}.log"));
         nodes.push(Node::start(*a, &members.join(","), &args, &log).await);
     }
