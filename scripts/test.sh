@@ -107,8 +107,22 @@ finish "test dependencies"
 background "fuzz build" nice -n 19 scripts/fuzz.sh --build-only
 background "gates" env REPORT_BIN="$PWD/target/debug/report" nice -n 19 scripts/gates.sh HEAD~1
 
+# CI shows the tail of a run: a failed test run ends with each failure's
+# panic line and the start of its message, not only the failing names (the
+# chaos test's message, with its history and node logs, is thousands of
+# lines, and its cause was cut from what CI showed).
+failure_digest() {
+    printf '\n==> why the tests failed (panic lines from %s)\n' "$1"
+    grep -A8 -- "panicked at" "$1" | head -n 120 || true
+}
+
 step "tests"
-"${linted[@]}" cargo test --workspace
+tests_rc=0
+"${linted[@]}" cargo test --workspace 2>&1 | tee target/ci-logs/tests.log || tests_rc=$?
+if ((tests_rc != 0)); then
+    failure_digest target/ci-logs/tests.log
+    exit "$tests_rc"
+fi
 
 # The users' CI recipe (scripts/ci-compare.sh, examples/ci/github-actions.yml)
 # on a small profile, base and head both this build's binaries (an A/A run, so it

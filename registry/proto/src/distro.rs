@@ -184,6 +184,13 @@ pub struct Report {
     /// Its 2.x connections and clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clients: Option<ClientCounts>,
+    /// Counts the reports this incarnation built, from 1; 0 from a sender
+    /// that does not count. A receiver ignores a report no newer than one it
+    /// already has: TCP delivers what a socket had queued even after its
+    /// process died (a probe written into a partition arrives once the
+    /// partition heals), and such a report must not bring a dead node back.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub seq: u64,
 }
 
 /// A node's 2.x connections and clients, for the member list.
@@ -233,6 +240,10 @@ pub struct Datum {
 }
 
 fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+fn is_zero_u64(v: &u64) -> bool {
     *v == 0
 }
 
@@ -400,6 +411,28 @@ pub struct Checksums {
     pub parts: u32,
     /// `(namespace, grouped name, checksum)`.
     pub items: Vec<(String, String, u64)>,
+    /// The sender's view of the UP members ([`view_fingerprint`]); 0 from a
+    /// sender that does not say. A receiver drops what the list leaves out
+    /// only when its own view is the same: when two views differ, each node
+    /// may take the other for a service's owner, neither lists it, and both
+    /// would drop an instance that is beating all along.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub view: u64,
+}
+
+/// A fingerprint of a view (the sorted addresses of the UP members), the
+/// same on every node whatever its build: FNV-1a over the addresses, each
+/// ended by a comma; never 0.
+pub fn view_fingerprint(up: &[String]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in up
+        .iter()
+        .flat_map(|a| a.bytes().chain(std::iter::once(b',')))
+    {
+        h ^= u64::from(byte);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h.max(1)
 }
 
 /// Longest namespace id an entry may carry (Nacos's 128).
@@ -726,6 +759,26 @@ mod tests {
     }
 
     #[test]
+    fn view_fingerprints_tell_views_apart_and_old_messages_read_as_unknown() {
+        let three: Vec<String> = ["10.0.0.1:8848", "10.0.0.2:8848", "10.0.0.3:8848"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(view_fingerprint(&three), view_fingerprint(&three.clone()));
+        assert_ne!(view_fingerprint(&three), view_fingerprint(&three[..2]));
+        assert_ne!(view_fingerprint(&three[..2]), view_fingerprint(&three[1..]));
+        assert_ne!(view_fingerprint(&[]), 0);
+        // A sender of before these fields: a report without `seq` and
+        // checksums without `view` read as 0 ("not said").
+        let report: Report = serde_json::from_str(r#"{"node":7,"ready":true}"#).unwrap();
+        assert_eq!(report.seq, 0);
+        let sums: Checksums = serde_json::from_str(r#"{"part":0,"parts":1,"items":[]}"#).unwrap();
+        assert_eq!(sums.view, 0);
+        // And a zero is not written, as an old receiver would not expect it.
+        let json = serde_json::to_string(&Checksums::default()).unwrap();
+        assert!(!json.contains("view"), "{json}");
+    }
+
+    #[test]
     fn responsible_index_is_in_range_and_stable() {
         for n in 1..6 {
             for s in ["a", "b", "DEFAULT_GROUP@@x", "ünïcode"] {
@@ -846,6 +899,7 @@ mod tests {
             ready: true,
             raft: None,
             clients: None,
+            seq: 1,
         }));
         assert!(matches!(
             decode::<Report>(&bytes, 10),

@@ -442,6 +442,15 @@ async fn randomised_network_faults_lose_no_acknowledged_write() {
             );
         }
         other => {
+            // First and last: what CI shows of a long message is its ends.
+            let verdict = match &other {
+                Err(why) => why.clone(),
+                Ok(took) => format!(
+                    "converged in {took:?}, but {} violation(s), the first: {}",
+                    violations.len(),
+                    violations.first().map_or("", String::as_str)
+                ),
+            };
             let logs: String = nodes
                 .iter()
                 .enumerate()
@@ -456,7 +465,7 @@ async fn randomised_network_faults_lose_no_acknowledged_write() {
                 .collect();
             let kept = dir.keep();
             panic!(
-                "{other:?}\n{}\n{logs}\nwhole logs and data dirs kept in {}",
+                "{verdict} (seed {seed})\n{}\n{logs}\nwhole logs and data dirs kept in {}\n{verdict} (seed {seed})",
                 run.report(),
                 kept.display()
             );

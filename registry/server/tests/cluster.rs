@@ -71,6 +71,23 @@ async fn three_nodes_relay_replicate_and_push() {
     .await;
     println!("replicated to B and C in {took:?}");
     assert!(a.metric("registry_cluster_relayed_total").await >= 1.0);
+    // A relayed write reaching a node that is not the service's owner (the
+    // sender's view differed) is refused as Nacos refuses it, not served
+    // where its owner would never learn of it; the exact lists asserted
+    // below show it applied nothing.
+    let misdirected = format!(
+        "/nacos/v1/ns/instance?serviceName={svc}&ip=127.0.0.1&port=7009&relayedBy=127.0.0.1:1"
+    );
+    let (status, text) = a.call(Method::Post, &misdirected).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("receive invalid redirect request from peer 127.0.0.1"),
+        "{text}"
+    );
+    assert_eq!(
+        a.metric("registry_cluster_relay_misdirected_total").await,
+        1.0
+    );
 
     // B's subscriber is pushed the change made through A.
     let mut buf = vec![0u8; 65_536];

@@ -83,6 +83,8 @@ pub(crate) struct Peer {
     state: AtomicU8,
     fails: AtomicU32,
     last_ms: AtomicU64,
+    /// The newest report heard from it: (incarnation, `Report::seq`).
+    last_report: Mutex<(u64, u64)>,
     /// Its Raft role and log position as it last reported them.
     raft: Mutex<Option<distro::RaftMemberView>>,
     /// Its 2.x connections and clients as it last reported them.
@@ -104,6 +106,7 @@ impl Peer {
             state: AtomicU8::new(MemberState::Unknown as u8),
             fails: AtomicU32::new(0),
             last_ms: AtomicU64::new(0),
+            last_report: Mutex::new((0, 0)),
             raft: Mutex::new(None),
             clients: Mutex::new(None),
         }
@@ -119,7 +122,17 @@ impl Peer {
         *self.clients.lock()
     }
 
-    fn heard(&self, report: &Report) {
+    /// Takes `report` as an answer unless it is older than one already
+    /// heard from the same incarnation (see `Report::seq`); returns whether
+    /// it was taken.
+    fn heard(&self, report: &Report) -> bool {
+        if report.seq != 0 {
+            let mut last = self.last_report.lock();
+            if last.0 == report.node && report.seq <= last.1 {
+                return false;
+            }
+            *last = (report.node, report.seq);
+        }
         self.answered(report.ready);
         if report.raft.is_some() {
             *self.raft.lock() = report.raft.clone();
@@ -127,6 +140,7 @@ impl Peer {
         if report.clients.is_some() {
             *self.clients.lock() = report.clients;
         }
+        true
     }
 
     pub fn state(&self) -> MemberState {
@@ -164,6 +178,13 @@ impl Peer {
 pub struct View {
     up: Vec<String>,
     me: Option<usize>,
+}
+
+impl View {
+    /// What this view's checksum rounds carry (`Checksums::view`).
+    pub fn fingerprint(&self) -> u64 {
+        distro::view_fingerprint(&self.up)
+    }
 }
 
 impl View {
@@ -215,6 +236,8 @@ pub struct Cluster {
     /// Counts this node's view changes: a suspicion from an earlier view
     /// says nothing about the owner of now.
     pub(super) view_epoch: AtomicU64,
+    /// Counts the reports this node builds (`Report::seq`).
+    report_seq: AtomicU64,
     /// Checksum rounds being received, per sender.
     pub(super) rounds: Mutex<HashMap<String, Round>>,
     /// Service states arriving in parts.
@@ -262,6 +285,7 @@ impl Cluster {
             last_round: Stamp::new(),
             suspects: Mutex::new(HashMap::new()),
             view_epoch: AtomicU64::new(0),
+            report_seq: AtomicU64::new(0),
             rounds: Mutex::new(HashMap::new()),
             datum_parts: Mutex::new(super::parts::Parts::default()),
             clients: super::clients::ClientSync::new(
@@ -361,6 +385,11 @@ impl Cluster {
         }
     }
 
+    /// The fingerprint of this node's current view (`Checksums::view`).
+    pub(super) fn view_fingerprint(&self) -> u64 {
+        self.view.load().fingerprint()
+    }
+
     /// Whether this node is responsible for `key` now.
     pub fn owns(&self, key: &ServiceKey) -> bool {
         self.view.load().owns(key.grouped_name())
@@ -421,8 +450,11 @@ impl Cluster {
     /// checksums).
     pub(super) fn heard_from(&self, app: &App, from: &str, report: &Report) {
         if let Some(p) = self.peer(from) {
-            p.heard(report);
-            self.update_view(app);
+            if p.heard(report) {
+                self.update_view(app);
+            } else {
+                self.stats.stale_reports.inc();
+            }
         }
     }
 
@@ -434,6 +466,7 @@ impl Cluster {
             ready: self.is_ready(),
             raft: self.consensus().map(|c| c.position().view()),
             clients: Some(self.client_counts(connections)),
+            seq: self.report_seq.fetch_add(1, Ordering::Relaxed) + 1,
         }
     }
 
@@ -568,12 +601,73 @@ async fn probe_round(app: &App, cluster: &Arc<Cluster>, connections: u64) {
             match answer.ok().filter(|a| a.status == 200).and_then(|a| {
                 distro::decode_answer::<Report>(&a.body, cluster.config.max_message).ok()
             }) {
-                Some(r) => peer.heard(&r),
+                // An answer older than a report the peer sent since says
+                // nothing either way (they crossed).
+                Some(r) => {
+                    if !peer.heard(&r) {
+                        cluster.stats.stale_reports.inc();
+                    }
+                }
                 None => peer.failed(cluster.config.probe_failures),
             }
         });
     }
     while probes.join_next().await.is_some() {
         cluster.update_view(app);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ClusterConfig {
+        ClusterConfig {
+            me: "127.0.0.1:1".into(),
+            members: vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()],
+            probe_interval: Duration::from_millis(200),
+            probe_failures: 3,
+            sync_window: Duration::from_millis(10),
+            verify_interval: Duration::from_millis(500),
+            relay_timeout: Duration::from_secs(1),
+            secret: None,
+            max_message: 1 << 20,
+            client_grace: Duration::from_secs(3),
+            client_verify_interval: Duration::from_secs(1),
+            raft: None,
+        }
+    }
+
+    fn report(node: u64, seq: u64) -> Report {
+        Report {
+            node,
+            ready: true,
+            raft: None,
+            clients: None,
+            seq,
+        }
+    }
+
+    #[test]
+    fn a_report_delivered_late_does_not_bring_a_dead_peer_back() {
+        let peer = Peer::new("127.0.0.1:2".parse().unwrap(), &config());
+        assert!(peer.heard(&report(7, 5)));
+        assert_eq!(peer.state(), MemberState::Up);
+        for _ in 0..3 {
+            peer.failed(3);
+        }
+        assert_eq!(peer.state(), MemberState::Down);
+        // What a socket held when the peer died arrives now: older than
+        // what was heard, or the same report again.
+        assert!(!peer.heard(&report(7, 4)));
+        assert!(!peer.heard(&report(7, 5)));
+        assert_eq!(peer.state(), MemberState::Down);
+        // The first report of a restarted incarnation is taken, and so is a
+        // sender that does not count (0) without resetting the count.
+        assert!(peer.heard(&report(8, 1)));
+        assert_eq!(peer.state(), MemberState::Up);
+        assert!(peer.heard(&report(8, 0)));
+        assert!(!peer.heard(&report(8, 1)));
+        assert!(peer.heard(&report(8, 2)));
     }
 }

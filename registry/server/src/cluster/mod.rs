@@ -205,8 +205,16 @@ fn read_members_file(path: &Path) -> anyhow::Result<Vec<String>> {
 pub struct ClusterStats {
     /// Client requests relayed to the responsible node.
     pub relayed: Counter,
-    /// Relays that failed (peer unreachable) and were served locally.
+    /// Relays that found the responsible node unreachable (answered 503).
     pub relay_failed: Counter,
+    /// Peer reports ignored as older than one already heard (delivered late).
+    pub stale_reports: Counter,
+    /// Checksum rounds whose sender's view differed from this node's: what
+    /// they leave out is not dropped.
+    pub rounds_other_view: Counter,
+    /// Relayed requests refused because this node is not responsible for
+    /// their service (the sender's view of the members differed).
+    pub relay_misdirected: Counter,
     /// Relayed request round trips, in microseconds.
     pub relay_latency: Histogram,
     /// Service states sent to peers (one per service per peer).
@@ -251,6 +259,9 @@ impl Default for ClusterStats {
         ClusterStats {
             relayed: Counter::default(),
             relay_failed: Counter::default(),
+            relay_misdirected: Counter::default(),
+            stale_reports: Counter::default(),
+            rounds_other_view: Counter::default(),
             relay_latency: Histogram::latency(),
             datums_sent: Counter::default(),
             send_failed: Counter::default(),
@@ -485,7 +496,7 @@ impl Cluster {
 
     /// The cluster's counters: (name, help, value). A table, one row per
     /// counter, hence its length.
-    fn counters(&self) -> [(&'static str, &'static str, u64); 17] {
+    fn counters(&self) -> [(&'static str, &'static str, u64); 20] {
         let s = &self.stats;
         [
             (
@@ -517,6 +528,21 @@ impl Cluster {
                 "registry_cluster_relay_failed_total",
                 "Relays that found the responsible node unreachable (answered 503).",
                 s.relay_failed.get(),
+            ),
+            (
+                "registry_cluster_stale_reports_total",
+                "Peer reports ignored as older than one already heard (delivered late).",
+                s.stale_reports.get(),
+            ),
+            (
+                "registry_cluster_rounds_other_view_total",
+                "Checksum rounds from a peer whose view of the members differed (nothing dropped on them).",
+                s.rounds_other_view.get(),
+            ),
+            (
+                "registry_cluster_relay_misdirected_total",
+                "Relayed requests refused (400) because this node is not responsible for their service.",
+                s.relay_misdirected.get(),
             ),
             (
                 "registry_cluster_datums_sent_total",

@@ -6,8 +6,13 @@
 //!   sent to that node unchanged (plus the `relayedBy` mark) and its answer
 //!   goes back to the client as it came;
 //! - a request carrying the mark is never relayed again: it is served here
-//!   (when views briefly disagree, the sender thought this node owns the
-//!   service; the owner's checksums settle any difference);
+//!   when this node is responsible for its service, and refused with
+//!   Nacos's 400 "receive invalid redirect request from peer" when it is
+//!   not (the two views disagree for a moment after a change). Serving it
+//!   anyway acknowledged a write that only this node held: its owner never
+//!   got it (a node replicates only what it owns) and the owner's checksum
+//!   rounds then dropped it. Nacos clients take the 400 as a failed call
+//!   and try the next server;
 //! - when the responsible node cannot be reached, the client gets a 503
 //!   (Nacos clients then try another server) and the failure counts as a
 //!   failed probe, so a dead owner is noticed sooner under load.
@@ -122,9 +127,6 @@ pub(crate) fn intercept(
             return answer;
         }
     }
-    if relayed {
-        return Ok(Verdict::Local);
-    }
     // A request whose service cannot be named is the handler's to refuse.
     let Ok(service) = ServiceName::from_params(params, &app.parse_limits) else {
         return Ok(Verdict::Local);
@@ -133,6 +135,13 @@ pub(crate) fn intercept(
     service.write_grouped(&mut grouped);
     let target = match cluster.owner(&grouped) {
         Owner::Me | Owner::Nobody => return Ok(Verdict::Local),
+        Owner::Peer(_) if relayed => {
+            cluster.stats.relay_misdirected.inc();
+            return Err(Failure::new(
+                400,
+                format!("receive invalid redirect request from peer {}", peer.ip()),
+            ));
+        }
         Owner::Peer(addr) => addr.to_owned(),
     };
     let bytes = envelope(cluster, request, &target);

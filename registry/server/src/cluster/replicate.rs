@@ -332,6 +332,8 @@ pub(crate) fn apply_datums(
                 None => Ok(remove(app, service, origin, now)),
             }
         };
+        tracing::debug!(from = node, service = %d.service, revision = d.revision,
+            instances = d.state.as_ref().map_or(0, |s| s.instances.len()), ?outcome, "peer state");
         match outcome {
             Ok(a) if a.stale => report.stale += 1,
             Ok(a) => {

@@ -73,6 +73,7 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
         if !cluster.may_act_as_owner(app.clock.now()) {
             continue;
         }
+        let view = cluster.view_fingerprint();
         let mut owned = Vec::new();
         app.store.for_each_service(|snap| {
             if cluster.owns(snap.key()) {
@@ -92,6 +93,7 @@ pub(crate) async fn checksum_loop(app: Arc<App>, cluster: Arc<Cluster>, cancel: 
                 part,
                 parts,
                 items: Vec::new(),
+                view,
             })
             .collect();
         for item in owned {
@@ -133,7 +135,8 @@ pub(crate) struct Round {
 /// Compares a peer's checksums with this node's replica: queues a fetch of
 /// what differs and, once every part of the sender's round has arrived,
 /// drops what the sender owns but no longer lists (on the second round in a
-/// row that misses it). One scan of the store per sender per round, not
+/// row that misses it, and only when the sender's view of the members is
+/// this node's). One scan of the store per sender per round, not
 /// per part. Returns the number dropped.
 pub(crate) fn on_checksums(app: &App, cluster: &Cluster, from: &str, list: &Checksums) -> usize {
     let mut fetch = Vec::new();
@@ -173,6 +176,14 @@ pub(crate) fn on_checksums(app: &App, cluster: &Cluster, from: &str, list: &Chec
         (list.part + 1 == list.parts).then(|| std::mem::take(round))
     };
     match complete {
+        // Only a sender that sees the same members may be taken at its word
+        // about what it owns; a round from another view also ends this
+        // sender's suspicions.
+        Some(_) if list.view != 0 && list.view != cluster.view_fingerprint() => {
+            cluster.stats.rounds_other_view.inc();
+            cluster.suspects.lock().retain(|_, (by, _)| by != from);
+            0
+        }
         Some(round) if round.seen == round.parts => {
             drop_unlisted(app, cluster, from, &round.listed)
         }
@@ -223,6 +234,8 @@ fn drop_unlisted(app: &App, cluster: &Cluster, from: &str, listed: &HashSet<Serv
             };
             // In memory only: applied at once.
             if let Ok(crate::write::Outcome::Done(_)) = app.writer.apply(command, app.clock.now()) {
+                tracing::info!(service = %key.grouped_name(), owner = from,
+                    "dropped a service its owner left out of two checksum rounds");
                 dropped += 1;
             }
         } else {
