@@ -116,6 +116,12 @@ fn request(uri: &Uri) -> http::Request<()> {
 }
 
 impl Client {
+    /// How many streams the server lets this connection have open at once (its
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`; unbounded until it says).
+    pub fn max_streams(&self) -> usize {
+        self.send.current_max_send_streams()
+    }
+
     /// One unary call. Its stream id goes into `stream` as soon as it has one, so a
     /// caller that gives up on the call (a timeout) still knows which stream it was.
     pub async fn unary(

@@ -6,8 +6,20 @@
 //! stream with the connection setup on it, then a health check until the server
 //! answers it (it has seen the setup). Requests are unary calls multiplexed on the
 //! connection: each is spawned when the lane takes it, so none waits for an earlier
-//! answer, up to the lane's depth in flight (waiting for room is recorded as
-//! connection wait, apart from send lag: [`Lane::ready_at`]).
+//! answer, up to the lane's depth in flight, or the server's stream limit if it is
+//! lower (waiting for room is recorded as connection wait, apart from send lag:
+//! [`Lane::ready_at`]).
+//!
+//! A call is sent when the socket accepts its last byte, not when it is spawned:
+//! the connection speaks HTTP/2 through `h2` ([`super::client`]) over a socket that
+//! stamps each stream's end as it writes it ([`super::stamp`]), and the call takes
+//! its stream's stamp once it is over. Its send lag runs from when it could be sent
+//! to that stamp, and the part from its spawn to the stamp (queued in the
+//! generator's own HTTP/2 client, behind the worker's other tasks) is recorded apart
+//! too ([`Exchange::sent`]); its service time runs from the stamp. A call that
+//! failed before its last byte left was never sent: it fails as a request that was
+//! never written does.
+//!
 //! Pushes (`NotifySubscriberRequest`) arrive on the stream, are handed to the
 //! worker ([`Exchange::pushed`]) and acked; a `ClientDetectionRequest` is answered.
 //!
@@ -108,7 +120,8 @@ fn start_calls<E: Exchange + 'static>(
     cfg: LaneConfig,
     clock: Clock,
 ) {
-    while lane.in_flight() < cfg.depth {
+    let depth = depth(cfg, conn);
+    while lane.in_flight() < depth {
         let Some(req) = lane.take() else { break };
         let started = clock.now();
         let ready = lane.ready_at(req.intended);
@@ -123,7 +136,7 @@ fn start_calls<E: Exchange + 'static>(
             let done = clock.now();
             // Taken whatever the outcome, so no stamp outlives its call.
             let wired = stream.get().and_then(|s| conn.stamps.borrow_mut().take(s));
-            if lane.in_flight() >= cfg.depth {
+            if lane.in_flight() >= depth {
                 lane.room_from(done);
             }
             lane.set_in_flight(lane.in_flight().saturating_sub(1));
@@ -146,6 +159,16 @@ fn start_calls<E: Exchange + 'static>(
             lane.wake();
         });
     }
+}
+
+/// How many calls the lane keeps in flight on `conn`: its depth, or fewer when the
+/// server allows fewer streams (one of them the bidi stream's). A call beyond the
+/// server's limit would wait inside `h2` for a stream, the server's wait counted as
+/// the generator's; held in the lane it is connection wait, as a full pipeline is.
+fn depth(cfg: LaneConfig, conn: &Connection) -> usize {
+    cfg.depth
+        .min(conn.client.max_streams().saturating_sub(1))
+        .max(1)
 }
 
 /// The moments of one call.
