@@ -156,8 +156,8 @@ pub struct OpStats {
     /// waiting for the connection (earlier answers on a full pipeline, a
     /// reconnect), which is the server's and the wire's, not the generator's.
     pub conn_wait: Histogram<u64>,
-    /// Of `send_lag`, the time from a 2.x call's start to its last byte accepted by
-    /// the socket (queued in the generator's HTTP/2 client behind its other tasks),
+    /// Of `send_lag`, the time from a 2.x call's start to the write that handed its
+    /// last byte to the socket (queued in the generator's HTTP/2 client behind its other tasks),
     /// µs. Empty for HTTP, whose writes are the socket's own.
     pub client_queue: Histogram<u64>,
     /// Operations written, per phase they were written in.
@@ -336,7 +336,7 @@ impl Recorder {
         o.sent_in[usize::from(self.phase).min(PHASES - 1)] += 1;
     }
 
-    /// A 2.x call of `op` started at `started` had its last byte accepted by the
+    /// A 2.x call of `op` started at `started` had its last byte handed to the
     /// socket at `wired` (its send, [`Recorder::sent`]).
     pub fn client_queue(&mut self, op: Op, started: Nanos, wired: Nanos) {
         let queued = micros(wired.saturating_sub(started));

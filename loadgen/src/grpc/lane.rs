@@ -10,15 +10,15 @@
 //! lower (waiting for room is recorded as connection wait, apart from send lag:
 //! [`Lane::ready_at`]).
 //!
-//! A call is sent when the socket accepts its last byte, not when it is spawned:
-//! the connection speaks HTTP/2 through `h2` ([`super::client`]) over a socket that
-//! stamps each stream's end as it writes it ([`super::stamp`]), and the call takes
-//! its stream's stamp once it is over. Its send lag runs from when it could be sent
-//! to that stamp, and the part from its spawn to the stamp (queued in the
-//! generator's own HTTP/2 client, behind the worker's other tasks) is recorded apart
-//! too ([`Exchange::sent`]); its service time runs from the stamp. A call that
-//! failed before its last byte left was never sent: it fails as a request that was
-//! never written does.
+//! A call is sent at the write that hands its last byte to the socket, not when it
+//! is spawned: the connection speaks HTTP/2 through `h2` ([`super::client`]) over a
+//! socket that stamps each stream's end as it writes it ([`super::stamp`]), and the
+//! call takes its stream's stamp once it is over. Its send lag runs from when it
+//! could be sent to that stamp, and the part from its spawn to the stamp (queued in
+//! the generator's own HTTP/2 client, behind the worker's other tasks) is recorded
+//! apart too ([`Exchange::sent`]); its service time runs from the stamp. A call
+//! that failed before its last byte left was never sent: it fails as a request that
+//! was never written does.
 //!
 //! Pushes (`NotifySubscriberRequest`) arrive on the stream, are handed to the
 //! worker ([`Exchange::pushed`]) and acked; a `ClientDetectionRequest` is answered.

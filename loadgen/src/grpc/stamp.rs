@@ -1,7 +1,11 @@
 //! When a 2.x call's request reached the wire: the connection's socket wrapped so
-//! that every write is read as HTTP/2 frames on its way to the kernel, and the moment
-//! the socket accepts the last byte of a frame that ends a stream (`END_STREAM`) is
-//! stamped for that stream id.
+//! that every write is read as HTTP/2 frames on its way to the kernel, and a write
+//! that the socket accepted the last byte of a frame ending a stream (`END_STREAM`)
+//! with is stamped for that stream id, at the moment the write call began: the
+//! moment the generator handed the byte to the kernel, which is the HTTP lanes' send
+//! time too (theirs is read just before their write), so the two fleets' send lags
+//! end at the same point and a loopback write's own cost (the kernel delivering the
+//! bytes to the server's socket inside the call) is the wire's in both.
 //!
 //! Why: a unary call is started by the lane (a task spawned, `send_data` queued in
 //! `h2`), but its bytes are written only when the connection's task next runs, behind
@@ -169,19 +173,16 @@ impl<T> Stamped<T> {
         }
     }
 
-    /// The socket accepted `bufs`' first `n` bytes.
-    fn accepted<'a>(&mut self, bufs: impl IntoIterator<Item = &'a [u8]>, mut n: usize) {
-        let mut now = None;
+    /// The socket accepted `bufs`' first `n` bytes in a write begun at `at`.
+    fn accepted<'a>(&mut self, bufs: impl IntoIterator<Item = &'a [u8]>, mut n: usize, at: Nanos) {
         for b in bufs {
             if n == 0 {
                 break;
             }
             let part = &b[..n.min(b.len())];
             n -= part.len();
-            let (stamps, clock) = (&self.stamps, &self.clock);
+            let stamps = &self.stamps;
             self.scanner.scan(part, |s| {
-                // One clock read per write: every stream it ends left together.
-                let at = *now.get_or_insert_with(|| clock.now());
                 stamps.borrow_mut().0.insert(s, at);
             });
         }
@@ -204,9 +205,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Stamped<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        // One clock read per write call (not per stream: all it ends left together).
+        let at = self.clock.now();
         let written = Pin::new(&mut self.io).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = written {
-            self.accepted([buf], n);
+            self.accepted([buf], n, at);
         }
         written
     }
@@ -216,9 +219,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Stamped<T> {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        let at = self.clock.now();
         let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(n)) = written {
-            self.accepted(bufs.iter().map(|b| &b[..]), n);
+            self.accepted(bufs.iter().map(|b| &b[..]), n, at);
         }
         written
     }
