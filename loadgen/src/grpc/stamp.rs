@@ -11,9 +11,10 @@
 //! `h2`), but its bytes are written only when the connection's task next runs, behind
 //! every other task of the worker's thread. Near saturation that wait is long, and it
 //! is the generator's, not the server's: a send time taken at the spawn would count it
-//! as service time. The socket's own acceptance is the one moment that no ordering of
-//! tasks can move, so the lane reads each call's send time here ([`Stamps::take`]) and
-//! records spawn → wire apart ([`crate::recorder::Recorder::in_client`]).
+//! as service time. The write that hands the socket a call's last byte is the one
+//! moment no ordering of tasks can move, so the lane reads each call's send time here
+//! ([`Stamps::take`]) and records spawn → wire apart
+//! ([`crate::recorder::Recorder::client_queue`]).
 //!
 //! [`Scanner`] is the pure part: it keeps its place across writes (a frame header
 //! split over two writes, a frame's payload over many, several frames in one write)
