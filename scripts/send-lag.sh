@@ -10,6 +10,9 @@
 # Send lag is what a request waited inside loadgen (from the moment it could be
 # written to the write); connection wait is what it waited for its connection
 # (earlier answers, a reconnect) before that. Corrected minus uncorrected is both.
+# For the 2.x fleet a request is written when the socket takes its last byte, and
+# q_p50/q_p99 are the part of its send lag it queued in loadgen's HTTP/2 client
+# (from the call's start to that byte; "-" for HTTP, whose writes are the socket's).
 #
 #   scripts/send-lag.sh                       # 1k 10k 100k, both fleets, both modes
 #   RATES="1000" DURATION=3s FLEETS=http MODES=plain scripts/send-lag.sh
@@ -76,8 +79,8 @@ server=""
 stop() { [ -z "$server" ] || { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; server=""; }; }
 trap stop EXIT
 
-printf '%-5s %-6s %8s %9s %9s %9s %9s %9s %10s %10s %8s %7s %8s\n' fleet mode rate achieved \
-    lag_p50 lag_p99 wait_p50 wait_p99 c-u_p50 errors srv_cpu lg_cpu steal_ms
+printf '%-5s %-6s %8s %9s %9s %9s %9s %9s %9s %9s %10s %10s %8s %7s %8s\n' fleet mode rate achieved \
+    lag_p50 lag_p99 q_p50 q_p99 wait_p50 wait_p99 c-u_p50 errors srv_cpu lg_cpu steal_ms
 # CLIENT_CPU's steal time so far, in clock ticks (USER_HZ).
 steal() { awk -v c="cpu$CLIENT_CPU" '$1 == c { print $9 }' /proc/stat; }
 for fleet in $FLEETS; do
@@ -122,7 +125,10 @@ if q is None:
     print(f"{fleet:<5} {mode:<6} {rate:>8} no query operation"); sys.exit()
 def p(block, key):
     return block["summary"][key] if block else 0
-lag, wait = q.get("send_lag"), q.get("connection_wait")
+lag, wait, queue = q.get("send_lag"), q.get("connection_wait"), q.get("client_queue")
+def qp(key):
+    return f"{queue['summary'][key]}µ" if queue else "-"
+
 cu = q["corrected"]["summary"]["p50_us"] - q["uncorrected"]["summary"]["p50_us"]
 # The steady phase's achieved query rate (the run's length includes load and drain).
 steady = [o for ph in r.get("phases", []) if ph["phase"] == "steady" for o in ph["ops"]
@@ -139,7 +145,7 @@ if os.path.exists(cpu_file):
     except ValueError:
         pass
 print(f"{fleet:<5} {mode:<6} {rate:>8} {achieved:>9.0f} {p(lag,'p50_us'):>8}µ "
-      f"{p(lag,'p99_us'):>8}µ {p(wait,'p50_us'):>8}µ {p(wait,'p99_us'):>8}µ {cu:>9}µ {q['errors']:>10}"
+      f"{p(lag,'p99_us'):>8}µ {qp('p50_us'):>9} {qp('p99_us'):>9} {p(wait,'p50_us'):>8}µ {p(wait,'p99_us'):>8}µ {cu:>9}µ {q['errors']:>10}"
       f" {srv_cpu:>8} {lg_cpu:>7} {steal_ms:>8}")
 PY
         done

@@ -12,8 +12,11 @@
 //! instance slot) is counted as *skipped*: the run did not offer the load it planned,
 //! which makes it invalid (see [`OpStats::skipped`]).
 //! Each dispatch records the *scheduling lag* (dispatch minus intended: whether the
-//! generator itself kept up) and each write the *send lag* (write minus intended,
-//! which also includes waiting for a free connection).
+//! generator itself kept up) and each write the *send lag* (write minus the moment
+//! the request could be written; waiting for a free connection before that is the
+//! *connection wait*). A 2.x call is written when the socket takes its last byte,
+//! and the part of its send lag from the call's start to then, queued in the
+//! generator's own HTTP/2 client, is its *client queue* ([`Recorder::client_queue`]).
 //!
 //! A worker records into the histograms of the current second only ([`Stats`]); at
 //! each second boundary [`Recorder::roll`] adds them into the running total and hands
@@ -153,6 +156,10 @@ pub struct OpStats {
     /// waiting for the connection (earlier answers on a full pipeline, a
     /// reconnect), which is the server's and the wire's, not the generator's.
     pub conn_wait: Histogram<u64>,
+    /// Of `send_lag`, the time from a 2.x call's start to the write that handed its
+    /// last byte to the socket (queued in the generator's HTTP/2 client behind its other tasks),
+    /// µs. Empty for HTTP, whose writes are the socket's own.
+    pub client_queue: Histogram<u64>,
     /// Operations written, per phase they were written in.
     pub sent_in: [u64; PHASES],
     /// Completed operations, failed ones included.
@@ -172,6 +179,7 @@ impl OpStats {
             uncorrected: interval_histogram(),
             send_lag: interval_histogram(),
             conn_wait: interval_histogram(),
+            client_queue: interval_histogram(),
             sent_in: [0; PHASES],
             count: 0,
             errors: [0; 5],
@@ -235,6 +243,7 @@ impl Stats {
             add_hist(&mut a.uncorrected, &b.uncorrected);
             add_hist(&mut a.send_lag, &b.send_lag);
             add_hist(&mut a.conn_wait, &b.conn_wait);
+            add_hist(&mut a.client_queue, &b.client_queue);
             for (x, y) in a.sent_in.iter_mut().zip(&b.sent_in) {
                 *x += y;
             }
@@ -261,6 +270,7 @@ impl Stats {
             o.uncorrected.reset();
             o.send_lag.reset();
             o.conn_wait.reset();
+            o.client_queue.reset();
             o.sent_in = [0; PHASES];
             o.count = 0;
             o.errors = [0; 5];
@@ -324,6 +334,13 @@ impl Recorder {
         let _ = o.send_lag.record(lag);
         let _ = o.conn_wait.record(wait);
         o.sent_in[usize::from(self.phase).min(PHASES - 1)] += 1;
+    }
+
+    /// A 2.x call of `op` started at `started` had its last byte handed to the
+    /// socket at `wired` (its send, [`Recorder::sent`]).
+    pub fn client_queue(&mut self, op: Op, started: Nanos, wired: Nanos) {
+        let queued = micros(wired.saturating_sub(started));
+        let _ = self.current.ops[op as usize].client_queue.record(queued);
     }
 
     /// An operation got a response at `done` (`outcome` is its verdict: an HTTP error
@@ -493,6 +510,24 @@ mod tests {
         assert!(q.conn_wait.equivalent(q.conn_wait.max(), 2_000));
         assert_eq!(q.conn_wait.min(), 0);
         assert_eq!(s.conn_wait.len(), 2, "and over all operations");
+    }
+
+    #[test]
+    fn a_calls_queue_in_the_client_is_kept_per_operation_and_through_a_roll() {
+        let mut r = Recorder::new();
+        // Could go at 1 ms, started at 1.2 ms, its last byte left at 1.5 ms.
+        r.sent(Op::Register, MS, MS, 1_500_000);
+        r.client_queue(Op::Register, 1_200_000, 1_500_000);
+        let second = r.roll();
+        assert_eq!(second.op(Op::Register).client_queue.len(), 1);
+        let s = r.finish();
+        let reg = s.op(Op::Register);
+        assert!(reg.client_queue.equivalent(reg.client_queue.max(), 300));
+        assert!(
+            reg.send_lag.equivalent(reg.send_lag.max(), 500),
+            "the queue is part of it"
+        );
+        assert!(s.op(Op::Query).client_queue.is_empty());
     }
 
     #[test]

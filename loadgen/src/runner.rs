@@ -891,6 +891,10 @@ fn add_operations(
         entry.skipped = figures.skipped;
         entry.send_lag = Some(LatencyBlock::from_histogram(&figures.send_lag)?);
         entry.connection_wait = Some(LatencyBlock::from_histogram(&figures.conn_wait)?);
+        // Only a fleet whose client queues a call before its socket has one (2.x).
+        if !figures.client_queue.is_empty() {
+            entry.client_queue = Some(LatencyBlock::from_histogram(&figures.client_queue)?);
+        }
         report.operations.push(entry);
     }
     Ok(())

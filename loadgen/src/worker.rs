@@ -833,7 +833,7 @@ impl Exchange for Ctx {
                 Err(ErrorClass::of_status(resp.status))
             }
         });
-        self.record(state, req, sent, done, answer);
+        self.record(state, req, Some(sent), done, answer);
     }
 
     fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
@@ -847,6 +847,12 @@ impl Ctx {
     fn on_sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
         let mut state = self.state.borrow_mut();
         state.recorder.sent(req.op, req.intended, ready, sent);
+        self.log_change(&state, req, sent);
+    }
+
+    /// A change to a watched service is on its way (sent at `sent`): logged for its
+    /// subscribers before any push can show it.
+    fn log_change(&self, state: &State, req: &Request, sent: Nanos) {
         if !matches!(req.op, Op::Register | Op::Reregister | Op::Deregister)
             || self.shared.watch.is_empty()
         {
@@ -880,11 +886,13 @@ impl Ctx {
 
     /// Records an answered (`Ok`, with what the answer meant) or unanswered (`Err`)
     /// request, and for a change what it leaves of the instance.
+    /// `sent` is `None` for a request that failed before it was written (a 2.x call
+    /// whose bytes never left); an answered one always has a send.
     fn record(
         &self,
         state: &mut State,
         req: &Request,
-        sent: Nanos,
+        sent: Option<Nanos>,
         done: Nanos,
         answer: Result<Result<(), ErrorClass>, ErrorClass>,
     ) {
@@ -893,7 +901,7 @@ impl Ctx {
             Err(class) => {
                 state
                     .recorder
-                    .failed(req.op, class, req.intended, Some(sent), done);
+                    .failed(req.op, class, req.intended, sent, done);
                 if is_change {
                     self.change_failed(state, req, done);
                 }
@@ -902,6 +910,7 @@ impl Ctx {
                 if outcome.is_err() && is_change {
                     self.change_failed(state, req, done);
                 }
+                let sent = sent.unwrap_or(done);
                 state
                     .recorder
                     .completed(req.op, req.intended, sent, done, outcome);
@@ -1337,7 +1346,7 @@ impl Driver {
     /// has room: a due request does not wait for its lane's task to be scheduled
     /// behind the other lanes' reads and writes. An HTTP lane writes it to its
     /// socket ([`Lane::write_through`]); a 2.x lane's call starts here
-    /// ([`grpc::lane::write_through`]) and tonic's connection task writes it.
+    /// ([`grpc::lane::write_through`]) and its connection's `h2` task writes it.
     fn write_through(&self) {
         if self.ctx.grpc {
             for (lane, wire) in self.ctx.lanes.iter().zip(&self.wires) {
@@ -1741,14 +1750,20 @@ impl grpc::lane::Exchange for Ctx {
         }
     }
 
-    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos) {
-        self.on_sent(req, ready, sent);
+    fn started(&self, req: &Request, at: Nanos) {
+        self.log_change(&self.state.borrow(), req, at);
+    }
+
+    fn sent(&self, req: &Request, ready: Nanos, started: Nanos, sent: Nanos) {
+        let recorder = &mut self.state.borrow_mut().recorder;
+        recorder.sent(req.op, req.intended, ready, sent);
+        recorder.client_queue(req.op, started, sent);
     }
 
     fn answered(
         &self,
         req: &Request,
-        sent: Nanos,
+        sent: Option<Nanos>,
         done: Nanos,
         result: Result<&Payload, ErrorClass>,
     ) {

@@ -41,6 +41,21 @@ fn the_grpc_fleet_runs_clean_against_the_embedded_registry() {
             .unwrap_or_else(|| panic!("{name} missing"));
         assert!(op.count > 0, "{name} has no count");
         assert_eq!(op.errors, 0, "{name} errors: {:?}", op.errors_by_class);
+        // Every call's send was its last byte on the wire, and the part of its send
+        // lag queued in the client is recorded beside it: once per send, never more
+        // than the send lag it is part of.
+        let lag = &op.send_lag.as_ref().expect("send lag").summary;
+        let queue = &op.client_queue.as_ref().expect("client queue").summary;
+        assert!(queue.count > 0, "{name}: no client queue recorded");
+        assert_eq!(queue.count, lag.count, "{name}: one client queue per send");
+        assert!(
+            queue.max_us <= lag.max_us,
+            "{name}: {queue:?} within {lag:?}"
+        );
+        assert!(
+            queue.min_us <= lag.min_us,
+            "{name}: {queue:?} within {lag:?}"
+        );
     }
     let push = report.push.as_ref().expect("push stats");
     assert!(push.converged, "subscriptions converged: {push:?}");

@@ -300,6 +300,10 @@ fn merge_operations(reports: &[Report]) -> Result<Vec<Operation>, MergeError> {
                     name,
                     parts.iter().filter_map(|p| p.connection_wait.as_ref()),
                 )?,
+                client_queue: merge_optional_blocks(
+                    name,
+                    parts.iter().filter_map(|p| p.client_queue.as_ref()),
+                )?,
             })
         })
         .collect()

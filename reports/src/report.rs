@@ -162,6 +162,13 @@ pub struct Operation {
     /// written before it existed (their `send_lag` holds both).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_wait: Option<LatencyBlock>,
+    /// Of `send_lag`, what a request waited inside the generator's own client after
+    /// it was started and before its last byte was written to the socket (the 2.x
+    /// fleet's calls queue in its HTTP/2 client behind its other tasks). Absent for
+    /// HTTP, whose writes are the socket's own, and in reports written before it
+    /// existed (their `send_lag` ended at the call's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_queue: Option<LatencyBlock>,
 }
 
 impl Operation {
@@ -187,6 +194,7 @@ impl Operation {
             skipped: 0,
             send_lag: None,
             connection_wait: None,
+            client_queue: None,
         }
     }
 

@@ -12,7 +12,8 @@
 //! The client speaks HTTP/2 through `h2` directly, not through a tonic
 //! `Channel`: a `Channel` adds a buffer task and its queue per connection,
 //! which at 100,000 connections is gigabytes of generator memory measuring
-//! nothing about the server. The gRPC framing is five bytes, written here.
+//! nothing about the server. The gRPC message framing is
+//! `registry_proto::grpc::frame`'s, which loadgen's 2.x fleet uses too.
 //!
 //! Push latency: the first `--subscribe` connections subscribe to one service;
 //! connection 0 then registers one new instance per round (port 20000 + round)
@@ -25,9 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use benches::flags::value;
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use hdrhistogram::Histogram;
-use prost::Message as _;
+use registry_proto::grpc::frame::{self, Decoder};
 use registry_proto::grpc::message::{
     ClientDetectionResponse, ConnectionSetupRequest, HealthCheckRequest, InstanceRequest,
     NamingHead, NotifySubscriberRequest, NotifySubscriberResponse, RequestHead, ResponseHead,
@@ -88,33 +89,19 @@ struct Client {
     stream: tokio::sync::Mutex<h2::SendStream<Bytes>>,
 }
 
-fn frame(type_name: &str, json: Vec<u8>) -> Bytes {
-    let p = Payload::new(type_name, json);
-    let mut out = BytesMut::with_capacity(5 + p.encoded_len());
-    out.extend_from_slice(&[0; 5]);
-    p.encode(&mut out).expect("BytesMut grows");
-    let len = (out.len() - 5) as u32;
-    out[1..5].copy_from_slice(&len.to_be_bytes());
-    out.freeze()
-}
+/// The largest message taken (a push of the test service stays far below it).
+const MAX_MESSAGE: usize = 16 << 20;
 
 fn of<T: registry_proto::grpc::Message + serde::Serialize>(value: &T) -> Bytes {
-    frame(T::TYPE, serde_json::to_vec(value).expect("plain JSON"))
+    frame::encode(&Payload::of(value))
 }
 
-/// Takes every complete gRPC message off the front of `buf`.
-fn messages(buf: &mut BytesMut) -> Vec<Payload> {
+/// Takes every complete gRPC message the decoder holds; stops at one that is not
+/// a message (the stream cannot be framed past it).
+fn messages(decoder: &mut Decoder) -> Vec<Payload> {
     let mut out = Vec::new();
-    while buf.len() >= 5 {
-        let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
-        if buf.len() < 5 + len {
-            break;
-        }
-        buf.advance(5);
-        let body = buf.split_to(len);
-        if let Ok(p) = Payload::decode(&body[..]) {
-            out.push(p);
-        }
+    while let Ok(Some(p)) = decoder.message() {
+        out.push(p);
     }
     out
 }
@@ -142,13 +129,13 @@ async fn unary(
         .send_data(message, true)
         .map_err(|e| e.to_string())?;
     let mut body = response.await.map_err(|e| e.to_string())?.into_body();
-    let mut buf = BytesMut::new();
+    let mut decoder = Decoder::new(MAX_MESSAGE);
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(|e| e.to_string())?;
         let _ = body.flow_control().release_capacity(chunk.len());
-        buf.extend_from_slice(&chunk);
+        decoder.extend(&chunk);
     }
-    messages(&mut buf).pop().ok_or("no answer".into())
+    messages(&mut decoder).pop().ok_or("no answer".into())
 }
 
 impl Client {
@@ -205,12 +192,12 @@ async fn connect(o: &Options, i: usize) -> Result<(Arc<Client>, h2::RecvStream),
 /// Reads the server's requests on the stream: answers detections, acks pushes
 /// and records the rounds they show.
 async fn read_stream(client: Arc<Client>, mut body: h2::RecvStream, rounds: Arc<Rounds>) {
-    let mut buf = BytesMut::new();
+    let mut decoder = Decoder::new(MAX_MESSAGE);
     let mut seen = 0usize;
     while let Some(Ok(chunk)) = body.data().await {
         let _ = body.flow_control().release_capacity(chunk.len());
-        buf.extend_from_slice(&chunk);
-        for p in messages(&mut buf) {
+        decoder.extend(&chunk);
+        for p in messages(&mut decoder) {
             match p.type_name() {
                 "ClientDetectionRequest" => {
                     let head = serde_json::from_slice::<RequestHead>(p.json()).unwrap_or_default();

@@ -14,16 +14,14 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::client::{self, Client};
+use super::request;
+use crate::fleet::{Endpoint, Naming};
+use crate::subscriber::HostList;
 use anyhow::Context as _;
 use registry_proto::grpc::message::RequestHead;
 use registry_proto::grpc::Payload;
 use serde::Deserialize;
-use tonic::transport::Channel;
-
-use super::lane::unary;
-use super::request;
-use crate::fleet::{Endpoint, Naming};
-use crate::subscriber::HostList;
 
 /// Services listed one by one before a sample is taken instead.
 pub const LIST_ALL_UP_TO: u32 = 1000;
@@ -76,7 +74,7 @@ pub fn fresh_seed() -> u64 {
 pub struct Lister {
     addr: SocketAddr,
     runtime: tokio::runtime::Runtime,
-    channel: Option<Channel>,
+    client: Option<Client>,
 }
 
 impl std::fmt::Debug for Lister {
@@ -95,7 +93,7 @@ impl Lister {
         Ok(Lister {
             addr,
             runtime,
-            channel: None,
+            client: None,
         })
     }
 
@@ -118,7 +116,7 @@ impl Lister {
         // server meanwhile (nobody answered its detection requests while the
         // runner was not asking): one retry on a fresh connection, as the HTTP
         // control client does, before the member counts as silent.
-        let reused = self.channel.is_some();
+        let reused = self.client.is_some();
         let answer = match self.query(&naming.namespace, payload.clone()) {
             Err(_) if reused => self.query(&naming.namespace, payload),
             first => first,
@@ -133,7 +131,7 @@ impl Lister {
     /// dropped when the call fails, so the next one opens another).
     fn query(&mut self, namespace: &str, payload: Payload) -> anyhow::Result<Payload> {
         let addr = self.addr;
-        let channel = match self.channel.clone() {
+        let client = match self.client.clone() {
             Some(c) => c,
             None => {
                 let c = self
@@ -144,18 +142,22 @@ impl Lister {
                     .unwrap_or_else(|_| {
                         Err(anyhow::anyhow!("connecting to gRPC {addr} timed out"))
                     })?;
-                self.channel = Some(c.clone());
+                self.client = Some(c.clone());
                 c
             }
         };
-        let answer = self
-            .runtime
-            .block_on(async { tokio::time::timeout(CALL_TIMEOUT, unary(&channel, payload)).await });
+        let answer = self.runtime.block_on(async {
+            let stream = std::cell::Cell::new(None);
+            tokio::time::timeout(CALL_TIMEOUT, client.unary(&payload, &stream)).await
+        });
         match answer {
             Ok(Ok(a)) => Ok(a),
             failed => {
-                self.channel = None;
-                Err(failed.map_or_else(|_| anyhow::anyhow!("timed out"), |r| r.unwrap_err()))
+                self.client = None;
+                Err(failed.map_or_else(
+                    |_| anyhow::anyhow!("timed out"),
+                    |r| anyhow::anyhow!(r.unwrap_err()),
+                ))
             }
         }
     }
@@ -217,8 +219,13 @@ fn listed(json: &[u8]) -> anyhow::Result<Vec<Endpoint>> {
 /// server answers queries only on a registered connection. The stream is read by
 /// a task of the lister's runtime (it answers the server's detection requests),
 /// which runs while the lister's calls do.
-async fn connect(addr: SocketAddr, namespace: &str) -> anyhow::Result<Channel> {
-    let (channel, mut inbound, tx) = super::lane::open(addr, namespace, 16, CALL_TIMEOUT).await?;
+async fn connect(addr: SocketAddr, namespace: &str) -> anyhow::Result<Client> {
+    let tcp = client::dial(addr, CALL_TIMEOUT).await?;
+    let (client, io) = client::handshake(tcp, addr).await?;
+    tokio::spawn(async move {
+        let _ = io.await;
+    });
+    let (mut tx, mut inbound) = client::open(&client, namespace).await?;
     tokio::spawn(async move {
         while let Ok(Some(p)) = inbound.message().await {
             if p.type_name() != "ClientDetectionRequest" {
@@ -228,17 +235,13 @@ async fn connect(addr: SocketAddr, namespace: &str) -> anyhow::Result<Channel> {
                 .ok()
                 .and_then(|h| h.request_id)
                 .unwrap_or_default();
-            if tx
-                .send(request::ack("ClientDetectionResponse", &id))
-                .await
-                .is_err()
-            {
+            if client::send(&mut tx, &request::ack("ClientDetectionResponse", &id)).is_err() {
                 break;
             }
         }
     });
-    super::lane::registered(&channel, 200).await?;
-    Ok(channel)
+    client::registered(&client, 200).await?;
+    Ok(client)
 }
 
 #[cfg(test)]

@@ -6,8 +6,20 @@
 //! stream with the connection setup on it, then a health check until the server
 //! answers it (it has seen the setup). Requests are unary calls multiplexed on the
 //! connection: each is spawned when the lane takes it, so none waits for an earlier
-//! answer, up to the lane's depth in flight (waiting for room is recorded as
-//! connection wait, apart from send lag: [`Lane::ready_at`]).
+//! answer, up to the lane's depth in flight, or the server's stream limit if it is
+//! lower (waiting for room is recorded as connection wait, apart from send lag:
+//! [`Lane::ready_at`]).
+//!
+//! A call is sent at the write that hands its last byte to the socket, not when it
+//! is spawned: the connection speaks HTTP/2 through `h2` ([`super::client`]) over a
+//! socket that stamps each stream's end as it writes it ([`super::stamp`]), and the
+//! call takes its stream's stamp once it is over. Its send lag runs from when it
+//! could be sent to that stamp, and the part from its spawn to the stamp (queued in
+//! the generator's own HTTP/2 client, behind the worker's other tasks) is recorded
+//! apart too ([`Exchange::sent`]); its service time runs from the stamp. A call
+//! that failed before its last byte left was never sent: it fails as a request that
+//! was never written does.
+//!
 //! Pushes (`NotifySubscriberRequest`) arrive on the stream, are handed to the
 //! worker ([`Exchange::pushed`]) and acked; a `ClientDetectionRequest` is answered.
 //!
@@ -21,14 +33,13 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
-use anyhow::Context as _;
+use bytes::Bytes;
 use registry_proto::grpc::message::{NotifySubscriberRequest, RequestHead};
-use registry_proto::grpc::{Message, Payload, REQUEST_PATH, STREAM_PATH};
-use tokio::sync::mpsc;
-use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::{Channel, Endpoint};
+use registry_proto::grpc::{Message, Payload};
 
+use super::client::{self, Client, Inbound};
 use super::request;
+use super::stamp::{Stamped, Stamps};
 use crate::conn::{Lane, LaneConfig, Request};
 use crate::recorder::ErrorClass;
 use crate::schedule::{Clock, Nanos};
@@ -37,14 +48,18 @@ use crate::schedule::{Clock, Nanos};
 pub trait Exchange {
     /// The request's payload.
     fn payload(&self, req: &Request) -> Payload;
-    /// The request is being sent at `sent`; it could have been from `ready` on
-    /// ([`Lane::ready_at`]).
-    fn sent(&self, req: &Request, ready: Nanos, sent: Nanos);
-    /// The request was answered (`Ok`) or failed (`Err`) at `done`.
+    /// The request's call was started at `at`; its bytes are on their way. Called
+    /// before they can reach the server, so anything a push might reveal is known.
+    fn started(&self, req: &Request, at: Nanos);
+    /// The request's last byte was written to the socket at `sent`; it could have
+    /// been from `ready` on ([`Lane::ready_at`]) and its call started at `started`.
+    fn sent(&self, req: &Request, ready: Nanos, started: Nanos, sent: Nanos);
+    /// The request was answered (`Ok`) or failed (`Err`) at `done`; `sent` is when
+    /// it was written ([`Exchange::sent`]), `None` when it never was.
     fn answered(
         &self,
         req: &Request,
-        sent: Nanos,
+        sent: Option<Nanos>,
         done: Nanos,
         result: Result<&Payload, ErrorClass>,
     );
@@ -59,10 +74,12 @@ pub trait Exchange {
     fn reconnected(&self, lane: usize);
 }
 
-/// A live connection: the channel and whether it still works.
+/// A live connection: its client, the stamps its socket writes, and whether it
+/// still works.
 #[derive(Clone)]
 struct Connection {
-    channel: Channel,
+    client: Client,
+    stamps: Rc<RefCell<Stamps>>,
     broken: Rc<Cell<bool>>,
 }
 
@@ -94,7 +111,8 @@ pub fn write_through<E: Exchange + 'static>(
 }
 
 /// Takes queued requests while the lane has room and spawns each one's unary call:
-/// the call is under way (its send recorded) when this returns.
+/// the call is under way (its start recorded) when this returns; its bytes are
+/// written when the connection's task next runs.
 fn start_calls<E: Exchange + 'static>(
     ex: &Rc<E>,
     lane: &Rc<Lane>,
@@ -102,22 +120,23 @@ fn start_calls<E: Exchange + 'static>(
     cfg: LaneConfig,
     clock: Clock,
 ) {
-    while lane.in_flight() < cfg.depth {
+    let depth = depth(cfg, conn);
+    while lane.in_flight() < depth {
         let Some(req) = lane.take() else { break };
-        let sent = clock.now();
-        ex.sent(&req, lane.ready_at(req.intended), sent);
+        let started = clock.now();
+        let ready = lane.ready_at(req.intended);
+        ex.started(&req, started);
         lane.set_in_flight(lane.in_flight() + 1);
         let payload = ex.payload(&req);
-        let (ex, lane, channel, broken) = (
-            ex.clone(),
-            lane.clone(),
-            conn.channel.clone(),
-            conn.broken.clone(),
-        );
+        let (ex, lane, conn) = (ex.clone(), lane.clone(), conn.clone());
         tokio::task::spawn_local(async move {
-            let answer = tokio::time::timeout(cfg.timeout, unary(&channel, payload)).await;
+            let stream = Cell::new(None);
+            let answer =
+                tokio::time::timeout(cfg.timeout, conn.client.unary(&payload, &stream)).await;
             let done = clock.now();
-            if lane.in_flight() >= cfg.depth {
+            // Taken whatever the outcome, so no stamp outlives its call.
+            let wired = stream.get().and_then(|s| conn.stamps.borrow_mut().take(s));
+            if lane.in_flight() >= depth {
                 lane.room_from(done);
             }
             lane.set_in_flight(lane.in_flight().saturating_sub(1));
@@ -125,15 +144,57 @@ fn start_calls<E: Exchange + 'static>(
                 Ok(Ok(p)) if p.type_name() == "ErrorResponse" => Err(ErrorClass::Protocol),
                 Ok(Ok(p)) => Ok(p),
                 Ok(Err(_)) => {
-                    broken.set(true);
+                    conn.broken.set(true);
                     Err(ErrorClass::Connection)
                 }
                 Err(_) => Err(ErrorClass::Timeout),
             };
-            ex.answered(&req, sent, done, result);
+            let times = CallTimes {
+                ready,
+                started,
+                wired,
+                done,
+            };
+            finish(&*ex, &req, times, result);
             lane.wake();
         });
     }
+}
+
+/// How many calls the lane keeps in flight on `conn`: its depth, or fewer when the
+/// server allows fewer streams (one of them the bidi stream's). A call beyond the
+/// server's limit would wait inside `h2` for a stream, the server's wait counted as
+/// the generator's; held in the lane it is connection wait, as a full pipeline is.
+fn depth(cfg: LaneConfig, conn: &Connection) -> usize {
+    cfg.depth
+        .min(conn.client.max_streams().saturating_sub(1))
+        .max(1)
+}
+
+/// The moments of one call.
+#[derive(Clone, Copy)]
+struct CallTimes {
+    ready: Nanos,
+    started: Nanos,
+    /// When its last byte was written, if it was.
+    wired: Option<Nanos>,
+    done: Nanos,
+}
+
+/// Reports a finished call: its send, if its bytes left, then its outcome.
+fn finish<E: Exchange>(ex: &E, req: &Request, t: CallTimes, result: Result<&Payload, ErrorClass>) {
+    let sent = match (t.wired, &result) {
+        (Some(wired), _) => Some(wired),
+        // Answered before its last byte was seen leaving (a server may answer before
+        // reading the whole request): it was sent, when is known no better than its
+        // start.
+        (None, Ok(_) | Err(ErrorClass::Protocol)) => Some(t.started),
+        (None, Err(_)) => None,
+    };
+    if let Some(sent) = sent {
+        ex.sent(req, t.ready, t.started, sent);
+    }
+    ex.answered(req, sent, t.done, result);
 }
 
 /// Runs lane `number` (one simulated client) until the lane is closed and empty.
@@ -222,7 +283,7 @@ async fn session<E: Exchange + 'static>(
 }
 
 /// Opens the client's connection to the lane's server: server check, stream,
-/// setup, health check.
+/// setup, health check, over a socket that stamps what it writes.
 async fn connect<E: Exchange + 'static>(
     ex: &Rc<E>,
     lane: &Rc<Lane>,
@@ -230,8 +291,15 @@ async fn connect<E: Exchange + 'static>(
     clock: &Clock,
     namespace: &str,
 ) -> anyhow::Result<Connection> {
-    let (channel, inbound, tx) =
-        open(lane.server(), namespace, 256, Duration::from_secs(2)).await?;
+    let addr = lane.server();
+    let tcp = client::dial(addr, Duration::from_secs(2)).await?;
+    let stamps = Rc::new(RefCell::new(Stamps::default()));
+    let (client, io) = client::handshake(Stamped::new(tcp, stamps.clone(), *clock), addr).await?;
+    tokio::task::spawn_local(async move {
+        // Its end (the peer gone, or every handle dropped) fails what is in flight.
+        let _ = io.await;
+    });
+    let (tx, inbound) = client::open(&client, namespace).await?;
     let broken = Rc::new(Cell::new(false));
     tokio::task::spawn_local(read_stream(
         ex.clone(),
@@ -242,57 +310,14 @@ async fn connect<E: Exchange + 'static>(
         tx,
         broken.clone(),
     ));
-    registered(&channel, 500).await?;
-    Ok(Connection { channel, broken })
-}
-
-/// The opening every 2.x connection makes, as the real clients do: server
-/// check, the bidi stream (a queue of `queue` payloads), the connection setup.
-/// The caller reads the stream (the server's detection requests must be answered).
-pub(crate) async fn open(
-    addr: std::net::SocketAddr,
-    namespace: &str,
-    queue: usize,
-    timeout: Duration,
-) -> anyhow::Result<(Channel, tonic::Streaming<Payload>, mpsc::Sender<Payload>)> {
-    let channel = Endpoint::from_shared(format!("http://{addr}"))?
-        .tcp_nodelay(true)
-        .connect_timeout(timeout)
-        .connect()
-        .await
-        .with_context(|| format!("connecting to gRPC {addr}"))?;
-    let check = unary(&channel, request::server_check()).await?;
-    anyhow::ensure!(
-        check.type_name() == "ServerCheckResponse",
-        "server check refused: {}",
-        String::from_utf8_lossy(check.json())
-    );
-    let (tx, rx) = mpsc::channel::<Payload>(queue);
-    let mut g = tonic::client::Grpc::new(channel.clone());
-    g.ready().await?;
-    let inbound = g
-        .streaming(
-            tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx)),
-            PathAndQuery::from_static(STREAM_PATH),
-            tonic_prost::ProstCodec::<Payload, Payload>::default(),
-        )
-        .await?
-        .into_inner();
-    tx.send(request::connection_setup(namespace)).await?;
-    Ok((channel, inbound, tx))
-}
-
-/// Waits until the server has registered the connection's setup (it answers
-/// health checks only then), polling every 10 ms at most `tries` times.
-pub(crate) async fn registered(channel: &Channel, tries: u32) -> anyhow::Result<()> {
-    for _ in 0..tries {
-        let p = unary(channel, request::health_check()).await?;
-        if p.type_name() == "HealthCheckResponse" {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    anyhow::bail!("the server never registered the connection's setup")
+    client::registered(&client, 500).await?;
+    // The opening's calls were stamped too, and no call takes their stamps.
+    stamps.borrow_mut().clear();
+    Ok(Connection {
+        client,
+        stamps,
+        broken,
+    })
 }
 
 /// Reads the stream: pushes to the worker and acked, detections answered; its
@@ -302,8 +327,8 @@ async fn read_stream<E: Exchange + 'static>(
     lane: Rc<Lane>,
     number: usize,
     clock: Clock,
-    mut inbound: tonic::Streaming<Payload>,
-    tx: mpsc::Sender<Payload>,
+    mut inbound: Inbound,
+    mut tx: h2::SendStream<Bytes>,
     broken: Rc<Cell<bool>>,
 ) {
     while let Ok(Some(p)) = inbound.message().await {
@@ -321,7 +346,7 @@ async fn read_stream<E: Exchange + 'static>(
             .ok()
             .and_then(|h| h.request_id)
             .unwrap_or_default();
-        if tx.send(request::ack(answer, &id)).await.is_err() {
+        if client::send(&mut tx, &request::ack(answer, &id)).is_err() {
             break;
         }
         if answer == "NotifySubscriberResponse" {
@@ -330,20 +355,6 @@ async fn read_stream<E: Exchange + 'static>(
     }
     broken.set(true);
     lane.wake();
-}
-
-/// One unary call on `channel`.
-pub async fn unary(channel: &Channel, p: Payload) -> anyhow::Result<Payload> {
-    let mut g = tonic::client::Grpc::new(channel.clone());
-    g.ready().await?;
-    let answer = g
-        .unary(
-            tonic::Request::new(p),
-            PathAndQuery::from_static(REQUEST_PATH),
-            tonic_prost::ProstCodec::<Payload, Payload>::default(),
-        )
-        .await?;
-    Ok(answer.into_inner())
 }
 
 #[cfg(all(test, feature = "embedded"))]
@@ -359,20 +370,34 @@ mod tests {
     /// Records what the lane tells it.
     #[derive(Default)]
     struct Ex {
-        sent: RefCell<Vec<Nanos>>,
-        answered: RefCell<Vec<Result<String, ErrorClass>>>,
+        started: RefCell<Vec<Nanos>>,
+        /// (started, sent) of each send.
+        sent: RefCell<Vec<(Nanos, Nanos)>>,
+        answered: RefCell<Vec<Answer>>,
     }
+
+    /// (sent, done, outcome) of an answer.
+    type Answer = (Option<Nanos>, Nanos, Result<String, ErrorClass>);
 
     impl Exchange for Ex {
         fn payload(&self, _: &Request) -> Payload {
             request::health_check()
         }
-        fn sent(&self, _: &Request, _: Nanos, sent: Nanos) {
-            self.sent.borrow_mut().push(sent);
+        fn started(&self, _: &Request, at: Nanos) {
+            self.started.borrow_mut().push(at);
         }
-        fn answered(&self, _: &Request, _: Nanos, _: Nanos, r: Result<&Payload, ErrorClass>) {
+        fn sent(&self, _: &Request, _: Nanos, started: Nanos, sent: Nanos) {
+            self.sent.borrow_mut().push((started, sent));
+        }
+        fn answered(
+            &self,
+            _: &Request,
+            sent: Option<Nanos>,
+            done: Nanos,
+            r: Result<&Payload, ErrorClass>,
+        ) {
             let r = r.map(|p| p.type_name().to_string());
-            self.answered.borrow_mut().push(r);
+            self.answered.borrow_mut().push((sent, done, r));
         }
         fn abandon(&self, _: &Request, _: ErrorClass, _: Nanos) {}
         fn pushed(&self, _: usize, _: &NotifySubscriberRequest, _: Nanos) {}
@@ -391,9 +416,11 @@ mod tests {
 
     /// The driver's write-through starts a due call at once, before any other task
     /// (the lane's own included) runs; with no connection it leaves the request to
-    /// the lane's task; with the lane's depth in flight it waits for room.
+    /// the lane's task; with the lane's depth in flight it waits for room. Each call
+    /// is sent when its socket took its last byte: after its start (the connection's
+    /// task writes it), before its answer.
     #[test]
-    fn a_due_call_starts_from_the_driver_without_waiting_for_the_lanes_task() {
+    fn a_due_call_starts_from_the_driver_and_is_sent_when_its_bytes_leave() {
         let mut config = registry_server::Config::parse_from(["registry"]);
         config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         config.udp_listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
@@ -414,21 +441,24 @@ mod tests {
             };
             lane.push(query(clock.now()));
             write_through(&ex, &lane, &wire, cfg, clock);
-            assert!(ex.sent.borrow().is_empty(), "no connection: nothing sent");
+            assert!(
+                ex.started.borrow().is_empty(),
+                "no connection: nothing started"
+            );
             assert_eq!(lane.outstanding(), 1, "still queued for the lane's task");
 
-            let (channel, _inbound, _tx) = open(server.grpc_addr, "", 8, Duration::from_secs(2))
-                .await
-                .expect("connects");
-            registered(&channel, 500).await.expect("set up");
-            let broken = Rc::new(Cell::new(false));
-            *wire.0.borrow_mut() = Some(Connection { channel, broken });
+            let conn = connect(&ex, &lane, 0, &clock, "").await.expect("connects");
+            *wire.0.borrow_mut() = Some(conn);
             lane.push(query(clock.now()));
             write_through(&ex, &lane, &wire, cfg, clock);
             assert_eq!(
-                ex.sent.borrow().len(),
+                ex.started.borrow().len(),
                 1,
                 "the first call started in the call"
+            );
+            assert!(
+                ex.sent.borrow().is_empty(),
+                "its send is known once its bytes left"
             );
             assert_eq!(lane.in_flight(), 1);
             assert_eq!(lane.outstanding(), 2, "the second waits for room (depth 1)");
@@ -439,9 +469,20 @@ mod tests {
             }
             let answered = ex.answered.borrow();
             assert_eq!(answered.len(), 2, "both answered: {answered:?}");
-            assert!(answered
-                .iter()
-                .all(|r| r.as_deref() == Ok("HealthCheckResponse")));
+            let sent = ex.sent.borrow();
+            assert_eq!(sent.len(), 2, "both sent");
+            for ((started, wired), (sent, done, r)) in sent.iter().zip(answered.iter()) {
+                assert_eq!(r.as_deref(), Ok("HealthCheckResponse"));
+                assert_eq!(*sent, Some(*wired), "answered with the send it reported");
+                assert!(
+                    started <= wired && wired <= done,
+                    "{started} <= {wired} <= {done}"
+                );
+            }
+            assert!(
+                wire.0.borrow().as_ref().unwrap().stamps.borrow().is_empty(),
+                "every stamp taken by its call"
+            );
         });
         drop(server);
     }

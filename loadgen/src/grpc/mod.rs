@@ -7,8 +7,11 @@
 //! same plan, wheels, fleet, pacers and recorders as the 1.x fleet, and the runner
 //! walks the same phases and verifies the same way. What is 2.x is here: a worker's
 //! lane is one client's connection ([`lane`]), and the requests are [`request`]'s,
-//! what the real clients send, field for field.
+//! what the real clients send, field for field. Both speak HTTP/2 through `h2`
+//! ([`client`]), over a socket that stamps when each call's bytes left ([`stamp`]).
 
 pub mod check;
+pub mod client;
 pub mod lane;
 pub mod request;
+pub mod stamp;

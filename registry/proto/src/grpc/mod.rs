@@ -2,15 +2,18 @@
 //! JSON bodies it carries, and the decoder from a payload to a validated request.
 //!
 //! No sockets and no gRPC stack here: the server (`registry-server`'s `grpc` module)
-//! and loadgen's 2.x fleet move [`Payload`]s over tonic; this module only says what is
-//! in them.
+//! moves [`Payload`]s over tonic, loadgen's 2.x fleet and `conn-fleet` over `h2` with
+//! [`frame`]'s message framing; this module only says what is in them.
 //!
 //! - [`payload`]: `Payload`, `Metadata` and `Any` as prost messages declared in Rust.
+//! - [`frame`]: gRPC's 5-byte message prefix (encode, incremental decode) and
+//!   `grpc-status`, for a client over plain HTTP/2.
 //! - [`message`]: request and response bodies (serde, both directions).
 //! - [`decode`]: (type name, JSON) → [`decode::ClientMessage`] or a [`decode::Refusal`].
 //! - [`code`]: Nacos's error codes and texts.
 
 pub mod decode;
+pub mod frame;
 pub mod message;
 pub mod payload;
 
