@@ -185,9 +185,7 @@ impl View {
     pub fn fingerprint(&self) -> u64 {
         distro::view_fingerprint(&self.up)
     }
-}
 
-impl View {
     /// The index of the node responsible for `grouped_name`, if any is up.
     fn owner_index(&self, grouped_name: &str) -> Option<usize> {
         (!self.up.is_empty()).then(|| distro::responsible_index(grouped_name, self.up.len()))
