@@ -19,8 +19,9 @@
 #                      and `report` binaries for a side: that side is not built
 #                      (CI reuses the binaries it just tested)
 #   OUT                where the reports go (default target/ci-compare)
-#   PORT               the registry's HTTP port (default: a random one in
-#                      20000-39999; gRPC is +1000)
+#   PORT               the registry's HTTP port (default 0: the registry binds a
+#                      free port and the script reads back the one it got, so
+#                      no port is guessed and none can be taken in between)
 #
 # For a project that ships its own Nacos-compatible server or client, replace
 # `start_registry` with how your server starts; loadgen and report only need a
@@ -38,7 +39,7 @@ PROFILE=${PROFILE:-smoke}
 REGISTRY_CPU=${REGISTRY_CPU:-0}
 LOADGEN_CPU=${LOADGEN_CPU:-1}
 OUT=${OUT:-target/ci-compare}
-PORT=${PORT:-$((20000 + RANDOM % 20000))}
+PORT=${PORT:-0}
 read -r -a loadgen_args <<<"${LOADGEN_ARGS:-}"
 read -r -a report_args <<<"${REPORT_ARGS:-}"
 mkdir -p "$OUT"
@@ -71,23 +72,28 @@ binaries() {
 
 start_registry() {
     local bin=$1 log=$2
-    if (exec 3<>"/dev/tcp/127.0.0.1/${PORT}") 2>/dev/null; then
-        echo "port ${PORT} is already in use (set PORT=...)" >&2
-        return 2
-    fi
     "${PIN_REGISTRY[@]}" "$bin/registry" --listen "127.0.0.1:${PORT}" --workers 1 >"$log" 2>&1 &
     REGISTRY=$!
-    for _ in $(seq 200); do
+    # The registry prints "registry listening on http://ADDR" once it is
+    # bound and its state is loaded; ADDR is the one it got (port 0 asks for
+    # a free one). A guessed free port could be taken by any outgoing
+    # connection before the bind: a cold CI run failed that way.
+    local addr=""
+    for _ in $(seq 400); do
         if ! kill -0 "$REGISTRY" 2>/dev/null; then
             echo "the registry did not start:" >&2
             cat "$log" >&2
             return 2
         fi
-        (exec 3<>"/dev/tcp/127.0.0.1/${PORT}") 2>/dev/null && return 0
+        addr=$(sed -n 's|^registry listening on http://\([^ ]*\).*|\1|p' "$log" | head -n 1)
+        [ -n "$addr" ] && break
         sleep 0.05
     done
-    echo "the registry did not listen on ${PORT}" >&2
-    return 2
+    if [ -z "$addr" ]; then
+        echo "the registry did not say where it listens (log: $log)" >&2
+        return 2
+    fi
+    TARGET="http://${addr}"
 }
 
 stop_registry() {
@@ -106,7 +112,7 @@ run_side() {
     start_registry "$bin" "$OUT/$side-registry.log" || return 2
     local code=0
     "${PIN_LOADGEN[@]}" "$bin/loadgen" run --profile "$PROFILE" --quiet \
-        --target "http://127.0.0.1:${PORT}" --registry-pid "$REGISTRY" \
+        --target "$TARGET" --registry-pid "$REGISTRY" \
         --pinning "registry=cpu${REGISTRY_CPU} loadgen=cpu${LOADGEN_CPU}" \
         --commit "$(git rev-parse --short "$ref")" --out "$OUT/$side" \
         "${loadgen_args[@]}" || code=$?
