@@ -19,9 +19,11 @@
 #                      and `report` binaries for a side: that side is not built
 #                      (CI reuses the binaries it just tested)
 #   OUT                where the reports go (default target/ci-compare)
-#   PORT               the registry's HTTP port (default 0: the registry binds a
-#                      free port and the script reads back the one it got, so
-#                      no port is guessed and none can be taken in between)
+#   PORT               the registry's HTTP port; gRPC is +1000, as 2.x clients
+#                      assume (default 18860: below the kernel's ephemeral range,
+#                      so no outgoing connection can take it before the bind; a
+#                      random port from that range once failed a CI run). The
+#                      script reads back the address the registry printed.
 #
 # For a project that ships its own Nacos-compatible server or client, replace
 # `start_registry` with how your server starts; loadgen and report only need a
@@ -39,7 +41,7 @@ PROFILE=${PROFILE:-smoke}
 REGISTRY_CPU=${REGISTRY_CPU:-0}
 LOADGEN_CPU=${LOADGEN_CPU:-1}
 OUT=${OUT:-target/ci-compare}
-PORT=${PORT:-0}
+PORT=${PORT:-18860}
 read -r -a loadgen_args <<<"${LOADGEN_ARGS:-}"
 read -r -a report_args <<<"${REPORT_ARGS:-}"
 mkdir -p "$OUT"
@@ -75,9 +77,8 @@ start_registry() {
     "${PIN_REGISTRY[@]}" "$bin/registry" --listen "127.0.0.1:${PORT}" --workers 1 >"$log" 2>&1 &
     REGISTRY=$!
     # The registry prints "registry listening on http://ADDR" once it is
-    # bound and its state is loaded; ADDR is the one it got (port 0 asks for
-    # a free one). A guessed free port could be taken by any outgoing
-    # connection before the bind: a cold CI run failed that way.
+    # bound and its state is loaded; a port already taken ends it with the
+    # bind's error, which is shown below.
     local addr=""
     for _ in $(seq 400); do
         if ! kill -0 "$REGISTRY" 2>/dev/null; then
