@@ -82,7 +82,7 @@ start_registry() {
     local addr=""
     for _ in $(seq 400); do
         if ! kill -0 "$REGISTRY" 2>/dev/null; then
-            echo "the registry did not start:" >&2
+            echo "the registry did not start (if its port ${PORT} or gRPC's is taken, set PORT=...):" >&2
             cat "$log" >&2
             return 2
         fi
