@@ -5,7 +5,9 @@
 # to core 1. Measured in one run: the floor (benches' http-floor), GET
 # instance/list (a service with 10 instances), PUT instance/beat (light
 # beats over registered instances) and POST instance (new instances), each
-# plain (32 connections) and pipelined (16 requests per write). Prints
+# plain (32 connections) and pipelined (16 requests per write). The floor
+# answers with as many bytes of body as the list does (FLOOR_BODY_BYTES=N
+# sets another size). Prints
 # requests/s, latency percentiles, the server's CPU share and requests per
 # second of server CPU, and each as a ratio of the floor's. On a shared
 # machine the per-CPU-second ratio is the robust one: a neighbour's build
@@ -15,13 +17,16 @@
 #   DEPTHS="1 16"           pipeline depths to run (default both)
 #   CASES="list register beat"  which registry cases to run (default all)
 #   REGISTRY_BIN=path       a registry binary to measure instead of this tree's
+#   FLOOR_BIN=path          an http-floor binary instead of this tree's release build
+#   FLOOR_BODY_BYTES=N      the floor's body size (default: the list answer's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 registry_bin="${REGISTRY_BIN:-target/release/registry}"
 [ -n "${REGISTRY_BIN:-}" ] || cargo build --release -q -p registry-server --bin registry
-cargo build --release -q -p benches --bin http-floor
+floor_bin="${FLOOR_BIN:-target/release/http-floor}"
+[ -n "${FLOOR_BIN:-}" ] || cargo build --release -q -p benches --bin http-floor
 lua="$PWD/scripts/wrk/registry.lua"
 port_floor=18801
 port_reg=18802
@@ -29,23 +34,29 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-taskset -c 0 target/release/http-floor --listen "127.0.0.1:$port_floor" --workers 1 >/dev/null &
-pids+=($!)
-pid_floor=$!
 REGISTRY_LOG=warn taskset -c 0 "$registry_bin" --listen "127.0.0.1:$port_reg" --workers 1 \
     --max-connections 1000 --max-inflight 100000 >/dev/null &
 pids+=($!)
 pid_reg=$!
 cases="${CASES:-list register beat}"
 has() { [[ " $cases " == *" $1 "* ]]; }
-for port in $port_floor $port_reg; do
-    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-done
+for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port_reg/" && break; sleep 0.1; done
 
 base="http://127.0.0.1:$port_reg/nacos/v1/ns"
 for i in $(seq 1 10); do
     curl -s -o /dev/null -XPOST "$base/instance?serviceName=bench-list&ip=10.9.0.$i&port=8080&metadata=version%3D1.0.0"
 done
+
+# The floor writes answers as large as the list's (FLOOR_BODY_BYTES=64 for the
+# old do-nothing floor), so the kernel's copy of the answer is in both rates
+# and the ratio is what the handler itself costs.
+list_bytes=$(curl -s "$base/instance/list?serviceName=bench-list" | wc -c)
+floor_bytes="${FLOOR_BODY_BYTES:-$list_bytes}"
+taskset -c 0 "$floor_bin" --listen "127.0.0.1:$port_floor" --workers 1 \
+    --body-bytes "$floor_bytes" >/dev/null &
+pids+=($!)
+pid_floor=$!
+for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port_floor/" && break; sleep 0.1; done
 
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
@@ -66,6 +77,7 @@ measure() { # pid url mode depth [count]
 }
 
 echo "uptime: $(uptime)"
+echo "list answer: $list_bytes B of body; floor answer: $floor_bytes B of body"
 printf '%-22s %-10s %10s %7s %8s %11s %7s %8s %8s %8s %7s\n' case mode "req/s" "floor%" \
     "server%" "req/cpu-s" "floor%" p50 p90 p99 non2xx
 report() { # name mode result floor_rate floor_per_cpu

@@ -8,7 +8,8 @@
 # 2. takeover: kill -9 of the node owning a beating instance, with Nacos's
 #    default timings (probe 2 s, DOWN after 3): time until the survivors
 #    list it DOWN and until a beat through a survivor is answered 10200.
-# REGISTRY_BIN / LOADGEN_BIN name prebuilt binaries (default: release builds).
+# REGISTRY_BIN / LOADGEN_BIN name prebuilt binaries (default: release builds);
+# BASE_PORT (default 18890) the first node's HTTP port (gRPC on +1000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-smoke}"
@@ -21,11 +22,17 @@ LOADGEN_BIN="${LOADGEN_BIN:-target/release/loadgen}"
 out=target/cluster-figures
 mkdir -p "$out"
 
-read -r p0 p1 p2 < <(python3 -c '
-import socket
-s=[socket.socket() for _ in range(3)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])')
+# Fixed ports below the kernel's ephemeral range (BASE_PORT, default 18890,
+# gRPC on +1000): a port that binding 0 handed out and this script let go may
+# be taken by any outgoing connection before the node binds it again.
+base="${BASE_PORT:-18890}"
+p0=$base p1=$((base + 1)) p2=$((base + 2))
+for p in "$p0" "$p1" "$p2" $((p0 + 1000)) $((p1 + 1000)) $((p2 + 1000)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+        echo "port $p is already in use (set BASE_PORT=...)" >&2
+        exit 1
+    fi
+done
 ports=("$p0" "$p1" "$p2")
 members="127.0.0.1:$p0,127.0.0.1:$p1,127.0.0.1:$p2"
 pids=()

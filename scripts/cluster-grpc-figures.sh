@@ -10,7 +10,8 @@
 # REGISTRY_BIN (default target/release/registry: build it first, under the
 # bench lock on a shared machine); NACOS_COMPAT_DIR (default target/compat,
 # where scripts/deps/clients.sh installs nacos-sdk-python 3.2.0 in
-# venv-grpc); OUT (default target/cluster-grpc-figures): node logs.
+# venv-grpc); OUT (default target/cluster-grpc-figures): node logs; BASE_PORT
+# (default 18930): the nodes' HTTP ports, gRPC on +1000.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REGISTRY_BIN=${REGISTRY_BIN:-target/release/registry}

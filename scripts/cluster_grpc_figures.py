@@ -37,28 +37,27 @@ OUT = sys.argv[2]
 SAMPLES = int(sys.argv[3]) if len(sys.argv) > 3 else 200
 
 
-def free_ports(n):
-    """HTTP ports whose +1000 is free too (Nacos clients assume it)."""
+def fixed_ports(n):
+    """HTTP ports from BASE_PORT (default 18930) whose +1000 is free too (Nacos
+    clients assume it): below the kernel's ephemeral range, so that no outgoing
+    connection takes one between this check and the node's bind, as it may a
+    port that binding 0 handed out and this script let go."""
+    base = int(os.environ.get("BASE_PORT", "18930"))
     out = []
-    while len(out) < n:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p + 1000 > 65535:
-            continue
-        t = socket.socket()
-        try:
-            t.bind(("127.0.0.1", p + 1000))
-            out.append(p)
-        except OSError:
-            pass
-        finally:
-            t.close()
+    for p in range(base, base + n):
+        for q in (p, p + 1000):
+            t = socket.socket()
+            try:
+                t.bind(("127.0.0.1", q))
+            except OSError:
+                sys.exit(f"port {q} is already in use (set BASE_PORT=...)")
+            finally:
+                t.close()
+        out.append(p)
     return out
 
 
-PORTS = free_ports(3)
+PORTS = fixed_ports(3)
 MEMBERS = ",".join(f"127.0.0.1:{p}" for p in PORTS)
 
 

@@ -29,7 +29,7 @@ mkdir -p target
     exit 1
 }
 ((build_only == 0)) || exit 0
-for target in http_request beat_json udp_ack udp_push distro_message distro_clients grpc_payload grpc_frame raft_message open_api; do
+for target in http_request beat_json udp_ack udp_push distro_message distro_clients grpc_payload grpc_frame raft_message open_api dns_query; do
     mkdir -p "fuzz/corpus/$target"
     log="target/fuzz-$target.log"
     echo "fuzzing $target for ${secs}s"

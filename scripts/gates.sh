@@ -4,15 +4,39 @@
 # `report gates` against reports/gates/policy.toml (2 % by default).
 #
 #   scripts/gates.sh [--record] [--head-dir DIR] [--base-dir DIR] [--out DIR] [BASE_REF]
+#   scripts/gates.sh --pin
 #
 #   BASE_REF      commit to compare against (default HEAD~1)
 #   --record      also copy head's counts to reports/history/gates-<date>-<sha>.json
 #   --head-dir    tree measured as head (default: this working tree)
 #   --base-dir    an existing checkout of BASE_REF (default: a worktree under /tmp)
 #   --out         where the JSON files and callgrind outputs go (default target/gates/out)
+#   --pin         measure this (committed, clean) tree only and write its counts
+#                 to benches/gates-baseline.json, the pinned baseline; commit
+#                 that file, saying why the counts moved
 #
-# Exit codes: 0 no regression, or no baseline at BASE_REF; 1 a hot path grew
-# beyond its threshold; 2 the gate itself could not run (build, valgrind).
+# Head is judged twice, and fails on either: against BASE_REF (a regression
+# in one commit), and against the pinned baseline benches/gates-baseline.json
+# (growth just under the threshold per commit adds up there: past it, the gate
+# fails until someone re-pins deliberately). The pinned file must have been
+# measured with head's hotpaths program and toolchain; if not, re-pin. When
+# base could not run head's program (it predates an API the program uses) and
+# ran its own, the sides measure different code, so that comparison is shown
+# but advisory and the pinned one decides.
+#
+# Then the gate tests itself: it measures http-register and grpc-register again
+# with REGISTRY_SLOW_HANDLER_FOR_GATE_TEST set (registry/server/src/gate_test.rs:
+# extra work inside the real handlers) and fails (exit 2) unless `report gates`
+# calls both a regression, so a gate that stopped measuring the real handlers
+# cannot pass unseen.
+#
+# Exit codes: 0 no regression; 1 a hot path grew beyond its threshold (against
+# BASE_REF or the pinned baseline) or is measured on one side only; 2 the gate
+# itself could not run (build, valgrind, no or stale pinned baseline, a failed
+# self-test, or no baseline: BASE_REF missing even after `git fetch --deepen`,
+# or it does not build). GATES_ALLOW_NO_BASE=1 turns "no baseline" into a
+# comparison with the pinned baseline only (a local run on a commit that
+# predates the benches crate); CI never sets it.
 #
 # Why instruction counts: on a shared 2-core machine wall-clock results move by
 # tens of percent, the instruction count of one binary on one input by a few
@@ -24,14 +48,14 @@
 # loop must not read as a change in the code under test, and commits from
 # before the program existed can still be measured. If that program does not
 # build against base (an API it uses changed), base's own copy is used when it
-# has one; if neither builds, there is no baseline and the gate passes.
+# has one; if neither builds, there is no baseline and the gate fails (exit 2).
 #
 # Cost: both sides build into target/gates, which keeps dependencies between
-# runs. hotpaths needs only registry-core, -proto and -convert (see
-# adopt_convert_crate): ~55 dependencies when cold, not the server's ~210; then
-# each side rebuilds those crates and links with fat LTO (the workspace's own
-# crates are always rebuilt, see clean_workspace_crates).
-# The measurement runs the two sides in parallel, ~30 s.
+# runs. hotpaths calls the server's handlers, so it needs registry-server's
+# graph (~175 crates when cold; a base that runs its own older program without
+# the server builds with --no-default-features, ~55); then each side rebuilds
+# the workspace's crates and links with fat LTO (see clean_workspace_crates).
+# The measurement runs the two sides in parallel, ~40 s, the self-test ~15 s.
 set -Eeuo pipefail
 # Any unexpected failure exits 2, so that 1 always means "a hot path regressed".
 trap 'printf "gates: failed at line %s\n" "$LINENO" >&2; exit 2' ERR
@@ -39,6 +63,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
 record=0
+pin=0
 head_dir="$ROOT"
 base_dir=""
 out=""
@@ -46,10 +71,11 @@ base_ref="HEAD~1"
 while (($#)); do
     case "$1" in
         --record) record=1 ;;
+        --pin) pin=1 ;;
         --head-dir) head_dir="$(cd "$2" && pwd)"; shift ;;
         --base-dir) base_dir="$(cd "$2" && pwd)"; shift ;;
         --out) out="$2"; shift ;;
-        -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,46p' "$0"; exit 0 ;;
         -*) echo "gates: unknown option $1" >&2; exit 2 ;;
         *) base_ref="$1" ;;
     esac
@@ -59,6 +85,8 @@ done
 target="${GATES_TARGET_DIR:-$ROOT/target/gates}"
 out="${out:-$target/out}"
 harness_rel="benches/src/bin/hotpaths.rs"
+pinned="$ROOT/benches/gates-baseline.json"
+slow_var="REGISTRY_SLOW_HANDLER_FOR_GATE_TEST"
 say() { printf 'gates: %s\n' "$*" >&2; }
 
 command -v valgrind >/dev/null || { say "valgrind not found (apt-get install valgrind)"; exit 2; }
@@ -72,9 +100,31 @@ if [[ -z "${GATES_LOCKED:-}" ]]; then
     flock -n 9 || { say "waiting for another gates or bench-compare run"; flock 9; }
 fi
 
-if ! base_sha="$(git -C "$ROOT" rev-parse --verify --quiet "${base_ref}^{commit}")"; then
-    echo "no baseline for gates at $base_ref (no such commit in this clone)"
-    exit 0
+# No baseline is a failure unless asked otherwise: a gate that passes when it
+# measured nothing (a shallow clone, a base that no longer builds) hides every
+# regression behind it.
+have_base=1
+no_baseline() {
+    echo "no baseline for gates at $base_ref: $*"
+    if [[ "${GATES_ALLOW_NO_BASE:-0}" == 1 ]]; then
+        echo "(GATES_ALLOW_NO_BASE=1: judged against the pinned baseline only)"
+        have_base=0
+        return 0
+    fi
+    echo "the gate cannot judge this change; fix the base or set GATES_ALLOW_NO_BASE=1 deliberately"
+    exit 2
+}
+base_sha=""
+if ((pin)); then
+    have_base=0
+elif ! base_sha="$(git -C "$ROOT" rev-parse --verify --quiet "${base_ref}^{commit}")"; then
+    # A shallow clone (CI's default) lacks the parent: fetch enough history.
+    if [[ "$(git -C "$ROOT" rev-parse --is-shallow-repository)" == true ]]; then
+        say "$base_ref is not in this shallow clone; git fetch --deepen=50"
+        git -C "$ROOT" fetch --quiet --deepen=50 >&2 || say "git fetch --deepen failed"
+    fi
+    base_sha="$(git -C "$ROOT" rev-parse --verify --quiet "${base_ref}^{commit}")" ||
+        no_baseline "no such commit in this clone"
 fi
 # "-dirty" marks a head with changes beyond the files this script and cargo
 # touch in scratch trees (workspace manifest, lock file, harness).
@@ -85,13 +135,13 @@ else
     changes="$(git -C "$head_dir" status --porcelain -- . ':(exclude)Cargo.toml' ':(exclude)Cargo.lock' ":(exclude)$harness_rel")"
 fi
 [[ -z "$changes" ]] || head_commit+="-dirty"
-if ((record)) && [[ "$head_commit" == *-dirty ]]; then
-    say "--record keeps main's reference results: commit first, or pass --head-dir of a clean checkout"
+if ((record || pin)) && [[ "$head_commit" == *-dirty ]]; then
+    say "--record and --pin keep reference results: commit first, or pass --head-dir of a clean checkout"
     exit 2
 fi
 # Only this script's own files are cleared: --out may name a folder with others.
 mkdir -p "$out/cg"
-rm -f "$out"/cg/*.out "$out"/cg/*.log "$out"/{base,head}.json "$out"/hotpaths-*
+rm -f "$out"/cg/*.out "$out"/cg/*.log "$out"/{base,head,plain,slowed}.json "$out"/hotpaths-*
 
 # A scratch worktree of BASE unless the caller gave one; removed on exit.
 cleanup=()
@@ -103,7 +153,7 @@ remove_worktrees() {
     done
 }
 trap remove_worktrees EXIT
-if [[ -z "$base_dir" ]]; then
+if ((have_base)) && [[ -z "$base_dir" ]]; then
     base_dir="$(mktemp -d /tmp/gates-base.XXXXXX)"
     cleanup+=("$base_dir")
     git -C "$ROOT" worktree add --detach --quiet "$base_dir" "$base_sha"
@@ -192,11 +242,15 @@ restore_adopted() {
 # code, and a lint in an older base must not cost it its baseline.
 build() {
     local dir="$1" side="$2" built=0
+    # A program calling the server (registry_server::bench) needs the
+    # benches crate's default features; an older one only the core's.
+    local -a features=()
+    grep -q 'registry_server::' "$dir/$harness_rel" || features=(--no-default-features)
     adopt_convert_crate "$dir" || true
     {
         clean_workspace_crates "$dir" &&
             (cd "$dir" && CARGO_TARGET_DIR="$target" env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
-                cargo build --release -p benches --bin hotpaths --no-default-features)
+                cargo build --release -p benches --bin hotpaths "${features[@]}")
     } >"$out/build-$side.log" 2>&1 && built=1
     restore_adopted "$dir"
     ((built)) || return 1
@@ -204,7 +258,7 @@ build() {
 }
 
 drop_missing_members "$head_dir"
-drop_missing_members "$base_dir"
+((have_base == 0)) || drop_missing_members "$base_dir"
 if [[ "$harness" != "$head_dir/$harness_rel" ]]; then
     mkdir -p "$(dirname "$head_dir/$harness_rel")"
     cp "$out/hotpaths.rs" "$head_dir/$harness_rel"
@@ -217,27 +271,31 @@ if ! build "$head_dir" head; then
     exit 2
 fi
 
-if [[ ! -f "$base_dir/benches/Cargo.toml" ]]; then
-    echo "no baseline for gates at $base_ref (${base_sha:0:10}): it has no benches crate"
-    exit 0
-fi
+# build_base: builds base's hotpaths (head's program, else base's own), or
+# finds there is no baseline.
 base_harness="$out/hotpaths.rs"
-base_own="$out/hotpaths-base-own.rs"
-git -C "$base_dir" show "HEAD:$harness_rel" >"$base_own" 2>/dev/null || rm -f "$base_own"
-mkdir -p "$(dirname "$base_dir/$harness_rel")"
-cp "$out/hotpaths.rs" "$base_dir/$harness_rel"
-say "building hotpaths for base $base_ref (${base_sha:0:10})"
-if ! build "$base_dir" base; then
+build_base() {
+    if [[ ! -f "$base_dir/benches/Cargo.toml" ]]; then
+        no_baseline "${base_sha:0:10} has no benches crate"
+        return 0
+    fi
+    local base_own="$out/hotpaths-base-own.rs"
+    git -C "$base_dir" show "HEAD:$harness_rel" >"$base_own" 2>/dev/null || rm -f "$base_own"
+    mkdir -p "$(dirname "$base_dir/$harness_rel")"
+    cp "$out/hotpaths.rs" "$base_dir/$harness_rel"
+    say "building hotpaths for base $base_ref (${base_sha:0:10})"
+    build "$base_dir" base && return 0
     if [[ -f "$base_own" ]] && ! cmp -s "$base_own" "$out/hotpaths.rs"; then
         say "head's hotpaths does not build at base; using base's own"
         cp "$base_own" "$base_dir/$harness_rel"
         base_harness="$base_own"
+        build "$base_dir" base && return 0
     fi
-    if [[ "$base_harness" != "$base_own" ]] || ! build "$base_dir" base; then
-        echo "no baseline for gates at $base_ref (${base_sha:0:10}): hotpaths does not build there"
-        echo "(build log: $out/build-base.log)"
-        exit 0
-    fi
+    tail -n 30 "$out/build-base.log" >&2
+    no_baseline "hotpaths does not build at ${base_sha:0:10} (build log: $out/build-base.log)"
+}
+if ((have_base)); then
+    build_base
 fi
 
 # The report tool of this checkout (head's may predate `report gates`), built
@@ -274,11 +332,17 @@ ir() {
     awk '/^(summary|totals):/ { print $2; exit }' "$file"
 }
 
-# measure SIDE COMMIT DIR HARNESS: writes $out/SIDE.json.
+# measure SIDE COMMIT DIR HARNESS [OP...]: writes $out/SIDE.json with every
+# operation, or the OPs named, of $out/hotpaths-SIDE (head's for the self-test).
 measure() {
     local side="$1" commit="$2" dir="$3" harness_file="$4"
+    shift 4
     local bin="$out/hotpaths-$side" ops="" op n ir_n ir_2n per_op
+    [[ -x "$bin" ]] || bin="$out/hotpaths-head"
     while read -r op n; do
+        if (($#)) && [[ " $* " != *" $op "* ]]; then
+            continue
+        fi
         ir_n="$(ir "$bin" "$op" "$n" "$side")"
         ir_2n="$(ir "$bin" "$op" "$((2 * n))" "$side")"
         per_op="$(awk -v a="$ir_n" -v b="$ir_2n" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / n }')"
@@ -303,13 +367,23 @@ EOF
 say "measuring under callgrind (both sides in parallel)"
 measure head "$head_commit" "$head_dir" "$out/hotpaths.rs" &
 head_job=$!
-measure base "$base_sha" "$base_dir" "$base_harness" &
-base_job=$!
+base_job=""
+if ((have_base)); then
+    measure base "$base_sha" "$base_dir" "$base_harness" &
+    base_job=$!
+fi
 status=0
 wait "$head_job" || status=2
-wait "$base_job" || status=2
+if [[ -n "$base_job" ]]; then
+    wait "$base_job" || status=2
+fi
 ((status == 0)) || exit 2
 
+if ((pin)); then
+    cp "$out/head.json" "$pinned"
+    say "pinned $pinned at ${head_commit:0:10}: commit it, saying why the counts moved"
+    exit 0
+fi
 if ((record)); then
     day="$(git -C "$head_dir" log -1 --format=%cd --date=format:%Y%m%d)"
     dest="$ROOT/reports/history/gates-$day-${head_commit:0:10}.json"
@@ -318,10 +392,63 @@ if ((record)); then
     say "recorded $dest"
 fi
 
-# `|| verdict=$?`: exit 1 (a regression) is an answer here, not a failure.
+# `|| rc=$?`: exit 1 (a regression) is an answer here, not a failure.
+policy="$ROOT/reports/gates/policy.toml"
 verdict=0
-"$report" gates "$out/base.json" "$out/head.json" --policy "$ROOT/reports/gates/policy.toml" ||
-    verdict=$?
+if ((have_base)); then
+    base_verdict=0
+    "$report" gates "$out/base.json" "$out/head.json" --policy "$policy" || base_verdict=$?
+    ((base_verdict != 2)) || exit 2
+    if ((base_verdict == 1)) && [[ "$base_harness" != "$out/hotpaths.rs" ]]; then
+        echo
+        echo "(advisory: base ran its own, older hotpaths program, so the two sides measure"
+        echo " different code; the pinned baseline below decides)"
+    elif ((base_verdict == 1)); then
+        verdict=1
+    fi
+    echo
+fi
+
+# The self-test: the real handlers, slowed, must fail the gate.
+selftest_ops=(http-register grpc-register)
+say "self-test: ${selftest_ops[*]} with $slow_var set must fail the gate"
+measure plain "$head_commit" "$head_dir" "$out/hotpaths.rs" "${selftest_ops[@]}" &
+plain_job=$!
+(
+    export "$slow_var=${GATES_SELF_TEST_ROUNDS:-1000}"
+    measure slowed "$head_commit-slowed" "$head_dir" "$out/hotpaths.rs" "${selftest_ops[@]}"
+) &
+slowed_job=$!
+wait "$plain_job" || exit 2
+wait "$slowed_job" || exit 2
+selftest_rc=0
+"$report" gates "$out/plain.json" "$out/slowed.json" --policy "$policy" >"$out/self-test.md" ||
+    selftest_rc=$?
+for op in "${selftest_ops[@]}"; do
+    if ((selftest_rc != 1)) || ! grep -q "^| $op .*REGRESSION" "$out/self-test.md"; then
+        cat "$out/self-test.md" >&2
+        say "self-test FAILED: $op with its real handler slowed did not fail the gate"
+        exit 2
+    fi
+done
+say "self-test passed: the slowed handlers failed the gate ($out/self-test.md)"
+
+# The pinned baseline: measured with this very program and toolchain, or
+# stale (exit 2 until re-pinned).
+if [[ ! -f "$pinned" ]]; then
+    say "no pinned baseline $pinned: run scripts/gates.sh --pin on a clean tree and commit the file"
+    exit 2
+fi
+echo "Against the pinned baseline (benches/gates-baseline.json):"
+echo
+pinned_verdict=0
+"$report" gates "$pinned" "$out/head.json" --policy "$policy" --same-harness || pinned_verdict=$?
+if ((pinned_verdict == 2)); then
+    say "the pinned baseline cannot be compared: if hotpaths.rs or the toolchain changed, re-pin (scripts/gates.sh --pin) and commit it"
+    exit 2
+fi
+((pinned_verdict == 0)) || verdict=1
+
 if ((verdict == 1)); then
     echo
     echo "Inspect a regressed path with: callgrind_annotate $out/cg/head-OP-N.out (and base-OP-N.out)"

@@ -11,14 +11,15 @@
 #   scripts/loadgen-cluster.sh [N]
 #
 # KILL_AFTER=S kills node 1 S seconds after loadgen starts (default: none);
-# PROFILE (default grpc-smoke); BASE_PORT (default 38848, gRPC on +1000);
+# PROFILE (default grpc-smoke); BASE_PORT (default 18880, gRPC on +1000: below
+# the kernel's ephemeral range, which an outgoing connection may take first);
 # REGISTRY_BIN and LOADGEN_BIN (default target/release/{registry,loadgen}: build
 # them first, one at a time); OUT (default target/loadgen-cluster): node logs
 # and loadgen's report. Extra loadgen arguments: LOADGEN_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-3}"
-base="${BASE_PORT:-38848}"
+base="${BASE_PORT:-18880}"
 REGISTRY_BIN=${REGISTRY_BIN:-target/release/registry}
 LOADGEN_BIN=${LOADGEN_BIN:-target/release/loadgen}
 OUT=${OUT:-target/loadgen-cluster}

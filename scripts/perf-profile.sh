@@ -9,8 +9,9 @@
 #         a second, each pushed to every subscriber).
 #   list  target 5: 16-deep pipelined GET instance/list of a 10-instance
 #         service (4.4 KB answers) from wrk on core 1 (scripts/wrk/registry.lua).
-#   floor the same pipelined load against benches' `http-floor` (64 B
-#         answers), for comparison with `list`.
+#   floor the same pipelined load against benches' `http-floor`, answering
+#         FLOOR_BODY_BYTES of body (default 4299, the 10-instance list's
+#         answer; 64 for the do-nothing floor), for comparison with `list`.
 #
 #   scripts/perf-profile.sh push|list|floor [SECONDS]
 #
@@ -110,7 +111,8 @@ list | floor)
         REGISTRY_LOG=warn taskset -c 0 "$registry_bin" --listen "127.0.0.1:$port" --workers 1 \
             --max-connections 1000 --max-inflight 100000 >/dev/null 2>&1 &
     else
-        taskset -c 0 "$floor_bin" --listen "127.0.0.1:$port" --workers 1 >/dev/null 2>&1 &
+        taskset -c 0 "$floor_bin" --listen "127.0.0.1:$port" --workers 1 \
+            --body-bytes "${FLOOR_BODY_BYTES:-4299}" >/dev/null 2>&1 &
     fi
     pid=$!
     pids+=("$pid")

@@ -16,7 +16,8 @@
 #    data directory, restart it: time until it has installed the snapshot and
 #    applied up to the leader's index; snapshot size; every node's RSS and its
 #    parts (registry_memory_bytes) after the fill and after the transfer.
-# REGISTRY_BIN names a prebuilt binary (default: target/release/registry).
+# REGISTRY_BIN names a prebuilt binary (default: target/release/registry);
+# BASE_PORT (default 18910) the first node's HTTP port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -31,11 +32,19 @@ rm -rf "$out"
 mkdir -p "$out"
 load() { python3 scripts/raft_load.py "$@"; }
 
-read -r -a all < <(python3 -c '
-import socket, sys
-s=[socket.socket() for _ in range(int(sys.argv[1]) + 1)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])' "$n")
+# Fixed HTTP ports below the kernel's ephemeral range (BASE_PORT, default
+# 18910; gRPC binds port 0): a port that binding 0 handed out and this script
+# let go may be taken by any outgoing connection before the node binds it.
+base="${BASE_PORT:-18910}"
+all=()
+for i in $(seq 0 "$n"); do
+    p=$((base + i))
+    if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+        echo "port $p is already in use (set BASE_PORT=...)" >&2
+        exit 1
+    fi
+    all+=("$p")
+done
 ports=("${all[@]:0:n}")
 p3="${all[n]}"
 members=$(printf '127.0.0.1:%s,' "${ports[@]}")

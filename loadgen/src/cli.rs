@@ -81,6 +81,10 @@ pub struct RunArgs {
     /// A gate such as `beat.p99<5ms`, `*.errors<=0`, `query.rate>=1000` (repeatable).
     #[arg(long = "threshold", env = "LOADGEN_THRESHOLDS", value_delimiter = ';')]
     pub thresholds: Vec<String>,
+    /// A fault: run COMMAND (by `sh -c`) AT into the steady phase and report what
+    /// the targets' lists lost until they converged, e.g. `10s=kill -9 1234` (repeatable).
+    #[arg(long = "fault", value_parser = crate::fault::parse)]
+    pub faults: Vec<crate::fault::FaultSpec>,
     /// Services (overrides the profile).
     #[arg(long, env = "LOADGEN_SERVICES")]
     pub services: Option<u32>,
@@ -200,6 +204,7 @@ impl RunArgs {
             },
             out: self.out.clone(),
             thresholds: self.thresholds.clone(),
+            faults: self.faults.clone(),
             quiet: self.quiet,
             commit: self.commit.clone(),
             pinning: self.pinning.clone(),

@@ -39,8 +39,20 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use crate::recorder::{ErrorClass, Op};
+use crate::recorder::{ErrorClass, Failure, Op};
 use crate::schedule::{Clock, Nanos};
+
+/// What a request still queued or in flight when the run ended failed of.
+const RUN_ENDED: Failure = Failure::new(
+    ErrorClass::Timeout,
+    "no answer before the run ended (the lane gave up)",
+);
+
+/// What a request that waited in its lane's queue longer than the timeout failed of.
+const QUEUED_TOO_LONG: Failure = Failure::new(
+    ErrorClass::Timeout,
+    "waited longer than the request timeout to be written (not sent)",
+);
 
 /// One request as the scheduler hands it to a lane: 24 bytes, no payload (the
 /// [`Exchange`] encodes it when it is written).
@@ -69,11 +81,11 @@ pub trait Exchange {
         req: &Request,
         sent: Nanos,
         done: Nanos,
-        result: Result<&Response<'_>, ErrorClass>,
+        result: Result<&Response<'_>, &Failure>,
     );
     /// A queued request was never sent (the server stayed unreachable, it waited
     /// longer than the timeout, or the run ended); declared failed at `declared`.
-    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos);
+    fn abandon(&self, req: &Request, failure: &Failure, declared: Nanos);
 }
 
 /// The queue between a worker's scheduler and one connection task.
@@ -200,11 +212,11 @@ impl Lane {
         self.notify.notify_one();
     }
 
-    /// Abandons every queued request as `class`, declared at `now`.
-    fn abandon_queued<E: Exchange>(&self, ex: &E, class: ErrorClass, now: Nanos) {
+    /// Abandons every queued request for `failure`, declared at `now`.
+    fn abandon_queued<E: Exchange>(&self, ex: &E, failure: &Failure, now: Nanos) {
         let queued: Vec<Request> = self.queue.borrow_mut().drain(..).collect();
         for r in &queued {
-            ex.abandon(r, class, now);
+            ex.abandon(r, failure, now);
         }
     }
 
@@ -598,8 +610,8 @@ impl Reader {
 enum End {
     /// Closed on request, nothing left.
     Closed,
-    /// Reconnect; in-flight requests fail with the class, or are sent again (`None`).
-    Reconnect(Option<ErrorClass>),
+    /// Reconnect; in-flight requests fail for the reason, or are sent again (`None`).
+    Reconnect(Option<Failure>),
     /// The run ended ([`Lane::give_up`]): everything outstanding fails now.
     GaveUp,
 }
@@ -623,7 +635,7 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
             return;
         }
         if lane.gave_up.get() {
-            lane.abandon_queued(&*ex, ErrorClass::Timeout, clock.now());
+            lane.abandon_queued(&*ex, &RUN_ENDED, clock.now());
             return;
         }
         let stream = match connect(lane.server(), lane.source).await {
@@ -631,14 +643,18 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
                 failures = 0;
                 Rc::new(s)
             }
-            Err(_) => {
+            Err(e) => {
+                let failure = Failure::because(
+                    ErrorClass::Connection,
+                    format_args!("connecting to {}: {e}", lane.server()),
+                );
                 failures += 1;
                 lane.fail_over();
                 // The server is unreachable: give up on what waited too long.
                 let now = clock.now();
                 let cutoff = now.saturating_sub(cfg.timeout.as_nanos() as Nanos);
                 for r in &lane.take_stale(cutoff) {
-                    ex.abandon(r, ErrorClass::Connection, now);
+                    ex.abandon(r, &failure, now);
                 }
                 let backoff = Duration::from_millis(u64::from(failures.min(10)) * 50);
                 tokio::time::sleep(backoff).await;
@@ -669,9 +685,9 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
             End::GaveUp => {
                 let now = clock.now();
                 while let Some((req, sent)) = inflight.pop_front() {
-                    ex.complete(&req, sent, now, Err(ErrorClass::Timeout));
+                    ex.complete(&req, sent, now, Err(&RUN_ENDED));
                 }
-                lane.abandon_queued(&*ex, ErrorClass::Timeout, now);
+                lane.abandon_queued(&*ex, &RUN_ENDED, now);
                 return;
             }
             End::Reconnect(None) => {
@@ -680,10 +696,10 @@ pub async fn drive<E: Exchange>(ex: Rc<E>, lane: Rc<Lane>, cfg: LaneConfig, cloc
                     q.push_front(req);
                 }
             }
-            End::Reconnect(Some(class)) => {
+            End::Reconnect(Some(failure)) => {
                 let done = clock.now();
                 while let Some((req, sent)) = inflight.pop_front() {
-                    ex.complete(&req, sent, done, Err(class));
+                    ex.complete(&req, sent, done, Err(&failure));
                 }
             }
         }
@@ -729,7 +745,10 @@ async fn session<E: Exchange>(
             r = stream.ready(interest) => {
                 let ready = match r {
                     Ok(r) => r,
-                    Err(_) => return End::Reconnect(Some(ErrorClass::Connection)),
+                    Err(e) => return End::Reconnect(Some(Failure::because(
+                        ErrorClass::Connection,
+                        format_args!("waiting on the socket: {e}"),
+                    ))),
                 };
                 if ready.is_readable() {
                     if let Some(end) = lane.read(ex, clock, reader) {
@@ -743,7 +762,10 @@ async fn session<E: Exchange>(
             return End::GaveUp;
         }
         if lane.abort.get() {
-            return End::Reconnect(Some(ErrorClass::Timeout));
+            return End::Reconnect(Some(Failure::new(
+                ErrorClass::Timeout,
+                "no answer within the request timeout (the connection is dropped)",
+            )));
         }
     }
 }
@@ -765,7 +787,7 @@ fn fill<E: Exchange>(
             if now.saturating_sub(req.intended) > timeout {
                 // Waited longer than a client would: a timeout, not sent. This
                 // also bounds the backlog of a generator or server that fell behind.
-                ex.abandon(&req, ErrorClass::Timeout, now);
+                ex.abandon(&req, &QUEUED_TOO_LONG, now);
                 continue;
             }
             ex.encode(&req, wbuf);
@@ -785,7 +807,12 @@ fn flush(stream: &TcpStream, wbuf: &mut Vec<u8>, wpos: &mut usize) -> Result<(),
         match stream.try_write(&wbuf[*wpos..]) {
             Ok(n) => *wpos += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(_) => return Err(End::Reconnect(Some(ErrorClass::Connection))),
+            Err(e) => {
+                return Err(End::Reconnect(Some(Failure::because(
+                    ErrorClass::Connection,
+                    format_args!("writing: {e}"),
+                ))))
+            }
         }
     }
     if *wpos == wbuf.len() {
@@ -841,7 +868,10 @@ fn read_responses<E: Exchange>(
                         }
                     }
                 }
-                return Some(End::Reconnect(Some(ErrorClass::Connection)));
+                return Some(End::Reconnect(Some(Failure::new(
+                    ErrorClass::Connection,
+                    "the server closed the connection before answering",
+                ))));
             }
             Ok(_) => {
                 let done = clock.now();
@@ -860,8 +890,17 @@ fn read_responses<E: Exchange>(
                         false
                     }
                 });
-                if framed.is_err() || stray {
-                    return Some(End::Reconnect(Some(ErrorClass::Protocol)));
+                if let Err(e) = framed {
+                    return Some(End::Reconnect(Some(Failure::because(
+                        ErrorClass::Protocol,
+                        format_args!("unreadable response: {e}"),
+                    ))));
+                }
+                if stray {
+                    return Some(End::Reconnect(Some(Failure::new(
+                        ErrorClass::Protocol,
+                        "a response to no request",
+                    ))));
                 }
                 if close {
                     return Some(End::Reconnect(None));
@@ -875,7 +914,12 @@ fn read_responses<E: Exchange>(
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
-            Err(_) => return Some(End::Reconnect(Some(ErrorClass::Connection))),
+            Err(e) => {
+                return Some(End::Reconnect(Some(Failure::because(
+                    ErrorClass::Connection,
+                    format_args!("reading: {e}"),
+                ))))
+            }
         }
     }
 }

@@ -37,6 +37,7 @@
 //! - [`bench`]: raw HTTP generation (`loadgen bench-http`) for efficiency comparisons.
 //! - [`metrics`]: `--metrics-listen`, loadgen's own Prometheus metrics while it runs.
 //! - [`host`]: file-descriptor limit and `/proc` readings.
+//! - [`jitter`]: the machine's own timer wake-up lateness, measured during the run.
 //! - [`segment`]: `--segment I/N`, one slice of a profile for one of N processes.
 //! - [`start`]: `--start-at`, when the load begins.
 //! - [`cli`]: the command line.
@@ -54,9 +55,11 @@ pub mod capacity;
 pub mod cli;
 pub mod conn;
 pub mod dialect;
+pub mod fault;
 pub mod fleet;
 pub mod grpc;
 pub mod host;
+pub mod jitter;
 pub mod metrics;
 pub mod output;
 pub mod plan;

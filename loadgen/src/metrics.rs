@@ -8,7 +8,6 @@
 //! thread answering `GET /metrics` with the latest page. Nothing on the workers' paths
 //! changes: they already send their seconds to the runner.
 
-use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +16,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use registry_proto::prometheus::{self, Exposition, Kind};
 
 use crate::output::Now;
 use crate::recorder::{ErrorClass, Op, OpStats, Stats};
@@ -119,20 +119,21 @@ const QUANTILES: [f64; 5] = [0.5, 0.9, 0.99, 0.999, 0.9999];
 
 /// The page for `total` (everything recorded so far) and `now` (what the progress
 /// line shows: phase, intended and achieved rates, errors, the latest send lag),
-/// `elapsed_s` into the run.
+/// `elapsed_s` into the run. Written by the server's writer of the format
+/// ([`registry_proto::prometheus`]), so both binaries spell it one way.
 pub fn render(total: &Stats, now: &Now<'_>, elapsed_s: f64) -> String {
-    let mut out = String::new();
-    live_rates(&mut out, now);
-    counters(&mut out, total);
-    latencies(&mut out, total);
-    gauges(&mut out, now, elapsed_s);
-    out
+    prometheus::text(|e| {
+        live_rates(e, now);
+        counters(e, total);
+        latencies(e, total);
+        gauges(e, now, elapsed_s);
+    })
 }
 
 /// The per-operation counters: ended, intended, failed by class, skipped.
-fn counters(out: &mut String, total: &Stats) {
+fn counters(e: &mut Exposition<'_>, total: &Stats) {
     per_op(
-        out,
+        e,
         total,
         (
             "loadgen_operations_total",
@@ -141,7 +142,7 @@ fn counters(out: &mut String, total: &Stats) {
         |o| o.count,
     );
     per_op(
-        out,
+        e,
         total,
         (
             "loadgen_intended_total",
@@ -149,25 +150,22 @@ fn counters(out: &mut String, total: &Stats) {
         ),
         |o| o.intended,
     );
-    family(
-        out,
+    e.family(
         "loadgen_errors_total",
-        "counter",
+        Kind::Counter,
         "Failed operations by class.",
     );
     for op in Op::ALL {
         for class in ErrorClass::ALL {
-            let _ = writeln!(
-                out,
-                "loadgen_errors_total{{op=\"{}\",class=\"{}\"}} {}",
-                op.name(),
-                class.key(),
-                total.op(op).errors[class as usize]
+            e.sample(
+                "loadgen_errors_total",
+                &[("op", op.name()), ("class", class.key())],
+                total.op(op).errors[class as usize],
             );
         }
     }
     per_op(
-        out,
+        e,
         total,
         (
             "loadgen_skipped_slots_total",
@@ -179,170 +177,136 @@ fn counters(out: &mut String, total: &Stats) {
 
 /// One counter family with a sample per operation.
 fn per_op(
-    out: &mut String,
+    e: &mut Exposition<'_>,
     total: &Stats,
     (name, help): (&str, &str),
     value: impl Fn(&OpStats) -> u64,
 ) {
-    family(out, name, "counter", help);
+    e.family(name, Kind::Counter, help);
     for op in Op::ALL {
-        let _ = writeln!(
-            out,
-            "{name}{{op=\"{}\"}} {}",
-            op.name(),
-            value(total.op(op))
-        );
+        e.sample(name, &[("op", op.name())], value(total.op(op)));
     }
 }
 
 /// The latency summaries: corrected per operation, send and schedule lag, push.
-fn latencies(out: &mut String, total: &Stats) {
-    family(
-        out,
+fn latencies(e: &mut Exposition<'_>, total: &Stats) {
+    e.family(
         "loadgen_latency_seconds",
-        "summary",
+        Kind::Summary,
         "Corrected latency (from the intended send time), failures included.",
     );
     for op in Op::ALL {
         summary(
-            out,
+            e,
             "loadgen_latency_seconds",
-            &format!("op=\"{}\",", op.name()),
+            &[("op", op.name())],
             &total.op(op).corrected,
         );
     }
-    family(
-        out,
-        "loadgen_send_lag_seconds",
-        "summary",
-        "Write time minus the time a request could be written: waiting inside loadgen.",
-    );
-    summary(out, "loadgen_send_lag_seconds", "", &total.send_lag);
-    family(
-        out,
-        "loadgen_connection_wait_seconds",
-        "summary",
-        "Time a request waited for its connection (earlier answers, a reconnect).",
-    );
-    summary(out, "loadgen_connection_wait_seconds", "", &total.conn_wait);
-    family(
-        out,
-        "loadgen_schedule_lag_seconds",
-        "summary",
-        "Dispatch time minus intended send time: the generator's own lag.",
-    );
-    summary(out, "loadgen_schedule_lag_seconds", "", &total.sched_lag);
-    family(
-        out,
-        "loadgen_push_latency_seconds",
-        "summary",
-        "Change-to-receipt latency of pushes.",
-    );
-    summary(out, "loadgen_push_latency_seconds", "", &total.push);
+    for (name, help, h) in [
+        (
+            "loadgen_send_lag_seconds",
+            "Write time minus the time a request could be written: waiting inside loadgen.",
+            &total.send_lag,
+        ),
+        (
+            "loadgen_connection_wait_seconds",
+            "Time a request waited for its connection (earlier answers, a reconnect).",
+            &total.conn_wait,
+        ),
+        (
+            "loadgen_schedule_lag_seconds",
+            "Dispatch time minus intended send time: the generator's own lag.",
+            &total.sched_lag,
+        ),
+        (
+            "loadgen_push_latency_seconds",
+            "Change-to-receipt latency of pushes.",
+            &total.push,
+        ),
+    ] {
+        e.family(name, Kind::Summary, help);
+        summary(e, name, &[], h);
+    }
 }
 
 /// What is true now: requests outstanding, the phase, the time into the run.
-fn gauges(out: &mut String, now: &Now<'_>, elapsed_s: f64) {
-    family(
-        out,
+fn gauges(e: &mut Exposition<'_>, now: &Now<'_>, elapsed_s: f64) {
+    e.gauge(
         "loadgen_outstanding_requests",
-        "gauge",
         "Requests queued or in flight.",
+        now.outstanding,
     );
-    let _ = writeln!(out, "loadgen_outstanding_requests {}", now.outstanding);
-    family(
-        out,
+    e.family(
         "loadgen_phase",
-        "gauge",
+        Kind::Gauge,
         "1 for the current phase of the run.",
     );
-    let _ = writeln!(out, "loadgen_phase{{phase=\"{}\"}} 1", now.phase);
-    family(
-        out,
+    e.sample("loadgen_phase", &[("phase", &now.phase.to_string())], 1);
+    e.gauge(
         "loadgen_elapsed_seconds",
-        "gauge",
         "Seconds since the run started.",
+        format_args!("{elapsed_s:.3}"),
     );
-    let _ = writeln!(out, "loadgen_elapsed_seconds {elapsed_s:.3}");
 }
 
 /// The progress line's figures: intended and achieved rates of the phase, errors so
 /// far, the latest second's send lag.
-fn live_rates(out: &mut String, now: &Now<'_>) {
-    family(
-        out,
+fn live_rates(e: &mut Exposition<'_>, now: &Now<'_>) {
+    e.family(
         "loadgen_intended_rate",
-        "gauge",
+        Kind::Gauge,
         "Operations per second the current phase intends (rate-driven operations).",
     );
     for op in Op::ALL {
         if let Some(rate) = now.rates.of(op) {
-            let _ = writeln!(out, "loadgen_intended_rate{{op=\"{}\"}} {rate}", op.name());
+            e.sample("loadgen_intended_rate", &[("op", op.name())], rate);
         }
     }
-    family(
-        out,
+    e.family(
         "loadgen_achieved_rate",
-        "gauge",
+        Kind::Gauge,
         "Operations written in the latest finished second.",
     );
     for op in Op::ALL {
-        let _ = writeln!(
-            out,
-            "loadgen_achieved_rate{{op=\"{}\"}} {}",
-            op.name(),
-            now.achieved(op)
+        e.sample(
+            "loadgen_achieved_rate",
+            &[("op", op.name())],
+            now.achieved(op),
         );
     }
-    family(
-        out,
+    e.gauge(
         "loadgen_errors_so_far",
-        "gauge",
         "Failed operations so far.",
+        now.errors,
     );
-    let _ = writeln!(out, "loadgen_errors_so_far {}", now.errors);
-    family(
-        out,
+    e.family(
         "loadgen_current_send_lag_seconds",
-        "gauge",
+        Kind::Gauge,
         "Send lag p50 and p99 in the latest finished second.",
     );
     let (p50, p99) = now.send_lag_us().unwrap_or((0, 0));
     for (q, v) in [("0.5", p50), ("0.99", p99)] {
-        let _ = writeln!(
-            out,
-            "loadgen_current_send_lag_seconds{{quantile=\"{q}\"}} {}",
-            v as f64 / 1e6
+        e.sample(
+            "loadgen_current_send_lag_seconds",
+            &[("quantile", q)],
+            v as f64 / 1e6,
         );
     }
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-}
-
 /// A Prometheus summary of a histogram in microseconds, in seconds.
-fn summary(out: &mut String, name: &str, labels: &str, h: &Histogram<u64>) {
-    for q in QUANTILES {
+fn summary(e: &mut Exposition<'_>, name: &str, labels: &[(&str, &str)], h: &Histogram<u64>) {
+    let quantiles = QUANTILES.map(|q| {
         let value = if h.is_empty() {
             0
         } else {
             h.value_at_quantile(q)
         };
-        let _ = writeln!(
-            out,
-            "{name}{{{labels}quantile=\"{q}\"}} {}",
-            value as f64 / 1e6
-        );
-    }
-    let braces = if labels.is_empty() {
-        String::new()
-    } else {
-        format!("{{{}}}", labels.trim_end_matches(','))
-    };
+        (q, value as f64 / 1e6)
+    });
     let sum = h.mean() * h.len() as f64 / 1e6;
-    let _ = writeln!(out, "{name}_sum{braces} {sum}");
-    let _ = writeln!(out, "{name}_count{braces} {}", h.len());
+    e.summary(name, labels, &quantiles, sum, h.len());
 }
 
 #[cfg(test)]
@@ -358,7 +322,13 @@ mod tests {
         r.dispatched(Op::Beat, 0, 1_000);
         r.completed(Op::Beat, 0, 1_000, 2_000_000, Ok(()));
         r.dispatched(Op::Beat, 0, 1_000);
-        r.failed(Op::Beat, ErrorClass::Timeout, 0, Some(1_000), 3_000_000_000);
+        r.failed(
+            Op::Beat,
+            &crate::recorder::Failure::new(ErrorClass::Timeout, "late"),
+            0,
+            Some(1_000),
+            3_000_000_000,
+        );
         r.skip(Op::Deregister);
         let total = r.finish();
         let latest = (3, total.clone());

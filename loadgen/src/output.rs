@@ -295,10 +295,9 @@ pub fn summary(report: &Report, notes: &Notes) -> String {
         reports::table::micros(max as f64),
         reports::table::micros(notes.lag_limits_us.0 as f64),
         reports::table::micros(notes.lag_limits_us.1 as f64),
-        if report.generator.fell_behind {
+        // The same verdict as the report's generator section, not a second opinion.
+        if reports::lag::Verdict::of(report).fell_behind {
             "\nWARNING: the generator fell behind its schedule; latencies partly measure loadgen itself"
-        } else if report.generator.p99_send_lag_us > notes.lag_limits_us.0 {
-            "\nrequests waited for a free connection slot: the server (or the pool size) limited the rate"
         } else {
             ""
         }

@@ -35,6 +35,14 @@ pub const BUILT_IN: &[(&str, &str)] = &[
         "nacos-2x-report",
         include_str!("../profiles/nacos-2x-report.toml"),
     ),
+    (
+        "nacos-2x-restart",
+        include_str!("../profiles/nacos-2x-restart.toml"),
+    ),
+    (
+        "nacos-2x-full-restart",
+        include_str!("../profiles/nacos-2x-full-restart.toml"),
+    ),
 ];
 
 /// The profile `loadgen run` uses when none is named.
@@ -121,6 +129,22 @@ pub struct Profile {
     /// The 2.x fleet's settings (used when `protocol = "grpc"`).
     #[serde(default)]
     pub grpc: GrpcFleet,
+    /// Faults run in the steady phase besides `--fault` ([`crate::fault`]). The
+    /// command runs under `sh -c`, so a profile names the operator's script by a
+    /// variable (`command = '"$RESTART_NODES" rolling'`). Absent from the
+    /// serialized profile when empty, so other profiles' hashes stay as they were.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<ProfileFault>,
+}
+
+/// One `[[faults]]` entry: `at` into the steady phase, `command` by `sh -c`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileFault {
+    /// When, after the start of the steady phase.
+    pub at: Dur,
+    /// What to run.
+    pub command: String,
 }
 
 /// The protocol a run speaks.
@@ -774,6 +798,35 @@ mod tests {
             p.validate().unwrap_or_else(|e| panic!("{e}"));
         }
         assert_eq!(BUILT_IN[0].0, DEFAULT_PROFILE);
+    }
+
+    /// Issue 34: the restart profiles are `nacos-2x-report` at 1/10, each with one
+    /// fault that runs the operator's script by `$RESTART_NODES`.
+    #[test]
+    fn the_restart_profiles_are_a_tenth_of_the_2x_report_with_a_fault() {
+        let report = Profile::load("nacos-2x-report").unwrap();
+        for (name, action) in [
+            ("nacos-2x-restart", "rolling"),
+            ("nacos-2x-full-restart", "full"),
+        ] {
+            let p = Profile::load(name).unwrap();
+            assert_eq!(p.fleet.instances * 10, report.fleet.instances, "{name}");
+            assert_eq!(p.fleet.services * 10, report.fleet.services, "{name}");
+            assert_eq!(p.grpc.clients * 10, report.grpc.clients, "{name}");
+            assert!(
+                (p.load.rate * 10.0 - report.load.rate).abs() < 1.0,
+                "{name}"
+            );
+            assert_eq!(p.faults.len(), 1, "{name}");
+            assert_eq!(p.faults[0].at.0, Duration::from_secs(10));
+            assert_eq!(p.faults[0].command, format!("\"$RESTART_NODES\" {action}"));
+        }
+        assert!(Profile::from_toml("x", "name='x'\n[[faults]]\nat='1s'\n").is_err());
+        let text = toml::to_string(&report).unwrap();
+        assert!(
+            !text.contains("faults"),
+            "no empty faults in other profiles: {text}"
+        );
     }
 
     #[test]

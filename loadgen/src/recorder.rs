@@ -125,6 +125,66 @@ impl ErrorClass {
     }
 }
 
+/// A failure: its class and why, in words (the first distinct reasons of each class
+/// are kept in the report with counts: [`reports::reasons`]).
+///
+/// Most reasons are fixed sentences and cost nothing; one that carries what the
+/// system said (an I/O error, an HTTP status, a server's message) is allocated once
+/// and shared by every request it fails (a broken connection fails its whole
+/// pipeline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The class, for counting.
+    pub class: ErrorClass,
+    reason: Reason,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reason {
+    Fixed(&'static str),
+    Said(std::rc::Rc<str>),
+}
+
+impl Failure {
+    /// A failure of `class` for a fixed reason.
+    pub const fn new(class: ErrorClass, reason: &'static str) -> Failure {
+        Failure {
+            class,
+            reason: Reason::Fixed(reason),
+        }
+    }
+
+    /// A failure of `class` for a reason built at run time (`what: error`).
+    pub fn because(class: ErrorClass, reason: impl std::fmt::Display) -> Failure {
+        Failure {
+            class,
+            reason: Reason::Said(reason.to_string().into()),
+        }
+    }
+
+    /// A non-2xx answer: its status and the start of its body.
+    pub fn status(status: u16, body: &[u8]) -> Failure {
+        let body = String::from_utf8_lossy(&body[..body.len().min(120)]);
+        let body = body.trim();
+        if body.is_empty() {
+            Failure::because(ErrorClass::of_status(status), format_args!("HTTP {status}"))
+        } else {
+            Failure::because(
+                ErrorClass::of_status(status),
+                format_args!("HTTP {status}: {body}"),
+            )
+        }
+    }
+
+    /// Why, in words.
+    pub fn reason(&self) -> &str {
+        match &self.reason {
+            Reason::Fixed(s) => s,
+            Reason::Said(s) => s,
+        }
+    }
+}
+
 /// A histogram for one second of recording: starts small and grows to what it
 /// records, so a worker's many per-second histograms stay cheap to copy.
 pub fn interval_histogram() -> Histogram<u64> {
@@ -166,6 +226,12 @@ pub struct OpStats {
     pub count: u64,
     /// Failures by [`ErrorClass`].
     pub errors: [u64; 5],
+    /// The first distinct reasons of each class, with counts (bounded).
+    pub reasons: Vec<reports::reasons::ErrorSample>,
+    /// 2.x calls whose send time is their socket's stamp.
+    pub stamped: u64,
+    /// 2.x calls whose send time fell back to their start (no stamp was taken).
+    pub fallback: u64,
     /// Operations whose intended time came: dispatched or skipped.
     pub intended: u64,
     /// Schedule slots whose time came but that the generator could not fill.
@@ -183,6 +249,9 @@ impl OpStats {
             sent_in: [0; PHASES],
             count: 0,
             errors: [0; 5],
+            reasons: Vec::new(),
+            stamped: 0,
+            fallback: 0,
             intended: 0,
             skipped: 0,
         }
@@ -191,6 +260,11 @@ impl OpStats {
     /// All failures.
     pub fn error_count(&self) -> u64 {
         self.errors.iter().sum()
+    }
+
+    fn count_failure(&mut self, failure: &Failure) {
+        self.errors[failure.class as usize] += 1;
+        reports::reasons::add(&mut self.reasons, failure.class.key(), failure.reason(), 1);
     }
 }
 
@@ -253,6 +327,9 @@ impl Stats {
             for (x, y) in a.errors.iter_mut().zip(&b.errors) {
                 *x += y;
             }
+            reports::reasons::merge(&mut a.reasons, &b.reasons);
+            a.stamped += b.stamped;
+            a.fallback += b.fallback;
         }
         add_hist(&mut self.send_lag, &other.send_lag);
         add_hist(&mut self.conn_wait, &other.conn_wait);
@@ -274,6 +351,9 @@ impl Stats {
             o.sent_in = [0; PHASES];
             o.count = 0;
             o.errors = [0; 5];
+            o.reasons.clear();
+            o.stamped = 0;
+            o.fallback = 0;
             o.intended = 0;
             o.skipped = 0;
         }
@@ -337,10 +417,17 @@ impl Recorder {
     }
 
     /// A 2.x call of `op` started at `started` had its last byte handed to the
-    /// socket at `wired` (its send, [`Recorder::sent`]).
-    pub fn client_queue(&mut self, op: Op, started: Nanos, wired: Nanos) {
+    /// socket at `wired` (its send, [`Recorder::sent`]); `stamped` says whether that
+    /// time is the socket's stamp or the fallback to its start.
+    pub fn client_queue(&mut self, op: Op, started: Nanos, wired: Nanos, stamped: bool) {
         let queued = micros(wired.saturating_sub(started));
-        let _ = self.current.ops[op as usize].client_queue.record(queued);
+        let o = &mut self.current.ops[op as usize];
+        let _ = o.client_queue.record(queued);
+        if stamped {
+            o.stamped += 1;
+        } else {
+            o.fallback += 1;
+        }
     }
 
     /// An operation got a response at `done` (`outcome` is its verdict: an HTTP error
@@ -351,14 +438,14 @@ impl Recorder {
         intended: Nanos,
         sent: Nanos,
         done: Nanos,
-        outcome: Result<(), ErrorClass>,
+        outcome: Result<(), &Failure>,
     ) {
         let o = &mut self.current.ops[op as usize];
         o.count += 1;
         let _ = o.corrected.record(micros(done.saturating_sub(intended)));
         let _ = o.uncorrected.record(micros(done.saturating_sub(sent)));
-        if let Err(class) = outcome {
-            o.errors[class as usize] += 1;
+        if let Err(failure) = outcome {
+            o.count_failure(failure);
         }
     }
 
@@ -368,14 +455,14 @@ impl Recorder {
     pub fn failed(
         &mut self,
         op: Op,
-        class: ErrorClass,
+        failure: &Failure,
         intended: Nanos,
         sent: Option<Nanos>,
         declared: Nanos,
     ) {
         let o = &mut self.current.ops[op as usize];
         o.count += 1;
-        o.errors[class as usize] += 1;
+        o.count_failure(failure);
         let _ = o
             .corrected
             .record(micros(declared.saturating_sub(intended)));
@@ -517,12 +604,14 @@ mod tests {
         let mut r = Recorder::new();
         // Could go at 1 ms, started at 1.2 ms, its last byte left at 1.5 ms.
         r.sent(Op::Register, MS, MS, 1_500_000);
-        r.client_queue(Op::Register, 1_200_000, 1_500_000);
+        r.client_queue(Op::Register, 1_200_000, 1_500_000, true);
+        r.client_queue(Op::Register, 1_600_000, 1_600_000, false);
         let second = r.roll();
-        assert_eq!(second.op(Op::Register).client_queue.len(), 1);
+        assert_eq!(second.op(Op::Register).client_queue.len(), 2);
         let s = r.finish();
         let reg = s.op(Op::Register);
         assert!(reg.client_queue.equivalent(reg.client_queue.max(), 300));
+        assert_eq!((reg.stamped, reg.fallback), (1, 1), "a fallback is counted");
         assert!(
             reg.send_lag.equivalent(reg.send_lag.max(), 500),
             "the queue is part of it"
@@ -571,8 +660,14 @@ mod tests {
     #[test]
     fn roll_moves_the_second_into_the_total() {
         let mut r = Recorder::new();
-        r.failed(Op::Register, ErrorClass::Timeout, 0, Some(1_000), 2_000_000);
-        r.completed(Op::Register, 0, 0, 5_000, Err(ErrorClass::Http5xx));
+        r.failed(Op::Register, &TIMEOUT, 0, Some(1_000), 2_000_000);
+        r.completed(
+            Op::Register,
+            0,
+            0,
+            5_000,
+            Err(&Failure::status(503, b"busy")),
+        );
         assert_eq!(r.counts(Op::Register), (2, 2));
         let second = r.roll();
         assert_eq!(
@@ -593,10 +688,11 @@ mod tests {
         let mut r = Recorder::new();
         // Intended at 1 ms, written at 2 ms, declared timed out at 1001 ms.
         r.dispatched(Op::Beat, MS, 2 * MS);
-        r.failed(Op::Beat, ErrorClass::Timeout, MS, Some(2 * MS), 1001 * MS);
+        r.failed(Op::Beat, &TIMEOUT, MS, Some(2 * MS), 1001 * MS);
         // Intended at 0, never written, abandoned at 500 ms.
         r.dispatched(Op::Beat, 0, 0);
-        r.failed(Op::Beat, ErrorClass::Connection, 0, None, 500 * MS);
+        let refused = Failure::because(ErrorClass::Connection, "connect: refused");
+        r.failed(Op::Beat, &refused, 0, None, 500 * MS);
         let s = r.finish();
         let b = s.op(Op::Beat);
         assert_eq!((b.count, b.intended, b.error_count()), (2, 2, 2));
@@ -630,6 +726,36 @@ mod tests {
     }
 
     const MS: Nanos = 1_000_000;
+    const TIMEOUT: Failure = Failure::new(ErrorClass::Timeout, "no answer in time");
+
+    #[test]
+    fn failures_keep_their_reasons_with_counts_through_a_roll() {
+        let mut r = Recorder::new();
+        let refused = Failure::because(ErrorClass::Connection, "connect: refused");
+        r.failed(Op::Register, &refused, 0, None, MS);
+        let _ = r.roll();
+        r.failed(Op::Register, &refused.clone(), 0, None, 2 * MS);
+        r.completed(
+            Op::Register,
+            0,
+            0,
+            3 * MS,
+            Err(&Failure::status(503, b" busy \n")),
+        );
+        r.completed(Op::Register, 0, 0, 3 * MS, Err(&Failure::status(404, b"")));
+        let s = r.finish();
+        let reasons = &s.op(Op::Register).reasons;
+        let find = |m: &str| {
+            reasons
+                .iter()
+                .find(|x| x.message == m)
+                .map(|x| (x.class.as_str(), x.count))
+        };
+        assert_eq!(find("connect: refused"), Some(("connection", 2)));
+        assert_eq!(find("HTTP 503: busy"), Some(("http_5xx", 1)));
+        assert_eq!(find("HTTP 404"), Some(("http_4xx", 1)));
+        assert_eq!(s.op(Op::Register).error_count(), 4);
+    }
 
     #[test]
     fn names_and_classes() {

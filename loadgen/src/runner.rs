@@ -50,6 +50,8 @@ pub struct RunConfig {
     pub out: PathBuf,
     /// Extra thresholds (`--threshold`).
     pub thresholds: Vec<String>,
+    /// Faults to run in the steady phase (`--fault`, [`crate::fault`]).
+    pub faults: Vec<crate::fault::FaultSpec>,
     /// No progress bar and no summary on the terminal.
     pub quiet: bool,
     /// Commit of the code under test (default: `git rev-parse --short HEAD`).
@@ -80,6 +82,7 @@ impl Default for RunConfig {
             },
             out: PathBuf::from("target/loadgen"),
             thresholds: Vec::new(),
+            faults: Vec::new(),
             quiet: false,
             commit: None,
             pinning: None,
@@ -213,6 +216,7 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     let mut serializer = V2DeflateSerializer::new();
     let mut log = begin_log(&mut hlog_out, &mut serializer, &profile, started_at)?;
 
+    let probe = crate::jitter::Probe::start(None).context("starting the wake-up probe")?;
     let (handles, intervals) = start_workers(&shared, workers)?;
     let mut phases = Phases {
         shared: shared.clone(),
@@ -228,10 +232,12 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         phase: Phase::Init,
         spans: Vec::new(),
         status: String::new(),
+        faults: fault_schedule(&config, &profile, &control, &server),
+        fault_results: Vec::new(),
     };
     let mut walked = phases.walk(baseline, &control);
-    let server_stats = server.stats();
-    let mut totals = join_workers(handles)?;
+    let (fault_results, server_stats) = (std::mem::take(&mut phases.fault_results), server.stats());
+    let mut totals = join_workers(handles, probe)?;
     let (timeline, measured) = phases.finish();
     keep_measured(&mut totals, &mut walked, measured);
     drop(log);
@@ -248,11 +254,9 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
         &walked,
     )?;
     report.timeline = timeline;
+    report.faults = fault_results;
     report.server = server_stats;
-    report.thresholds = thresholds.iter().map(|t| t.evaluate(&report)).collect();
-    report
-        .save(&paths.json)
-        .with_context(|| format!("saving {}", paths.json.display()))?;
+    judge_and_save(&mut report, &thresholds, &paths)?;
 
     if !config.quiet {
         let notes = summary_notes(&profile, &server, &totals, &walked, &paths);
@@ -260,6 +264,46 @@ pub fn run(config: RunConfig) -> anyhow::Result<Report> {
     }
     server.stop()?;
     Ok(report)
+}
+
+/// Evaluates the run's thresholds on the finished report and saves it.
+fn judge_and_save(
+    report: &mut Report,
+    thresholds: &[Threshold],
+    paths: &ReportPaths,
+) -> anyhow::Result<()> {
+    report.thresholds = thresholds.iter().map(|t| t.evaluate(report)).collect();
+    report
+        .save(&paths.json)
+        .with_context(|| format!("saving {}", paths.json.display()))
+}
+
+/// The run's faults (the profile's, then `--fault`'s), with a control client for
+/// every target (none without faults).
+fn fault_schedule(
+    config: &RunConfig,
+    profile: &Profile,
+    control: &ControlClient,
+    server: &Server,
+) -> Option<crate::fault::Faults> {
+    let specs: Vec<crate::fault::FaultSpec> = profile
+        .faults
+        .iter()
+        .map(|f| crate::fault::FaultSpec {
+            at: f.at.0,
+            command: f.command.clone(),
+        })
+        .chain(config.faults.iter().cloned())
+        .collect();
+    if specs.is_empty() {
+        return None;
+    }
+    let names = server.addrs.iter().map(|a| a.to_string()).collect();
+    Some(crate::fault::Faults::new(
+        specs,
+        control.each_member(),
+        names,
+    ))
 }
 
 /// Refuses what cannot run well and warns about what may not.
@@ -409,6 +453,7 @@ fn fill_report(
     report.duration_s = (walked.end.saturating_sub(walked.start)) as f64 / SECOND as f64;
     add_operations(report, &totals.stats, plan, &walked.spans)?;
     report.send_lag = Some(LatencyBlock::from_histogram(&totals.stats.send_lag)?);
+    report.wakeup_lateness = Some(LatencyBlock::from_histogram(&totals.wakeup)?);
     report.push = push_stats(profile, &totals.stats, walked)?;
     report.verification = Some(verification(profile, walked));
     report.generator = GeneratorLimits::of(profile).judge(&totals.stats);
@@ -521,13 +566,18 @@ struct Totals {
     stats: Stats,
     instance_slots: usize,
     subscriber_slots: usize,
+    /// The machine's wake-up lateness over the run, µs ([`crate::jitter`]).
+    wakeup: hdrhistogram::Histogram<u64>,
 }
 
-fn join_workers(handles: Vec<WorkerHandle>) -> anyhow::Result<Totals> {
+/// Joins the workers, then stops the wake-up probe that ran beside them (on
+/// loadgen's own cores, its affinity, for the whole run).
+fn join_workers(handles: Vec<WorkerHandle>, probe: crate::jitter::Probe) -> anyhow::Result<Totals> {
     let mut totals = Totals {
         stats: Stats::default(),
         instance_slots: 0,
         subscriber_slots: 0,
+        wakeup: reports::new_histogram(),
     };
     for handle in handles {
         let outcome = match handle.join() {
@@ -538,6 +588,7 @@ fn join_workers(handles: Vec<WorkerHandle>) -> anyhow::Result<Totals> {
         totals.instance_slots += outcome.instance_slots;
         totals.subscriber_slots += outcome.subscriber_slots;
     }
+    totals.wakeup = probe.stop();
     Ok(totals)
 }
 
@@ -563,6 +614,10 @@ struct Phases<'l, 'a, 'b> {
     spans: Vec<Span>,
     /// What the progress line says besides the counters (what a settle waits for).
     status: String,
+    /// The fault schedule (`--fault`), run in the steady phase.
+    faults: Option<crate::fault::Faults>,
+    /// What the faults did, once the steady phase is over.
+    fault_results: Vec<reports::fault::FaultResult>,
 }
 
 /// The steady phase after its warm-up, in whole seconds of the run clock.
@@ -669,7 +724,25 @@ impl Phases<'_, '_, '_> {
             });
         }
         let end = start + self.shared.profile.steady.duration.0.as_nanos() as Nanos;
-        self.wait_until(end, |_| false);
+        let mut faults = self.faults.take();
+        self.wait_until(end, |me| {
+            if let Some(f) = faults.as_mut() {
+                let now = me.now();
+                let since = Duration::from_nanos(now.saturating_sub(start));
+                let shared = &me.shared;
+                f.tick(
+                    now,
+                    since,
+                    &shared.naming,
+                    &shared.watch.expected(),
+                    shared.errors(),
+                );
+            }
+            false
+        });
+        if let Some(f) = faults {
+            self.fault_results = f.finish(self.now(), self.shared.errors());
+        }
         if let Some(m) = self.measured.as_mut() {
             // The last whole second of the steady phase ends the measured span.
             m.until = (end / SECOND) as u32;
@@ -764,6 +837,7 @@ impl Phases<'_, '_, '_> {
                 bad_examples: Vec::new(),
                 changes_outstanding: changes,
                 judge_count: me.judge_count,
+                unread: Vec::new(),
             };
             if changes > 0 || unconverged > 0 || me.now() < next_verify {
                 return false;
@@ -773,12 +847,29 @@ impl Phases<'_, '_, '_> {
             last.server = found.count;
             last.bad_lists = found.bad;
             last.bad_examples = found.examples;
+            last.unread = found.unread;
             last.ok()
         });
         if last.server.is_none() {
-            last.server = members
-                .iter_mut()
-                .find_map(|m| verify::server_count(m).ok());
+            // Not read while settling (changes in flight, or no member answered): once
+            // more now, keeping why each member could not say.
+            let mut unread = Vec::new();
+            for m in members.iter_mut() {
+                match verify::server_count(m) {
+                    Ok(n) => {
+                        last.server = Some(n);
+                        unread.clear();
+                        break;
+                    }
+                    Err(e) => unread.push(format!(
+                        "{}instance count: {e:#}",
+                        m.addr().map_or(String::new(), |a| format!("{a}: "))
+                    )),
+                }
+            }
+            if last.server.is_none() {
+                last.unread = unread;
+            }
         }
         last
     }
@@ -889,6 +980,13 @@ fn add_operations(
                 .unwrap_or_else(|| reports::report::rate(figures.intended, report.duration_s)),
         );
         entry.skipped = figures.skipped;
+        entry.error_samples = figures.reasons.clone();
+        if figures.stamped + figures.fallback > 0 {
+            entry.send_stamps = Some(reports::SendStamps {
+                stamped: figures.stamped,
+                fallback: figures.fallback,
+            });
+        }
         entry.send_lag = Some(LatencyBlock::from_histogram(&figures.send_lag)?);
         entry.connection_wait = Some(LatencyBlock::from_histogram(&figures.conn_wait)?);
         // Only a fleet whose client queues a call before its socket has one (2.x).
@@ -924,7 +1022,7 @@ fn verification(profile: &Profile, walked: &Walked) -> Verification {
     let (steady, end) = (&walked.after_steady, &walked.at_end);
     Verification {
         expected_instances: end.expected,
-        server_instances: end.server.unwrap_or(0),
+        server_instances: end.server,
         ok: steady.ok() && end.ok(),
         detail: if profile.drain.enabled {
             format!(

@@ -47,7 +47,15 @@ pub enum Metric {
     ErrorRate,
     /// Achieved operations per second.
     Rate,
+    /// `fault.missing_instance_seconds`: instance-seconds missing over every fault.
+    MissingInstanceSeconds,
+    /// `fault.converge_s`: the slowest fault's convergence, seconds (one that never
+    /// converged counts as [`NEVER_CONVERGED_S`]).
+    ConvergeS,
 }
+
+/// What `fault.converge_s` reads for a fault whose lists never converged.
+pub const NEVER_CONVERGED_S: f64 = 1e9;
 
 impl Metric {
     fn is_latency(self) -> bool {
@@ -158,6 +166,8 @@ pub fn parse(expr: &str) -> Result<Threshold, ThresholdError> {
         "errors" => Metric::Errors,
         "error_rate" => Metric::ErrorRate,
         "rate" => Metric::Rate,
+        "missing_instance_seconds" if subject == "fault" => Metric::MissingInstanceSeconds,
+        "converge_s" if subject == "fault" => Metric::ConvergeS,
         _ => return Err(err("unknown metric")),
     };
     let rhs = rhs.trim();
@@ -179,6 +189,7 @@ pub fn parse(expr: &str) -> Result<Threshold, ThresholdError> {
         match (metric, unit) {
             (Metric::ErrorRate, "%") => 0.01,
             (Metric::Rate, "/s") | (_, "") => 1.0,
+            (Metric::ConvergeS, "s") => 1.0,
             _ => return Err(err("unexpected unit")),
         }
     };
@@ -240,6 +251,7 @@ impl Threshold {
                 .send_lag
                 .as_ref()
                 .map_or(0.0, |b| in_unit(latency(&b.summary, self.metric)))],
+            "fault" => fault_actuals(report, self.metric),
             name => vec![report.operation(name).map_or(0.0, of_op)],
         }
     }
@@ -261,10 +273,50 @@ impl Threshold {
     }
 }
 
+/// `fault.*`: per fault (none: 0, nothing to fail); `errors` and `count` read the
+/// window's errors and the number of faults.
+fn fault_actuals(report: &Report, metric: Metric) -> Vec<f64> {
+    if report.faults.is_empty() {
+        return vec![0.0];
+    }
+    report
+        .faults
+        .iter()
+        .map(|f| match metric {
+            Metric::MissingInstanceSeconds => f.missing_instance_seconds,
+            Metric::ConvergeS => f.converge_s.unwrap_or(NEVER_CONVERGED_S),
+            Metric::Errors => f.errors as f64,
+            _ => report.faults.len() as f64,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use reports::{Environment, LatencyBlock, Operation, ProfileInfo, Target};
+
+    #[test]
+    fn fault_thresholds_read_every_fault() {
+        let mut r = report();
+        let fault = |converge: Option<f64>, missing: f64| reports::fault::FaultResult {
+            converge_s: converge,
+            missing_instance_seconds: missing,
+            ..Default::default()
+        };
+        r.faults = vec![fault(Some(2.0), 0.0), fault(Some(12.0), 3.5)];
+        let converge = parse("fault.converge_s<=10").unwrap().evaluate(&r);
+        assert!(!converge.passed);
+        assert_eq!(converge.actual, 12.0);
+        let missing = parse("fault.missing_instance_seconds<=0")
+            .unwrap()
+            .evaluate(&r);
+        assert!(!missing.passed);
+        assert_eq!(missing.actual, 3.5);
+        r.faults = vec![fault(None, 0.0)];
+        assert!(!parse("fault.converge_s<=10s").unwrap().evaluate(&r).passed);
+        assert!(parse("beat.converge_s<=10").is_err());
+    }
 
     fn report() -> Report {
         let mut r = Report::new(

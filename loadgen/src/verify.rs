@@ -46,6 +46,8 @@ pub struct Check {
     pub changes_outstanding: u64,
     /// Whether the server's total is this process's to judge (not for a segment).
     pub judge_count: bool,
+    /// What could not be read from the server, and why (`member: what: error`).
+    pub unread: Vec<String>,
 }
 
 impl Check {
@@ -59,11 +61,16 @@ impl Check {
 
     /// One line.
     pub fn describe(&self) -> String {
-        let mut parts = vec![format!(
-            "server instances {} (expected {})",
-            self.server.map_or("unknown".to_owned(), |n| n.to_string()),
-            self.expected
-        )];
+        let mut parts = vec![match self.server {
+            Some(n) => format!("server instances {n} (expected {})", self.expected),
+            None => format!(
+                "server instances unknown: could not read them (expected {})",
+                self.expected
+            ),
+        }];
+        if !self.unread.is_empty() {
+            parts.push(format!("unread: {}", self.unread.join("; ")));
+        }
         if self.subscribers > 0 {
             parts.push(format!(
                 "{}/{} subscribers converged",
@@ -160,6 +167,7 @@ mod tests {
             },
             Check {
                 server: None,
+                unread: vec!["127.0.0.1:1: instance count: refused".into()],
                 ..good.clone()
             },
             Check {
@@ -178,6 +186,16 @@ mod tests {
             assert!(!bad.ok(), "{bad:?}");
             assert!(bad.describe().starts_with("FAILED"));
         }
+        let unread = Check {
+            server: None,
+            unread: vec!["127.0.0.1:1: instance count: refused".into()],
+            ..good.clone()
+        };
+        let text = unread.describe();
+        assert!(
+            text.contains("unknown: could not read them") && text.contains("refused"),
+            "says what it could not read and why: {text}"
+        );
     }
 }
 
@@ -191,6 +209,8 @@ pub struct Members {
     pub bad: u64,
     /// The first few differences, for the message.
     pub examples: Vec<String>,
+    /// What could not be read, and why: `member: instance count: error`.
+    pub unread: Vec<String>,
 }
 
 /// Checks every member that answers: its instance count, and every watched
@@ -199,10 +219,15 @@ pub fn members(clients: &mut [ControlClient], naming: &Naming, expected: &[SetHa
     let mut out = Members::default();
     let several = clients.len() > 1;
     for client in clients.iter_mut() {
-        let Ok(count) = server_count(client) else {
-            continue; // not answering: left out
-        };
         let member = client.addr().map_or(String::new(), |a| format!("{a}: "));
+        let count = match server_count(client) {
+            Ok(count) => count,
+            Err(e) => {
+                // Not answering: left out, and said why.
+                out.unread.push(format!("{member}instance count: {e:#}"));
+                continue;
+            }
+        };
         match out.count {
             None => out.count = Some(count),
             Some(first) if first != count => {
@@ -224,7 +249,10 @@ pub fn members(clients: &mut [ControlClient], naming: &Naming, expected: &[SetHa
                     }
                 }
             }
-            Err(_) => out.bad += expected.len().max(1) as u64,
+            Err(e) => {
+                out.unread.push(format!("{member}lists: {e:#}"));
+                out.bad += expected.len().max(1) as u64;
+            }
         }
     }
     out

@@ -43,7 +43,7 @@ use crate::fleet::{Change, Endpoint, Instances, Life, Naming, SetHash, Subscribe
 use crate::grpc::{self, request};
 use crate::plan::{Phase, Plan};
 use crate::profile::{BeatStyle, Profile};
-use crate::recorder::{ErrorClass, Op, Progress, Recorder, Stats};
+use crate::recorder::{ErrorClass, Failure, Op, Progress, Recorder, Stats};
 use crate::schedule::{next_wake, share, wait_until, Clock, Nanos, Pacer, Waiter, MILLI, SECOND};
 use crate::subscriber::{self, HostList, Inbox};
 use crate::template::{self, Templates};
@@ -410,12 +410,16 @@ impl Ctx {
         let socket = match udp.then(|| subscriber::bind(ip)) {
             None => None,
             Some(Ok(s)) => Some(s),
-            Some(Err(_)) => {
+            Some(Err(e)) => {
                 // Out of file descriptors or ports: a failed poll, recorded as one.
+                let failure = Failure::because(
+                    ErrorClass::Connection,
+                    format_args!("binding the subscriber's UDP socket: {e}"),
+                );
                 state.recorder.dispatched(Op::Subscribe, intended, now);
                 state
                     .recorder
-                    .failed(Op::Subscribe, ErrorClass::Connection, intended, None, now);
+                    .failed(Op::Subscribe, &failure, intended, None, now);
                 return;
             }
         };
@@ -611,17 +615,17 @@ impl Ctx {
         req: &Request,
         resp: &Response<'_>,
         done: Nanos,
-    ) -> Result<(), ErrorClass> {
+    ) -> Result<(), Failure> {
         match req.op {
             Op::Register | Op::Reregister => {
                 if !self.dialect.write_ok(&resp.body) {
-                    return Err(ErrorClass::Protocol);
+                    return Err(not_ok(&resp.body));
                 }
                 self.set_present(state, req.id, true);
             }
             Op::Deregister => {
                 if !self.dialect.write_ok(&resp.body) {
-                    return Err(ErrorClass::Protocol);
+                    return Err(not_ok(&resp.body));
                 }
                 self.deregistered(state, req.id);
             }
@@ -632,7 +636,10 @@ impl Ctx {
                     Dialect::V3 => dialect::v3_endpoints(&resp.body).is_some(),
                 };
                 if !parsed {
-                    return Err(ErrorClass::Protocol);
+                    return Err(Failure::new(
+                        ErrorClass::Protocol,
+                        "a 2xx list answer that is not a service's list",
+                    ));
                 }
             }
             Op::Subscribe => {
@@ -656,19 +663,17 @@ impl Ctx {
 
     /// A subscriber's poll answer as a host list. A v3 list names no service: it is
     /// the subscriber's own.
-    fn polled_list(
-        &self,
-        state: &State,
-        req: &Request,
-        body: &[u8],
-    ) -> Result<HostList, ErrorClass> {
+    fn polled_list(&self, state: &State, req: &Request, body: &[u8]) -> Result<HostList, Failure> {
         match self.dialect {
             Dialect::V1 => {
-                let info = ServiceInfo::parse(body).map_err(|_| ErrorClass::Protocol)?;
+                let info = ServiceInfo::parse(body).map_err(|e| {
+                    Failure::because(ErrorClass::Protocol, format_args!("unreadable list: {e}"))
+                })?;
                 Ok(HostList::from_info(&info))
             }
             Dialect::V3 => {
-                let endpoints = dialect::v3_endpoints(body).ok_or(ErrorClass::Protocol)?;
+                let endpoints = dialect::v3_endpoints(body)
+                    .ok_or(Failure::new(ErrorClass::Protocol, "unreadable v3 list"))?;
                 let n = self.naming();
                 let service = state
                     .subscribers
@@ -689,10 +694,11 @@ impl Ctx {
         req: &Request,
         body: &[u8],
         done: Nanos,
-    ) -> Result<(), ErrorClass> {
+    ) -> Result<(), Failure> {
         let local = req.id;
         let stale = state.instances.slots[local as usize].life == Life::Absent;
-        match Dialect::v3_heartbeat(body).ok_or(ErrorClass::Protocol)? {
+        let unread = || Failure::new(ErrorClass::Protocol, "unreadable v3 heartbeat answer");
+        match Dialect::v3_heartbeat(body).ok_or_else(unread)? {
             Heartbeat::Renewed => {
                 if !stale {
                     self.set_present(state, local, true);
@@ -725,7 +731,7 @@ impl Ctx {
         req: &Request,
         resp: &Response<'_>,
         done: Nanos,
-    ) -> Result<(), ErrorClass> {
+    ) -> Result<(), Failure> {
         if self.dialect == Dialect::V3 {
             return self.on_heartbeat(state, req, &resp.body, done);
         }
@@ -741,13 +747,21 @@ impl Ctx {
             }
             return Ok(());
         }
-        let beat = BeatResponse::parse(&resp.body).map_err(|_| ErrorClass::Protocol)?;
+        let beat = BeatResponse::parse(&resp.body).map_err(|e| {
+            Failure::because(
+                ErrorClass::Protocol,
+                format_args!("unreadable beat answer: {e}"),
+            )
+        })?;
         if beat.is_not_found() {
             self.not_found(state, local, done);
             return Ok(());
         }
         if beat.code != registry_proto::naming::beat::CODE_OK {
-            return Err(ErrorClass::Protocol);
+            return Err(Failure::because(
+                ErrorClass::Protocol,
+                format_args!("beat answered code {}", beat.code),
+            ));
         }
         if !stale {
             self.set_present(state, local, true);
@@ -771,7 +785,7 @@ impl Ctx {
         generation: u32,
         list: &HostList,
         received: Option<Nanos>,
-    ) -> Result<(), ErrorClass> {
+    ) -> Result<(), Failure> {
         let Some(sub) = state.subscribers.get(i as usize).copied() else {
             return Ok(());
         };
@@ -782,7 +796,10 @@ impl Ctx {
         let mut want = String::new();
         n.service_name(sub.service, &mut want);
         if list.name != ServiceName::new(&n.group, &want).grouped() {
-            return Err(ErrorClass::Protocol);
+            return Err(Failure::new(
+                ErrorClass::Protocol,
+                "a list of another service than the one subscribed",
+            ));
         }
         let seen = self
             .shared
@@ -822,7 +839,7 @@ impl Exchange for Ctx {
         req: &Request,
         sent: Nanos,
         done: Nanos,
-        result: Result<&Response<'_>, ErrorClass>,
+        result: Result<&Response<'_>, &Failure>,
     ) {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
@@ -830,14 +847,14 @@ impl Exchange for Ctx {
             if (200..300).contains(&resp.status) {
                 self.on_ok(state, req, resp, done)
             } else {
-                Err(ErrorClass::of_status(resp.status))
+                Err(Failure::status(resp.status, &resp.body))
             }
         });
         self.record(state, req, Some(sent), done, answer);
     }
 
-    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
-        self.on_abandon(req, class, declared);
+    fn abandon(&self, req: &Request, failure: &Failure, declared: Nanos) {
+        self.on_abandon(req, failure, declared);
     }
 }
 
@@ -894,14 +911,14 @@ impl Ctx {
         req: &Request,
         sent: Option<Nanos>,
         done: Nanos,
-        answer: Result<Result<(), ErrorClass>, ErrorClass>,
+        answer: Result<Result<(), Failure>, &Failure>,
     ) {
         let is_change = matches!(req.op, Op::Register | Op::Deregister | Op::Reregister);
         match answer {
-            Err(class) => {
+            Err(failure) => {
                 state
                     .recorder
-                    .failed(req.op, class, req.intended, sent, done);
+                    .failed(req.op, failure, req.intended, sent, done);
                 if is_change {
                     self.change_failed(state, req, done);
                 }
@@ -911,9 +928,13 @@ impl Ctx {
                     self.change_failed(state, req, done);
                 }
                 let sent = sent.unwrap_or(done);
-                state
-                    .recorder
-                    .completed(req.op, req.intended, sent, done, outcome);
+                state.recorder.completed(
+                    req.op,
+                    req.intended,
+                    sent,
+                    done,
+                    outcome.as_ref().map(|_| ()),
+                );
             }
         }
         if is_change {
@@ -921,12 +942,12 @@ impl Ctx {
         }
     }
 
-    fn on_abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
+    fn on_abandon(&self, req: &Request, failure: &Failure, declared: Nanos) {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
         state
             .recorder
-            .failed(req.op, class, req.intended, None, declared);
+            .failed(req.op, failure, req.intended, None, declared);
         if matches!(req.op, Op::Register | Op::Deregister | Op::Reregister) {
             self.change_failed(state, req, declared);
             self.change_done(state, req);
@@ -1754,10 +1775,10 @@ impl grpc::lane::Exchange for Ctx {
         self.log_change(&self.state.borrow(), req, at);
     }
 
-    fn sent(&self, req: &Request, ready: Nanos, started: Nanos, sent: Nanos) {
+    fn sent(&self, req: &Request, ready: Nanos, started: Nanos, sent: Nanos, stamped: bool) {
         let recorder = &mut self.state.borrow_mut().recorder;
         recorder.sent(req.op, req.intended, ready, sent);
-        recorder.client_queue(req.op, started, sent);
+        recorder.client_queue(req.op, started, sent, stamped);
     }
 
     fn answered(
@@ -1765,7 +1786,7 @@ impl grpc::lane::Exchange for Ctx {
         req: &Request,
         sent: Option<Nanos>,
         done: Nanos,
-        result: Result<&Payload, ErrorClass>,
+        result: Result<&Payload, &Failure>,
     ) {
         let mut state = self.state.borrow_mut();
         let state = &mut *state;
@@ -1773,8 +1794,8 @@ impl grpc::lane::Exchange for Ctx {
         self.record(state, req, sent, done, answer);
     }
 
-    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
-        self.on_abandon(req, class, declared);
+    fn abandon(&self, req: &Request, failure: &Failure, declared: Nanos) {
+        self.on_abandon(req, failure, declared);
     }
 
     fn pushed(&self, lane: usize, push: &NotifySubscriberRequest, at: Nanos) {
@@ -1853,7 +1874,7 @@ impl Ctx {
     }
 
     /// What a 2.x answer means for the fleet (an `ErrorResponse` never gets here).
-    fn on_grpc_ok(&self, state: &mut State, req: &Request, p: &Payload) -> Result<(), ErrorClass> {
+    fn on_grpc_ok(&self, state: &mut State, req: &Request, p: &Payload) -> Result<(), Failure> {
         match req.op {
             Op::Register if req.generation == LOAD_BATCH => {
                 for &local in &self.batches[req.id as usize].locals {
@@ -1867,12 +1888,24 @@ impl Ctx {
                 let info = serde_json::from_slice::<SubscribeServiceResponse>(p.json())
                     .ok()
                     .and_then(|r| r.service_info)
-                    .ok_or(ErrorClass::Protocol)?;
+                    .ok_or(Failure::new(
+                        ErrorClass::Protocol,
+                        "a subscribe answer without a service info",
+                    ))?;
                 self.observe(state, req.id, req.generation, &grpc_list(&info), None)?;
             }
         }
         Ok(())
     }
+}
+
+/// A write's 2xx answer that does not say `ok`: a protocol failure quoting it.
+fn not_ok(body: &[u8]) -> Failure {
+    let body = String::from_utf8_lossy(&body[..body.len().min(120)]);
+    Failure::because(
+        ErrorClass::Protocol,
+        format_args!("answered {:?}, not ok", body.trim()),
+    )
 }
 
 /// A 2.x service info as a host list (its name grouped, which clients accept

@@ -391,6 +391,38 @@ fn a_server_answering_every_other_request_has_its_failures_in_the_report() {
     let register = report.operation("register").expect("registrations");
     assert!(register.errors > 0 && register.errors < register.count);
     assert!(connection_errors > 0);
+    // And each failure says why: the connection errors carry the proxy's close, with
+    // counts no larger than their class's, at most 5 messages per class.
+    for op in &report.operations {
+        for class in op.errors_by_class.keys() {
+            let kept: Vec<_> = op
+                .error_samples
+                .iter()
+                .filter(|s| &s.class == class)
+                .collect();
+            assert!(kept.len() <= reports::reasons::MESSAGES_PER_CLASS);
+            let counted: u64 = kept.iter().map(|s| s.count).sum();
+            assert!(
+                counted <= op.errors_by_class[class],
+                "{}: {kept:?}",
+                op.name
+            );
+            assert_eq!(
+                kept.is_empty(),
+                op.errors_by_class[class] == 0,
+                "{}",
+                op.name
+            );
+        }
+    }
+    let closed = register
+        .error_samples
+        .iter()
+        .find(|s| s.class == "connection")
+        .expect("a reason for register's connection errors");
+    assert!(closed.count > 0 && !closed.message.is_empty(), "{closed:?}");
+    let text = reports::show::render(&report, reports::Format::Text);
+    assert!(text.contains("== Error reasons ==") && text.contains(&closed.message));
 }
 
 #[test]

@@ -56,7 +56,14 @@ fn the_grpc_fleet_runs_clean_against_the_embedded_registry() {
             queue.min_us <= lag.min_us,
             "{name}: {queue:?} within {lag:?}"
         );
+        // And each send was timed by its socket's stamp, not the fallback to the
+        // call's start: if stamping broke, this fails.
+        let stamps = op.send_stamps.expect("2.x sends say how they were timed");
+        assert_eq!(stamps.fallback, 0, "{name}: sends timed by the fallback");
+        assert_eq!(stamps.stamped, lag.count, "{name}: every send stamped");
     }
+    let wakeup = report.wakeup_lateness.as_ref().expect("wake-ups measured");
+    assert!(wakeup.summary.count > 0, "the probe ran during the run");
     let push = report.push.as_ref().expect("push stats");
     assert!(push.converged, "subscriptions converged: {push:?}");
     assert!(push.pushes_received > 0 && push.acks_sent > 0);

@@ -9,6 +9,7 @@
 
 mod support {
     pub mod echo;
+    pub mod nodes;
     pub mod two_servers;
 }
 
@@ -17,9 +18,11 @@ mod capacity;
 mod cluster_targets;
 mod embedded;
 mod failing_server;
+mod fault;
 mod footprint;
 mod grpc_failover;
 mod grpc_fleet;
+mod k8s;
 mod real_client_payloads;
 mod segments;
 mod send_lag;

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use loadgen::conn::{self, Exchange, Lane, LaneConfig, Request};
-use loadgen::recorder::{ErrorClass, Op, Recorder};
+use loadgen::recorder::{Failure, Op, Recorder};
 use loadgen::schedule::{next_wake, wait_until, Clock, Nanos, Pacer, Waiter, SECOND};
 use registry_proto::http1::Response;
 
@@ -37,7 +37,7 @@ impl Exchange for Ex {
         req: &Request,
         sent: Nanos,
         done: Nanos,
-        result: Result<&Response<'_>, ErrorClass>,
+        result: Result<&Response<'_>, &Failure>,
     ) {
         let outcome = result.map(|_| ());
         *self.answered.borrow_mut() += u64::from(outcome.is_ok());
@@ -46,10 +46,10 @@ impl Exchange for Ex {
             .completed(req.op, req.intended, sent, done, outcome);
     }
 
-    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos) {
+    fn abandon(&self, req: &Request, failure: &Failure, declared: Nanos) {
         self.recorder
             .borrow_mut()
-            .failed(req.op, class, req.intended, None, declared);
+            .failed(req.op, failure, req.intended, None, declared);
     }
 }
 

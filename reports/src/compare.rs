@@ -50,6 +50,14 @@ pub enum CompareError {
         /// `name@config_hash` of this run.
         found: String,
     },
+    /// A run is not valid (failed thresholds, fell behind, skipped slots); rerun it, or pass `--allow-invalid`.
+    #[error("{run} is not a valid run: {why}; rerun it or pass --allow-invalid")]
+    InvalidRun {
+        /// Which run.
+        run: String,
+        /// What made it invalid.
+        why: String,
+    },
     /// The runs happened on different machines; compare on one machine, or pass `--force`.
     #[error(
         "{run} ran on {found}, but base[0] ran on {expected}; compare on one machine or --force"
@@ -135,6 +143,9 @@ pub struct Comparison {
     pub rows: Vec<Row>,
     /// Mismatches that `force` let through.
     pub warnings: Vec<String>,
+    /// Per scheduled fault, the first base and first head run side by side
+    /// ([`crate::fault::compare_lines`]); empty when neither had faults.
+    pub faults: Vec<String>,
 }
 
 impl Comparison {
@@ -194,12 +205,16 @@ impl Comparison {
             let _ = writeln!(
                 out,
                 "> {limited} worse latency figure(s) not judged: generator-limited (send lag over \
-                 {:.0}% of a corrected percentile); rerun with the generator on time, or pass \
+                 {:.0}% of a corrected percentile and above what the machine's own wake-up \
+                 lateness explains); rerun with the generator on time, or pass \
                  --allow-generator-limited",
                 crate::lag::LIMIT_PCT
             );
         }
-        if !self.warnings.is_empty() {
+        for line in &self.faults {
+            let _ = writeln!(out, "> {line}");
+        }
+        if !self.warnings.is_empty() || !self.faults.is_empty() {
             out.push('\n');
         }
         out.push_str(&self.table().to_markdown());
@@ -232,7 +247,8 @@ pub fn compare(
     head: &[Report],
     policy: &Policy,
 ) -> Result<Comparison, CompareError> {
-    let warnings = check_compatible(base, head, policy.force)?;
+    let mut warnings = check_compatible(base, head, policy.force)?;
+    warnings.extend(check_valid(base, head, policy.allow_invalid)?);
 
     // Subjects in the order they first appear, base first, then the reserved ones.
     let mut subjects: Vec<(String, Vec<Metric>)> = Vec::new();
@@ -296,7 +312,65 @@ pub fn compare(
         head_runs: head.len(),
         rows,
         warnings,
+        faults: crate::fault::compare_lines(
+            base.first().map_or(&[], |r| r.faults.as_slice()),
+            head.first().map_or(&[], |r| r.faults.as_slice()),
+        ),
     })
+}
+
+/// Why one run is not valid, `None` when it is: failed thresholds (loadgen exit 3),
+/// fell behind (exit 4) or skipped schedule slots.
+fn invalid_reason(report: &Report) -> Option<String> {
+    let mut why = Vec::new();
+    let failed: Vec<&str> = report
+        .thresholds
+        .iter()
+        .filter(|t| !t.passed)
+        .map(|t| t.expr.as_str())
+        .collect();
+    if !failed.is_empty() {
+        why.push(format!("failed thresholds {}", failed.join(", ")));
+    }
+    if report.generator.fell_behind {
+        why.push("the generator fell behind its schedule".to_owned());
+    }
+    if report.generator.skipped_slots > 0 {
+        why.push(format!(
+            "skipped {} schedule slot(s)",
+            report.generator.skipped_slots
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// Every run with the name errors and warnings give it: `base[0]`, `head[1]`.
+fn named_runs<'a>(
+    base: &'a [Report],
+    head: &'a [Report],
+) -> impl Iterator<Item = (String, &'a Report)> {
+    let side = |name: &'static str, runs: &'a [Report]| {
+        runs.iter()
+            .enumerate()
+            .map(move |(i, r)| (format!("{name}[{i}]"), r))
+    };
+    side("base", base).chain(side("head", head))
+}
+
+/// Refuses invalid runs unless `allow`, then returns them as warnings.
+fn check_valid(base: &[Report], head: &[Report], allow: bool) -> Result<Vec<String>, CompareError> {
+    let runs = named_runs(base, head);
+    let mut warnings = Vec::new();
+    for (run, report) in runs {
+        if let Some(why) = invalid_reason(report) {
+            let err = CompareError::InvalidRun { run, why };
+            if !allow {
+                return Err(err);
+            }
+            warnings.push(format!("allowed: {err}"));
+        }
+    }
+    Ok(warnings)
 }
 
 /// Checks that all runs are comparable; returns the mismatches `force` let through.
@@ -309,15 +383,7 @@ fn check_compatible(
     if head.is_empty() {
         return Err(CompareError::NoRuns { side: "head" });
     }
-    let runs = base
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (format!("base[{i}]"), r))
-        .chain(
-            head.iter()
-                .enumerate()
-                .map(|(i, r)| (format!("head[{i}]"), r)),
-        );
+    let runs = named_runs(base, head);
     let profile_id = |r: &Report| format!("{}@{}", r.profile.name, r.profile.config_hash);
     let machine_id = |r: &Report| format!("{} x {}", r.environment.cpu_model, r.environment.cores);
     let mut warnings = Vec::new();

@@ -145,6 +145,17 @@ pub enum GateError {
     /// The policy file is not valid TOML or has unknown keys.
     #[error("invalid gate policy: {0}")]
     Policy(String),
+    /// The sides ran different `hotpaths` programs where the same one is
+    /// required (a pinned baseline): re-pin it with `scripts/gates.sh --pin`.
+    #[error(
+        "base ran hotpaths program {base}, head ran {head}: the baseline is stale; re-pin it with scripts/gates.sh --pin"
+    )]
+    Harness {
+        /// The base's harness id.
+        base: String,
+        /// The head's harness id.
+        head: String,
+    },
 }
 
 impl GateReport {
@@ -233,6 +244,9 @@ pub struct GatePolicy {
     pub ops: BTreeMap<String, GateRule>,
     /// Compare files from different toolchains anyway.
     pub force: bool,
+    /// Refuse sides that ran different `hotpaths` programs (a pinned
+    /// baseline must have been measured with head's program).
+    pub same_harness: bool,
 }
 
 impl Default for GatePolicy {
@@ -246,6 +260,7 @@ impl Default for GatePolicy {
             },
             ops: BTreeMap::new(),
             force: false,
+            same_harness: false,
         }
     }
 }
@@ -351,9 +366,14 @@ pub struct GateComparison {
 }
 
 impl GateComparison {
-    /// True when a gating operation grew beyond its threshold and floor.
+    /// True when a gating operation grew beyond its threshold and floor, or
+    /// is measured on one side only: a renamed or dropped hot path would
+    /// otherwise leave the gate unseen (rename both sides in one change, and
+    /// the pinned baseline with it).
     pub fn has_regression(&self) -> bool {
-        self.rows.iter().any(|r| r.verdict == Verdict::Regression)
+        self.rows.iter().any(|r| {
+            r.verdict == Verdict::Regression || (r.verdict == Verdict::Missing && r.rule.gate)
+        })
     }
 
     /// A Markdown headline, warnings and a table: operation, base, head, delta, threshold, verdict.
@@ -443,10 +463,11 @@ fn judge(base: f64, head: f64, rule: GateRule) -> (f64, Verdict) {
 /// An operation regresses when it grows by more than its `threshold_pct`
 /// **and** by more than its `noise_floor` instructions. One run per side is
 /// enough: the counts are deterministic. Operations on one side only are
-/// listed as missing and never fail.
+/// listed as missing and fail the gate (unless their rule is advisory).
 ///
 /// # Errors
-/// [`GateError::Toolchain`] when rustc or valgrind differ and `policy.force` is off.
+/// [`GateError::Toolchain`] when rustc or valgrind differ and `policy.force` is off;
+/// [`GateError::Harness`] when the programs differ and `policy.same_harness` is on.
 pub fn compare_gates(
     base: &GateReport,
     head: &GateReport,
@@ -469,6 +490,12 @@ pub fn compare_gates(
                 return Err(error);
             }
         }
+    }
+    if base.harness != head.harness && policy.same_harness {
+        return Err(GateError::Harness {
+            base: base.harness.clone(),
+            head: head.harness.clone(),
+        });
     }
     if base.harness != head.harness {
         warnings.push(format!(
@@ -677,7 +704,7 @@ mod tests {
     }
 
     #[test]
-    fn missing_ops_never_fail() {
+    fn missing_ops_fail_unless_advisory() {
         let base = report("a", &[("beat", 1000, 800), ("old", 10, 10)]);
         let head = report("b", &[("beat", 1000, 800), ("new", 10, 10)]);
         let c = compare_gates(&base, &head, &GatePolicy::default()).unwrap();
@@ -689,6 +716,11 @@ mod tests {
                 ("new", Verdict::Missing)
             ]
         );
+        assert!(c.has_regression(), "a hot path on one side only must fail");
+        let advisory =
+            GatePolicy::from_toml_str("[ops.old]\ngate = false\n[ops.new]\ngate = false\n")
+                .unwrap();
+        let c = compare_gates(&base, &head, &advisory).unwrap();
         assert!(!c.has_regression());
     }
 

@@ -43,6 +43,7 @@
 //! - [`merge`](mod@merge): [`merge()`](merge::merge) reports of concurrent processes losslessly.
 //! - [`policy`]: the comparison [`Policy`] (thresholds, noise floors, alpha) from TOML.
 //! - [`significance`]: Welch's t-test for repeated runs.
+//! - [`reasons`]: the first distinct error messages per class, bounded, with counts.
 //! - [`lag`]: how much of a corrected latency is send lag; generator-limited figures.
 //! - [`compare`](mod@compare): [`compare()`](compare::compare), pure, from reports and a policy to a [`Comparison`].
 //! - [`gates`]: instruction counts of the hot paths ([`gates::GateReport`]) and
@@ -52,19 +53,23 @@
 //! - [`spectrum`]: percentile spectra of histograms.
 //! - [`chart`]: line charts as inline SVG.
 //! - [`page`]: the self-contained HTML page.
+//! - [`cli`]: the `report` command line, [`cli::status`] runs one.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod chart;
+pub mod cli;
 pub mod compare;
 pub mod environment;
+pub mod fault;
 pub mod gates;
 pub mod lag;
 pub mod latency;
 pub mod merge;
 pub mod page;
 pub mod policy;
+pub mod reasons;
 pub mod report;
 pub mod schema;
 pub mod show;
@@ -81,7 +86,8 @@ pub use page::render_html;
 pub use policy::{Metric, MetricRule, Policy, PolicyError};
 pub use report::{
     GeneratorHealth, Operation, PhaseOp, PhaseRates, ProfileInfo, PushStats, Report, ReportError,
-    ServerStats, Target, ThresholdResult, TimelineOp, TimelinePoint, Verification, SCHEMA_VERSION,
+    SendStamps, ServerStats, Target, ThresholdResult, TimelineOp, TimelinePoint, Verification,
+    SCHEMA_VERSION,
 };
 pub use schema::validate_against_schema;
 pub use show::Format;

@@ -15,6 +15,9 @@
 //! * server figures add up when each process ran its own embedded server, and take
 //!   the largest value when all processes loaded the same non-embedded URL (one
 //!   server measured several times);
+//! * error samples merge by class and message, counts added, still bounded
+//!   ([`crate::reasons`]); send-stamp counts add; the machines' wake-up lateness
+//!   histograms add, as send lag's do;
 //! * thresholds are merged by expression: passed only if it passed everywhere,
 //!   with the value from the first process where it failed.
 //!
@@ -33,8 +36,8 @@ use std::collections::BTreeMap;
 
 use crate::latency::{self, HistogramError, LatencyBlock};
 use crate::report::{
-    GeneratorHealth, Operation, PushStats, Report, ServerStats, ThresholdResult, TimelinePoint,
-    Verification, SCHEMA_VERSION,
+    GeneratorHealth, Operation, PushStats, Report, SendStamps, ServerStats, ThresholdResult,
+    TimelinePoint, Verification, SCHEMA_VERSION,
 };
 
 /// Why reports could not be merged.
@@ -113,6 +116,10 @@ pub fn merge(reports: &[Report]) -> Result<Report, MergeError> {
         "send_lag",
         reports.iter().filter_map(|r| r.send_lag.as_ref()),
     )?;
+    merged.wakeup_lateness = merge_optional_blocks(
+        "wakeup_lateness",
+        reports.iter().filter_map(|r| r.wakeup_lateness.as_ref()),
+    )?;
     merged.push = merge_push(reports)?;
     merged.timeline = merge_timelines(reports);
     let shared_server = reports
@@ -144,6 +151,9 @@ pub fn merge(reports: &[Report]) -> Result<Report, MergeError> {
     };
     merged.thresholds = merge_thresholds(reports);
     merged.phases = merge_phases(reports);
+    let faults: Vec<&[crate::fault::FaultResult]> =
+        reports.iter().map(|r| r.faults.as_slice()).collect();
+    merged.faults = crate::fault::merge(&faults);
     Ok(merged)
 }
 
@@ -219,16 +229,17 @@ fn merge_segment_verification(reports: &[Report]) -> Option<Verification> {
         return None;
     }
     let expected_instances = parts.iter().map(|p| p.expected_instances).sum();
-    let server_instances = parts.iter().map(|p| p.server_instances).min().unwrap_or(0);
+    let server_instances = parts.iter().filter_map(|p| p.server_instances).min();
     let segments_ok = parts.iter().all(|p| p.ok);
     Some(Verification {
         expected_instances,
         server_instances,
-        ok: segments_ok && server_instances == expected_instances,
+        ok: segments_ok && server_instances == Some(expected_instances),
         detail: format!(
-            "{} segments: own lists and subscribers {}; server instances {server_instances} (expected {expected_instances} in all)",
+            "{} segments: own lists and subscribers {}; server instances {} (expected {expected_instances} in all)",
             parts.len(),
-            if segments_ok { "ok" } else { "FAILED" }
+            if segments_ok { "ok" } else { "FAILED" },
+            server_instances.map_or("unknown: no segment could read them".to_owned(), |n| n.to_string())
         ),
     })
 }
@@ -282,6 +293,11 @@ fn merge_operations(reports: &[Report]) -> Result<Vec<Operation>, MergeError> {
                 }
             }
             let target_rates: Vec<f64> = parts.iter().filter_map(|p| p.target_rate).collect();
+            let mut error_samples = Vec::new();
+            for part in &parts {
+                crate::reasons::merge(&mut error_samples, &part.error_samples);
+            }
+            let stamps: Vec<SendStamps> = parts.iter().filter_map(|p| p.send_stamps).collect();
             Ok(Operation {
                 name: name.to_owned(),
                 count: parts.iter().map(|p| p.count).sum(),
@@ -304,6 +320,11 @@ fn merge_operations(reports: &[Report]) -> Result<Vec<Operation>, MergeError> {
                     name,
                     parts.iter().filter_map(|p| p.client_queue.as_ref()),
                 )?,
+                error_samples,
+                send_stamps: (!stamps.is_empty()).then(|| SendStamps {
+                    stamped: stamps.iter().map(|s| s.stamped).sum(),
+                    fallback: stamps.iter().map(|s| s.fallback).sum(),
+                }),
             })
         })
         .collect()
@@ -380,13 +401,12 @@ fn merge_verification(reports: &[Report], shared_server: bool) -> Option<Verific
     let expected_instances = parts.iter().map(|p| p.expected_instances).sum();
     let (server_instances, ok) = if shared_server {
         // One server saw every process's instances: its count must equal the total.
-        let server = parts.iter().map(|p| p.server_instances).max().unwrap_or(0);
-        (server, server == expected_instances)
+        let server = parts.iter().filter_map(|p| p.server_instances).max();
+        (server, server == Some(expected_instances))
     } else {
-        (
-            parts.iter().map(|p| p.server_instances).sum(),
-            parts.iter().all(|p| p.ok),
-        )
+        // Each its own server: the sum is known only if every count is.
+        let counts: Option<Vec<u64>> = parts.iter().map(|p| p.server_instances).collect();
+        (counts.map(|c| c.iter().sum()), parts.iter().all(|p| p.ok))
     };
     let detail = parts
         .iter()

@@ -190,6 +190,9 @@ pub struct Policy {
     /// by default a worse latency whose send lag is over 10 % of it on either side is
     /// not called a server regression (see [`crate::lag`]).
     pub allow_generator_limited: bool,
+    /// Compare runs that failed their thresholds, fell behind or skipped slots
+    /// (`--allow-invalid`); by default such a run is refused.
+    pub allow_invalid: bool,
     /// Rule per metric, for every subject; holds every [`Metric`].
     pub metrics: BTreeMap<Metric, MetricRule>,
     /// Per-subject adjustments layered over `metrics`.
@@ -287,6 +290,7 @@ impl Default for Policy {
             alpha: 0.05,
             force: false,
             allow_generator_limited: false,
+            allow_invalid: false,
             metrics,
             subjects,
         }

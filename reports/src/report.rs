@@ -68,6 +68,16 @@ pub struct Report {
     /// that took twice its planned length. Absent in older reports.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseRates>,
+    /// Each scheduled fault and what the targets served around it
+    /// ([`crate::fault`]). Absent for a run without faults and in older reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::fault::FaultResult>,
+    /// How late a bare absolute-time timer wake-up was on the generator's own cores
+    /// during the run (the machine's wake-up jitter, measured beside the workers): the
+    /// floor under any send lag, which the generator-limited verdict judges send lag
+    /// against ([`crate::lag`]). Absent in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakeup_lateness: Option<LatencyBlock>,
 }
 
 /// One phase of a run: how long it was planned to take and took, and per scheduled
@@ -169,6 +179,25 @@ pub struct Operation {
     /// existed (their `send_lag` ended at the call's start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_queue: Option<LatencyBlock>,
+    /// The first distinct error messages of each class, with their counts, bounded
+    /// ([`crate::reasons`]). Absent when nothing failed, and in older reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub error_samples: Vec<crate::reasons::ErrorSample>,
+    /// How this operation's send times were taken, where a fleet can fall back (the
+    /// 2.x fleet's calls: a socket stamp, or the call's start when the socket took no
+    /// stamp). Absent for HTTP, whose send time is its write, and in older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_stamps: Option<SendStamps>,
+}
+
+/// How an operation's send times were taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendStamps {
+    /// Sends timed by the socket's stamp of the write that took the last byte.
+    pub stamped: u64,
+    /// Sends timed by a fallback (the call's start), the socket having taken no stamp:
+    /// their send lag and service time are known no better than that.
+    pub fallback: u64,
 }
 
 impl Operation {
@@ -195,6 +224,8 @@ impl Operation {
             send_lag: None,
             connection_wait: None,
             client_queue: None,
+            error_samples: Vec::new(),
+            send_stamps: None,
         }
     }
 
@@ -261,8 +292,10 @@ pub struct ServerStats {
 pub struct Verification {
     /// Instances the generator expects to be registered.
     pub expected_instances: u64,
-    /// Instances the server reports.
-    pub server_instances: u64,
+    /// Instances the server reports; `null` when it could not be read (`detail`
+    /// says why). Older reports wrote 0 for that.
+    #[serde(default)]
+    pub server_instances: Option<u64>,
     /// True when the check passed.
     pub ok: bool,
     /// Human-readable explanation, empty when there is nothing to say.
@@ -353,6 +386,8 @@ impl Report {
             thresholds: Vec::new(),
             segment: None,
             phases: Vec::new(),
+            faults: Vec::new(),
+            wakeup_lateness: None,
         }
     }
 

@@ -80,10 +80,12 @@ pub fn sections(report: &Report) -> Vec<Section> {
     let mut out = vec![run_section(report), operations_section(report)];
     out.extend(phases_section(report));
     out.extend(errors_section(report));
+    out.extend(reasons_section(report));
     out.extend(report.push.as_ref().map(push_section));
     out.push(generator_section(report));
     out.extend(report.server.as_ref().map(server_section));
     out.extend(report.verification.as_ref().map(verification_section));
+    out.extend(crate::fault::section(&report.faults));
     out.extend(thresholds_section(report));
     out
 }
@@ -149,6 +151,7 @@ fn operations_section(report: &Report) -> Section {
         "send lag p50/p99",
         "connection wait p50/p99",
     ]);
+    let allowance = crate::lag::Allowance::of(report);
     for op in &report.operations {
         let target = match op.target_rate {
             Some(target) if target > 0.0 => format!(
@@ -174,7 +177,7 @@ fn operations_section(report: &Report) -> Section {
             cells.extend(latency_cells(&block.summary));
             cells.push(errors.clone());
             if kind == "corrected" {
-                cells.push(lag_cell(op));
+                cells.push(lag_cell(op, allowance));
                 cells.push(wait_cell(op));
             } else {
                 cells.extend([String::new(), String::new()]);
@@ -183,7 +186,7 @@ fn operations_section(report: &Report) -> Section {
         }
     }
     ops.table = Some(t);
-    ops.lines.extend(crate::lag::note(report));
+    ops.lines.extend(crate::lag::Verdict::of(report).note());
     ops
 }
 
@@ -211,6 +214,32 @@ fn errors_section(report: &Report) -> Option<Section> {
     Some(errors)
 }
 
+/// The first distinct messages of each operation's error classes, with counts; none
+/// when the report has none (no errors, or an older report).
+fn reasons_section(report: &Report) -> Option<Section> {
+    let mut t = Table::new(["operation", "class", "count", "message"]);
+    for op in &report.operations {
+        for sample in &op.error_samples {
+            t.push([
+                op.name.clone(),
+                sample.class.clone(),
+                sample.count.to_string(),
+                sample.message.clone(),
+            ]);
+        }
+    }
+    if t.rows.is_empty() {
+        return None;
+    }
+    let mut s = Section::new("Error reasons");
+    s.lines.push(format!(
+        "the first {} distinct messages of each class per operation",
+        crate::reasons::MESSAGES_PER_CLASS
+    ));
+    s.table = Some(t);
+    Some(s)
+}
+
 /// Subscribers, pushes and their latency.
 fn push_section(push: &PushStats) -> Section {
     let mut s = Section::new("Push propagation");
@@ -235,30 +264,45 @@ fn push_section(push: &PushStats) -> Section {
     s
 }
 
-/// Whether the generator kept up with its schedule.
+/// Whether the generator kept up with its schedule and how its send lag compares with
+/// the machine's own wake-up lateness: [`crate::lag::Verdict`]'s words.
 fn generator_section(report: &Report) -> Section {
+    let verdict = crate::lag::Verdict::of(report);
     let mut generator = Section::new("Generator");
-    generator.lines.push(format!(
-        "{}; send lag p99 {}, max {}",
-        if report.generator.fell_behind {
-            "FELL BEHIND its schedule: latencies partly measure the generator"
-        } else {
-            "kept up with its schedule"
-        },
-        table::micros(report.generator.p99_send_lag_us as f64),
-        table::micros(report.generator.max_send_lag_us as f64)
-    ));
-    if report.generator.skipped_slots > 0 {
+    generator.lines.push(verdict.headline());
+    if verdict.skipped_slots > 0 {
         generator.lines.push(format!(
             "INVALID RUN: {} schedule slots skipped (planned load never offered)",
-            report.generator.skipped_slots
+            verdict.skipped_slots
         ));
     }
-    if let Some(lag) = &report.send_lag {
-        generator.table = Some(latency_table(
-            "send lag",
-            &[("write - writable".to_owned(), &lag.summary)],
+    let stamps: Vec<(&str, crate::report::SendStamps)> = report
+        .operations
+        .iter()
+        .filter_map(|op| op.send_stamps.map(|s| (op.name.as_str(), s)))
+        .collect();
+    if !stamps.is_empty() {
+        let (stamped, fallback) = stamps
+            .iter()
+            .fold((0, 0), |(a, b), (_, s)| (a + s.stamped, b + s.fallback));
+        generator.lines.push(format!(
+            "send times: {stamped} stamped by the socket, {fallback} by the fallback (the call's start){}",
+            if fallback > 0 {
+                ": those calls' send lag and service time are known no better than their start"
+            } else {
+                ""
+            }
         ));
+    }
+    let mut rows = Vec::new();
+    if let Some(lag) = &report.send_lag {
+        rows.push(("send lag (write - writable)".to_owned(), &lag.summary));
+    }
+    if let Some(wake) = &report.wakeup_lateness {
+        rows.push(("wake-up lateness (machine)".to_owned(), &wake.summary));
+    }
+    if !rows.is_empty() {
+        generator.table = Some(latency_table("generator", &rows));
     }
     generator
 }
@@ -285,7 +329,8 @@ fn verification_section(v: &Verification) -> Section {
         "{}: expected {} instances, server has {}{}",
         if v.ok { "ok" } else { "FAILED" },
         v.expected_instances,
-        v.server_instances,
+        v.server_instances
+            .map_or("an unknown number (not read)".to_owned(), |n| n.to_string()),
         if v.detail.is_empty() {
             String::new()
         } else {
@@ -316,7 +361,7 @@ fn thresholds_section(report: &Report) -> Option<Section> {
 /// How much of an operation's corrected p50 and p99 is send lag, and of that what
 /// it queued in the generator's client where it says: `12µs 3% / 80µs 8%; in
 /// client 5µs / 40µs`.
-fn lag_cell(op: &crate::report::Operation) -> String {
+fn lag_cell(op: &crate::report::Operation, allowance: crate::lag::Allowance) -> String {
     let share = match crate::lag::share(op) {
         Some(s) => format!(
             "{} {:.0}% / {} {:.0}%{}",
@@ -324,7 +369,7 @@ fn lag_cell(op: &crate::report::Operation) -> String {
             s.p50_pct,
             table::micros(s.lag_p99_us as f64),
             s.p99_pct,
-            if s.limited() { " LIMITED" } else { "" }
+            if s.limited(allowance) { " LIMITED" } else { "" }
         ),
         None => return "-".to_owned(),
     };

@@ -10,34 +10,38 @@
 //! then runs the loop. The gate runs it with `N` and `2N` and takes
 //! `(Ir(2N) - Ir(N)) / N`: set-up, the check and process start-up cancel out.
 //!
+//! The door paths (`http-*`, `grpc-*`) are the server's own: request bytes
+//! or a decoded 2.x payload handed to registry-server's HTTP connection
+//! answering and gRPC handler ([`registry_server::bench`]), writing through
+//! `Writer::apply` with persistence in memory. Nothing of a handler is
+//! re-implemented here, so a change in one is a change in its count. The
+//! core paths (`beat`, `register`, `list-encode`, ...) call the core and
+//! the wire formats directly, to tell a regression there from one in a door.
+//!
 //! `hotpaths --list` prints every operation with the `N` the gate uses, one
 //! per line, so the script needs no list of its own. Everything is
-//! deterministic: fixed names, addresses, clocks and hash seeds.
+//! deterministic: fixed names, addresses and hash seeds; the server's clock
+//! is read as in the server (its value does not change what runs).
 
-use std::collections::HashSet;
 use std::hint::black_box;
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use benches::profile::{self, NAMESPACE};
 use prost::Message as _;
-use registry_convert::grpc::{encode_service_info, InfoView};
 use registry_convert::{encode_list, ListView};
 use registry_core::{
-    BeatOutcome, InstanceAddr, InstanceSpec, Metadata, Millis, Origin, Replica, ServiceRef, Store,
-    StoreConfig,
+    BeatOutcome, InstanceSpec, Metadata, Millis, Origin, Replica, ServiceRef, Store,
 };
-use registry_proto::grpc::message::{InstanceResponse, QueryServiceResponse, ResponseHead};
-use registry_proto::grpc::{self, ClientMessage, InstanceOp, Message as _, Payload};
-use registry_proto::http1::{parse_request, write_response, ContentType, Limits};
-use registry_proto::naming::beat::{beat_ok, BeatRequest};
-use registry_proto::naming::instance::{InstanceKey, InstanceRequest};
-use registry_proto::naming::list::ListRequest;
+use registry_proto::grpc::Payload;
+use registry_proto::http1::{parse_request, Limits};
+use registry_proto::naming::beat::BeatRequest;
 use registry_proto::naming::route::route;
 use registry_proto::naming::{ParseLimits, ServiceName};
 use registry_proto::params::Params;
 use registry_proto::udp::push::{encode_push, Encoding, GZIP_THRESHOLD};
+use registry_server::bench::{GrpcConnection, Server};
 
 // The server's allocator: allocation is a large share of these paths, and
 // the gate should count what the server runs.
@@ -57,6 +61,10 @@ struct Op {
     gate_iterations: u64,
     run: fn(&Fixture, u64) -> u64,
 }
+
+/// Operations run with the list cache off, so each list is encoded (the
+/// path after every change); the rest run with the server's default cache.
+const MISS_OPS: &[&str] = &["http-list", "grpc-query"];
 
 const OPS: &[Op] = &[
     Op {
@@ -117,13 +125,13 @@ const OPS: &[Op] = &[
     },
     Op {
         name: "http-beat",
-        what: "a light beat through parse, route, Store::beat and the reply",
+        what: "a light beat through the server's HTTP connection answering and beat handler",
         gate_iterations: 4_000,
         run: http_beat,
     },
     Op {
         name: "http-beat-json",
-        what: "a Java JSON beat through parse, route, Store::beat and the reply",
+        what: "a Java JSON beat through the server's HTTP connection answering and beat handler",
         gate_iterations: 4_000,
         run: http_beat_json,
     },
@@ -139,38 +147,56 @@ const OPS: &[Op] = &[
     },
     Op {
         name: "http-register",
-        what: "a Java 1.x register through parse, route, Store::register and the reply",
+        what: "a Java 1.x register through the server's HTTP door and Writer::apply",
         gate_iterations: 2_000,
         run: http_register,
     },
     Op {
+        name: "http-register-persistent",
+        what: "a 1.x register of a persistent instance: Writer::apply, the journal (in memory), the deferred answer",
+        gate_iterations: 2_000,
+        run: http_register_persistent,
+    },
+    Op {
         name: "grpc-register",
-        what: "a 2.x InstanceRequest: frame, protobuf, JSON, Store::register_held, the answer",
+        what: "a 2.x InstanceRequest: frame, protobuf, the server's gRPC handler and Writer::apply, the answer",
         gate_iterations: 2_000,
         run: grpc_register,
     },
     Op {
         name: "http-deregister",
-        what: "a Java 1.x deregister through parse, route, Store::deregister and the reply",
+        what: "a Java 1.x deregister through the server's HTTP door and Writer::apply",
         gate_iterations: 1_000,
         run: http_deregister,
     },
     Op {
         name: "grpc-deregister",
-        what: "a 2.x deregisterInstance: frame, protobuf, JSON, Store::deregister, the answer",
+        what: "a 2.x deregisterInstance: frame, protobuf, the server's gRPC handler, the answer",
         gate_iterations: 1_000,
         run: grpc_deregister,
     },
     Op {
         name: "http-list",
-        what: "GET /instance/list of a 10-instance service, encoded (cache miss), with its head",
+        what: "GET /instance/list of a 10-instance service through the server's list handler, cache off",
         gate_iterations: 500,
         run: http_list,
     },
     Op {
+        name: "http-list-hit",
+        what: "GET /instance/list of a 10-instance service through the server's list handler, cached",
+        gate_iterations: 2_000,
+        run: http_list,
+    },
+    Op {
         name: "grpc-query",
-        what: "a 2.x ServiceQueryRequest of a 10-instance service, encoded (cache miss), framed",
+        what: "a 2.x ServiceQueryRequest of a 10-instance service through the server's handler, cache off",
         gate_iterations: 500,
+        run: grpc_query,
+    },
+    Op {
+        name: "grpc-query-hit",
+        what: "a 2.x ServiceQueryRequest of a 10-instance service through the server's handler, cached",
+        gate_iterations: 2_000,
         run: grpc_query,
     },
 ];
@@ -221,7 +247,10 @@ beat=%7B%22port%22%3A8080%2C%22ip%22%3A%2210.0.0.0%22%2C%22weight%22%3A1.0%2C%22
 
 /// What every path reads; built identically whatever `N` is.
 struct Fixture {
-    store: Store,
+    /// The server whose doors the `http-*` and `grpc-*` paths go through.
+    server: Server,
+    /// Its store, which the core paths call directly.
+    store: Arc<Store>,
     names: Vec<String>,
     metas: Vec<Metadata>,
     /// Encoded list of the push service (over the gzip threshold).
@@ -266,8 +295,14 @@ fn encoded_list(store: &Store, name: &str) -> Vec<u8> {
 }
 
 impl Fixture {
-    fn build() -> Fixture {
-        let store = Store::new(StoreConfig::default());
+    fn build(list_cache: bool) -> Fixture {
+        let server = Server::new(|c| {
+            if !list_cache {
+                c.list_cache_bytes = 0;
+            }
+        })
+        .expect("the default configuration makes a server");
+        let store = server.app.store.clone();
         let names = profile::populate(&store, SERVICES, INSTANCES, Millis(0));
         let metas: Vec<Metadata> = (0..15).map(profile::instance_metadata).collect();
         let base = 100_000;
@@ -283,6 +318,7 @@ impl Fixture {
         let push_body = encoded_list(&store, PUSH_SERVICE);
         let small_body = encoded_list(&store, SMALL_SERVICE);
         Fixture {
+            server,
             store,
             names,
             metas,
@@ -361,24 +397,68 @@ impl Fixture {
         if beat.is_light() || (&*beat.ip, beat.port) != ("10.0.0.0", 8080) {
             return Err(format!("http-beat-json-parse: not the JSON beat: {beat:?}"));
         }
-        let mut answer = Vec::new();
-        grpc_query_exchange(self, &grpc_query_request(), &mut answer);
+        self.check_doors()
+    }
+
+    /// The door paths: each answers 200 with what its handler answers on
+    /// success, so a fixture request the server refuses cannot pass the
+    /// gate by taking the short error path.
+    fn check_doors(&self) -> Result<(), String> {
+        let mut http = self.server.http(HTTP_PEER);
+        let ok = |name: &str, out: Option<(&[u8], usize)>, body: &[u8]| match out {
+            Some((out, _)) if out.starts_with(b"HTTP/1.1 200 ") && count(out, body) == 1 => Ok(()),
+            Some((out, _)) => Err(format!(
+                "{name}: not answered with {}: {}",
+                String::from_utf8_lossy(body),
+                String::from_utf8_lossy(out)
+            )),
+            None => Err(format!("{name}: the answer waited")),
+        };
+        for (name, raw) in [("http-beat", LIGHT_BEAT), ("http-beat-json", JSON_BEAT)] {
+            ok(name, http.exchange(raw), b"\"clientBeatInterval\":")?;
+        }
+        ok("http-list", http.exchange(HTTP_LIST), b"\"hosts\":[")?;
+        let list = http
+            .exchange(HTTP_LIST)
+            .map_or(0, |(out, _)| count(out, b"\"ip\":"));
+        if list != LIST_INSTANCES {
+            return Err(format!("http-list: {list} hosts, not {LIST_INSTANCES}"));
+        }
+        let register = http_register_request(0, 2.0, true);
+        ok("http-register", http.exchange(&register), b"ok")?;
+        let before = self.server.journal.submitted();
+        let persistent = http_register_request(PERSISTENT_FIRST, 2.0, false);
+        ok(
+            "http-register-persistent",
+            http.exchange(&persistent),
+            b"ok",
+        )?;
+        if self.server.journal.submitted() != before + 1 {
+            return Err("http-register-persistent: nothing was journalled".into());
+        }
+        let grpc = self.grpc();
+        let answer = grpc_exchange(&grpc, &grpc_query_request());
         let hosts = count(&answer, b"\"ip\":");
-        if hosts != LIST_INSTANCES {
+        if hosts != LIST_INSTANCES || count(&answer, b"\"resultCode\":200") != 1 {
             return Err(format!(
-                "grpc-query: expected {LIST_INSTANCES} hosts, found {hosts}"
+                "grpc-query: {hosts} hosts (not {LIST_INSTANCES}) or not a success"
             ));
         }
-        let mut scratch = BeatScratch::default();
-        for (name, raw) in [("http-beat", LIGHT_BEAT), ("http-beat-json", JSON_BEAT)] {
-            let outcome = beat_exchange(self, raw, &mut scratch);
-            if !matches!(outcome, BeatOutcome::Renewed { .. })
-                || !scratch.body.ends_with(b"10200,\"lightBeatEnabled\":true}")
-            {
-                return Err(format!("{name}: expected a renewal, got {outcome:?}"));
-            }
+        let answer = grpc_exchange(&grpc, &grpc_register_request(0, 2.0));
+        if count(&answer, b"\"resultCode\":200") != 1 || grpc.owned_instances() != 1 {
+            return Err(format!(
+                "grpc-register: not a success owning its instance: {}",
+                String::from_utf8_lossy(&answer)
+            ));
         }
+        self.server.drain_changes();
         Ok(())
+    }
+
+    fn grpc(&self) -> GrpcConnection {
+        self.server
+            .grpc(GRPC_PEER)
+            .expect("one connection from the fixed peer")
     }
 }
 
@@ -585,63 +665,35 @@ fn http_beat_json_parse(_: &Fixture, n: u64) -> u64 {
     acc
 }
 
-/// What the server's beat handler reuses from one request to the next.
-#[derive(Default)]
-struct BeatScratch {
-    name: String,
-    body: Vec<u8>,
-    /// The connection's write buffer.
-    out: Vec<u8>,
+/// The peers the fixture's connections come from.
+const HTTP_PEER: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40_000);
+const GRPC_PEER: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40_001);
+
+/// The length of an answer made at once.
+fn answered(out: Option<(&[u8], usize)>) -> u64 {
+    out.expect("the bench server answers at once").0.len() as u64
 }
 
-/// One beat as the server's handler runs it (`http/instance.rs` `beat`):
-/// parse, route, the grouped name, the address, `Store::beat`, the reply's
-/// body and head. Left out: the clock read, the metrics, the socket I/O,
-/// the same for either kind of beat.
-fn beat_exchange(f: &Fixture, raw: &[u8], scratch: &mut BeatScratch) -> BeatOutcome {
-    let Ok(Some((request, _))) = parse_request(raw, &Limits::default()) else {
-        unreachable!("checked in Fixture::check");
-    };
-    let routed = route(request.method, request.path).expect("a beat routes");
-    black_box(routed);
-    let params = Params::from_request(&request).expect("checked");
-    let beat = BeatRequest::parse(&params, &ParseLimits::default()).expect("checked");
-    scratch.name.clear();
-    beat.service.write_grouped(&mut scratch.name);
-    let addr = InstanceAddr {
-        cluster: &beat.cluster,
-        ip: registry_convert::ip(&beat.ip).expect("checked"),
-        port: beat.port,
-    };
-    let outcome = f.store.beat(
-        ServiceRef::new(beat.namespace_id, &scratch.name),
-        addr,
-        Millis(1_000),
-    );
-    scratch.body.clear();
-    if let BeatOutcome::Renewed { interval_ms } = outcome {
-        beat_ok(&mut scratch.body, u64::from(interval_ms), true);
+/// `n` requests on one HTTP connection, cycling through `requests`; the
+/// change events each write publishes are taken as the notifier would.
+fn http_requests(f: &Fixture, requests: &[Vec<u8>], n: u64) -> u64 {
+    let mut http = f.server.http(HTTP_PEER);
+    let mut acc = 0;
+    for i in 0..n {
+        let raw = &requests[i as usize % requests.len()];
+        acc += answered(http.exchange(black_box(raw)));
+        acc += f.server.drain_changes() as u64;
     }
-    scratch.out.clear();
-    write_response(
-        &mut scratch.out,
-        200,
-        ContentType::Json,
-        &scratch.body,
-        request.connection(),
-    );
-    outcome
+    acc
 }
 
 fn beats(f: &Fixture, raw: &[u8], n: u64) -> u64 {
-    let mut scratch = BeatScratch::default();
-    let mut acc = 0u64;
-    for _ in 0..n {
-        let outcome = beat_exchange(f, black_box(raw), &mut scratch);
-        acc += matches!(black_box(outcome), BeatOutcome::Renewed { .. }) as u64
-            + scratch.out.len() as u64;
-    }
-    acc
+    let mut http = f.server.http(HTTP_PEER);
+    (0..n)
+        .map(|_| answered(http.exchange(black_box(raw))))
+        .sum()
 }
 
 #[inline(never)]
@@ -681,7 +733,7 @@ fn main() -> ExitCode {
         eprintln!("hotpaths: N must be a whole number, got `{n}`");
         return usage();
     };
-    let fixture = Fixture::build();
+    let fixture = Fixture::build(!MISS_OPS.contains(&op.name));
     if let Err(e) = fixture.check() {
         eprintln!("hotpaths: fixture check failed: {e}");
         return ExitCode::from(3);
@@ -709,49 +761,19 @@ fn register_at_cap(f: &Fixture, n: u64) -> u64 {
     register_spread(f, service, CAP_FIRST, CAP_INSTANCES, n)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_op_runs_and_the_fixture_checks() {
-        let fixture = Fixture::build();
-        fixture.check().unwrap();
-        for op in OPS {
-            assert!((op.run)(&fixture, 3) > 0, "{}", op.name);
-        }
-    }
-
-    #[test]
-    fn push_bodies_straddle_the_gzip_threshold() {
-        let f = Fixture::build();
-        assert!(f.push_body.len() > GZIP_THRESHOLD, "{}", f.push_body.len());
-        assert!(
-            f.push_body.len() < 2 * GZIP_THRESHOLD,
-            "{}",
-            f.push_body.len()
-        );
-        assert!(
-            f.small_body.len() < GZIP_THRESHOLD,
-            "{}",
-            f.small_body.len()
-        );
-    }
-}
-
 // ---- The write and read doors end to end: 1.x HTTP against 2.x gRPC ----
 //
-// Issue 26 asks that a 2.x register, deregister and query cost at most 1.5×
-// their 1.x HTTP counterparts, framing included. Each side runs what its
-// server handler runs, as `beat_exchange` does for beats: HTTP/1.1 parse,
-// route, parameters, the store, the reply and its head; for gRPC the
-// length-prefixed message (`tonic`'s 5-byte header), the protobuf `Payload`,
-// the JSON body, the store, the connection's owned set, the answer's JSON,
-// protobuf and header. Left out on both sides: sockets, the clock, metrics,
-// the notifier's channel, and for gRPC the HTTP/2 frames and HPACK headers
-// around the message (h2's, measured end to end by scripts/grpc-cost.sh).
-// Lists and queries take the cache-miss path (an encoding each time): the
-// hit path is a lookup and a copy on both sides.
+// Issue 26 asks that a 2.x register, deregister and query cost at most 1.5x
+// their 1.x HTTP counterparts, framing included. Both sides are the
+// server's own code (`registry_server::bench`): for HTTP the connection's
+// answering of the bytes it read (parse, route, parameters, the handler,
+// `Writer::apply`, the response and its head); for gRPC tonic's message
+// frame (5-byte header) and protobuf `Payload` around the server's unary
+// handler (the JSON body, `Writer::apply`, the connection's owned set, the
+// answer). Left out on both sides: sockets, the tokio tasks, and for gRPC
+// the HTTP/2 frames and HPACK headers (h2's, measured end to end by
+// scripts/grpc-cost.sh). The change events each write publishes are taken
+// off the feed in the loop, as the notifier would.
 
 /// Instances the register loops cycle through (one per fleet service).
 const DOOR_INSTANCES: usize = 100;
@@ -759,16 +781,19 @@ const DOOR_INSTANCES: usize = 100;
 const DEREG_POOL: usize = 4_000;
 /// First instance number of the deregister pool, past every fixture address.
 const DEREG_FIRST: usize = 300_000;
+/// First instance number of the persistent registers, past every other.
+const PERSISTENT_FIRST: usize = 400_000;
 
 fn door_service(j: usize) -> String {
     profile::service_name(profile::service_of(j, SERVICES))
 }
 
-/// A Java 1.4 client's register (parameters in the query, empty body).
-fn http_register_request(j: usize, weight: f64) -> Vec<u8> {
+/// A Java 1.4 client's register (parameters in the query, empty body), of
+/// an ephemeral or a persistent instance.
+fn http_register_request(j: usize, weight: f64, ephemeral: bool) -> Vec<u8> {
     let name = door_service(j).replace('@', "%40");
     format!(
-        "POST /nacos/v1/ns/instance?app=unknown&serviceName={name}&namespaceId=public&port=8080&ip={}&weight={weight:.1}&enable=true&healthy=true&ephemeral=true&clusterName=DEFAULT&metadata=%7B%22version%22%3A%221.0.0%22%2C%22env%22%3A%22prod%22%2C%22zone%22%3A%22zone-0%22%7D HTTP/1.1\r\n\
+        "POST /nacos/v1/ns/instance?app=unknown&serviceName={name}&namespaceId=public&port=8080&ip={}&weight={weight:.1}&enable=true&healthy=true&ephemeral={ephemeral}&clusterName=DEFAULT&metadata=%7B%22version%22%3A%221.0.0%22%2C%22env%22%3A%22prod%22%2C%22zone%22%3A%22zone-0%22%7D HTTP/1.1\r\n\
 Client-Version: Nacos-Java-Client:v1.4.6\r\nUser-Agent: Nacos-Java-Client:v1.4.6\r\n\
 Accept-Encoding: gzip,deflate,sdch\r\nRequestId: 0b5c6f1e-4a42-4f4e-9d6e-3c2f0a1b2c3d\r\n\
 Request-Module: Naming\r\nContent-Type: application/x-www-form-urlencoded;charset=UTF-8\r\n\
@@ -832,23 +857,9 @@ fn grpc_request_payload(type_name: &str, json: String) -> Payload {
 
 /// `tonic`'s message frame: a compression flag, the length, the protobuf.
 fn grpc_frame(p: &Payload) -> Vec<u8> {
-    let mut out = vec![0u8; 5];
-    p.encode(&mut out).expect("a Vec grows");
-    let len = (out.len() - 5) as u32;
-    out[1..5].copy_from_slice(&len.to_be_bytes());
+    let mut out = Vec::new();
+    grpc_write(p, &mut out);
     out
-}
-
-/// A connection's owned instances, as `grpc/connection.rs` keeps them.
-type OwnedSet =
-    HashSet<(registry_core::ServiceKey, Arc<str>, IpAddr, u16), foldhash::fast::FixedState>;
-
-/// What the gRPC door reuses: the connection's owned instances, the answer's
-/// frame buffer.
-#[derive(Default)]
-struct GrpcScratch {
-    owned: parking_lot::Mutex<OwnedSet>,
-    out: Vec<u8>,
 }
 
 /// Reads one frame as tonic's decoder does (header, then the protobuf).
@@ -865,157 +876,58 @@ fn grpc_write(p: &Payload, out: &mut Vec<u8>) {
     out[1..5].copy_from_slice(&len.to_be_bytes());
 }
 
-/// One `InstanceRequest` as `grpc/handler.rs` runs it for an ephemeral instance:
-/// decode, validate, the core spec (`grpc/convert.rs` `instance_spec`), the
-/// store, the connection's owned set, the `InstanceResponse`.
-fn grpc_instance_exchange(f: &Fixture, frame: &[u8], scratch: &mut GrpcScratch) -> u64 {
-    let payload = grpc_read(frame);
-    let decoded = grpc::decode(payload.type_name(), payload.json(), &ParseLimits::default())
-        .expect("fixture requests are valid");
-    let ClientMessage::Instance {
-        service,
-        op,
-        instance,
-        op_name,
-        ..
-    } = decoded.message
-    else {
-        unreachable!("an InstanceRequest");
-    };
-    let ip = registry_convert::ip(&instance.ip).expect("an IP");
-    let metadata = Metadata::from_pairs(
-        instance
-            .metadata
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str())),
-    )
-    .expect("valid metadata");
-    let spec = InstanceSpec {
-        addr: InstanceAddr {
-            cluster: &instance.cluster,
-            ip,
-            port: instance.port,
-        },
-        weight: instance.weight,
-        healthy: instance.healthy,
-        enabled: instance.enabled,
-        ephemeral: instance.ephemeral,
-        metadata,
-    };
-    let grouped = service.grouped();
-    let svc = ServiceRef::new(&service.namespace, &grouped);
-    let owned = (
-        registry_core::ServiceKey::new(&service.namespace, &grouped),
-        Arc::<str>::from(spec.addr.cluster),
-        ip,
-        spec.addr.port,
-    );
-    let revision = match op {
-        InstanceOp::Register => {
-            let written = f
-                .store
-                .register_held(svc, std::slice::from_ref(&spec), Millis(1_000))
-                .expect("fixture register");
-            scratch.owned.lock().insert(owned);
-            written.revision
-        }
-        InstanceOp::Deregister => {
-            let written = f
-                .store
-                .deregister(svc, spec.addr, true, Millis(1_000))
-                .expect("fixture deregister");
-            scratch.owned.lock().remove(&owned);
-            written.revision
-        }
-    };
-    let answer = Payload::of(&InstanceResponse {
-        head: ResponseHead::ok(decoded.request_id),
-        r#type: Some(op_name),
-    });
-    grpc_write(&answer, &mut scratch.out);
-    revision + scratch.out.len() as u64
+/// One unary request as the gRPC door runs it: tonic's decoding of the
+/// frame, the server's handler, tonic's encoding of the answer.
+fn grpc_exchange(conn: &GrpcConnection, frame: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    grpc_exchange_into(conn, frame, &mut out);
+    out
 }
 
-/// One `POST /instance` as `http/instance.rs` `register` runs it.
-fn http_register_exchange(f: &Fixture, raw: &[u8], scratch: &mut BeatScratch) -> u64 {
-    let Ok(Some((request, _))) = parse_request(raw, &Limits::default()) else {
-        unreachable!("fixture requests parse");
-    };
-    black_box(route(request.method, request.path).expect("routes"));
-    let params = Params::from_request(&request).expect("params");
-    let req = InstanceRequest::parse(&params, &ParseLimits::default()).expect("a register");
-    let spec = registry_convert::instance_spec(&req, true).expect("a spec");
-    scratch.name.clear();
-    req.key.service.write_grouped(&mut scratch.name);
-    let written = f
-        .store
-        .register(
-            ServiceRef::new(req.key.namespace_id, &scratch.name),
-            &spec,
-            Millis(1_000),
-        )
-        .expect("fixture register");
-    scratch.out.clear();
-    write_response(
-        &mut scratch.out,
-        200,
-        ContentType::Text,
-        b"ok",
-        request.connection(),
-    );
-    written.revision + scratch.out.len() as u64
+fn grpc_exchange_into(conn: &GrpcConnection, frame: &[u8], out: &mut Vec<u8>) {
+    let answer = conn
+        .request(&grpc_read(frame))
+        .expect("the bench server answers at once");
+    grpc_write(&answer, out);
 }
 
-/// One `DELETE /instance` as `http/instance.rs` `deregister` runs it.
-fn http_deregister_exchange(f: &Fixture, raw: &[u8], scratch: &mut BeatScratch) -> u64 {
-    let Ok(Some((request, _))) = parse_request(raw, &Limits::default()) else {
-        unreachable!("fixture requests parse");
-    };
-    black_box(route(request.method, request.path).expect("routes"));
-    let params = Params::from_request(&request).expect("params");
-    let key = InstanceKey::parse(&params, &ParseLimits::default()).expect("a key");
-    let name = key.service.grouped();
-    let addr = InstanceAddr {
-        cluster: key.cluster,
-        ip: registry_convert::ip(key.ip).expect("an IP"),
-        port: key.port,
-    };
-    let written = f
-        .store
-        .deregister(
-            ServiceRef::new(key.namespace_id, &name),
-            addr,
-            key.ephemeral.unwrap_or(true),
-            Millis(1_000),
-        )
-        .expect("fixture deregister");
-    scratch.out.clear();
-    write_response(
-        &mut scratch.out,
-        200,
-        ContentType::Text,
-        b"ok",
-        request.connection(),
-    );
-    written.revision + scratch.out.len() as u64
+/// `n` requests on one 2.x connection, cycling through `requests`.
+fn grpc_requests(f: &Fixture, requests: &[Vec<u8>], n: u64) -> u64 {
+    let conn = f.grpc();
+    let mut out = Vec::new();
+    let mut acc = 0;
+    for i in 0..n {
+        grpc_exchange_into(
+            &conn,
+            black_box(&requests[i as usize % requests.len()]),
+            &mut out,
+        );
+        acc += out.len() as u64 + f.server.drain_changes() as u64;
+    }
+    acc
 }
 
 /// Register requests for the door instances at weights 2.0 and 3.0, so each
 /// pass over them changes every instance (the copy-and-publish path).
-fn register_requests(make: fn(usize, f64) -> Vec<u8>) -> Vec<Vec<u8>> {
+fn register_requests(make: impl Fn(usize, f64) -> Vec<u8>) -> Vec<Vec<u8>> {
     [2.0, 3.0]
         .iter()
-        .flat_map(|w| (0..DOOR_INSTANCES).map(move |j| make(j, *w)))
+        .flat_map(|w| (0..DOOR_INSTANCES).map(|j| make(j, *w)).collect::<Vec<_>>())
         .collect()
 }
 
 #[inline(never)]
 fn http_register(f: &Fixture, n: u64) -> u64 {
-    let requests = register_requests(http_register_request);
-    let mut scratch = BeatScratch::default();
-    (0..n)
-        .map(|i| http_register_exchange(f, &requests[i as usize % requests.len()], &mut scratch))
-        .sum()
+    let requests = register_requests(|j, w| http_register_request(j, w, true));
+    http_requests(f, &requests, n)
+}
+
+/// As `http_register`, of persistent instances (at other addresses than
+/// the ephemeral ones, as a client registers one kind per address).
+#[inline(never)]
+fn http_register_persistent(f: &Fixture, n: u64) -> u64 {
+    let requests = register_requests(|j, w| http_register_request(j + PERSISTENT_FIRST, w, false));
+    http_requests(f, &requests, n)
 }
 
 fn grpc_register_request(j: usize, weight: f64) -> Vec<u8> {
@@ -1025,10 +937,7 @@ fn grpc_register_request(j: usize, weight: f64) -> Vec<u8> {
 #[inline(never)]
 fn grpc_register(f: &Fixture, n: u64) -> u64 {
     let requests = register_requests(grpc_register_request);
-    let mut scratch = GrpcScratch::default();
-    (0..n)
-        .map(|i| grpc_instance_exchange(f, &requests[i as usize % requests.len()], &mut scratch))
-        .sum()
+    grpc_requests(f, &requests, n)
 }
 
 /// Registers the deregister pool (the same on every run, whatever `n`) and
@@ -1050,105 +959,56 @@ fn dereg_pool(f: &Fixture, make: impl Fn(usize) -> Vec<u8>) -> Vec<Vec<u8>> {
 #[inline(never)]
 fn http_deregister(f: &Fixture, n: u64) -> u64 {
     let requests = dereg_pool(f, http_deregister_request);
-    let mut scratch = BeatScratch::default();
-    (0..n)
-        .map(|i| http_deregister_exchange(f, &requests[i as usize % DEREG_POOL], &mut scratch))
-        .sum()
+    http_requests(f, &requests, n)
 }
 
 #[inline(never)]
 fn grpc_deregister(f: &Fixture, n: u64) -> u64 {
     let requests = dereg_pool(f, |j| grpc_instance_request(j, "deregisterInstance", 1.0));
-    let mut scratch = GrpcScratch::default();
-    (0..n)
-        .map(|i| grpc_instance_exchange(f, &requests[i as usize % DEREG_POOL], &mut scratch))
-        .sum()
+    grpc_requests(f, &requests, n)
 }
 
-/// `GET /instance/list` on a cache miss, as `http/instance.rs` `list` runs it.
+/// `GET /instance/list` through the server's list handler: encoded each
+/// time with the cache off (`http-list`), a cache hit with it on.
 #[inline(never)]
 fn http_list(f: &Fixture, n: u64) -> u64 {
-    let mut scratch = BeatScratch::default();
-    let mut acc = 0u64;
-    for _ in 0..n {
-        let Ok(Some((request, _))) = parse_request(black_box(HTTP_LIST), &Limits::default()) else {
-            unreachable!("checked");
-        };
-        black_box(route(request.method, request.path).expect("routes"));
-        let params = Params::from_request(&request).expect("params");
-        let req = ListRequest::parse(&params, &ParseLimits::default()).expect("a list");
-        scratch.name.clear();
-        req.service.write_grouped(&mut scratch.name);
-        let snapshot = f
-            .store
-            .snapshot(ServiceRef::new(req.namespace_id, &scratch.name));
-        let clusters: Vec<&str> = req.cluster_list().collect();
-        let view = ListView {
-            service: req.service,
-            clusters: req.clusters,
-            cluster_list: &clusters,
-            healthy_only: req.healthy_only,
-            cache_millis: 3_000,
-            last_ref_time: REF_TIME,
-        };
-        let mut body = Vec::with_capacity(512);
-        encode_list(snapshot.as_deref(), &view, &mut body);
-        scratch.out.clear();
-        write_response(
-            &mut scratch.out,
-            200,
-            ContentType::Json,
-            &body,
-            request.connection(),
-        );
-        acc += scratch.out.len() as u64;
-    }
-    acc
+    beats(f, HTTP_LIST, n)
 }
 
-/// A `ServiceQueryRequest` on a cache miss, as `grpc/query.rs` runs it: the
-/// answer's frame is left in `out`.
-fn grpc_query_exchange(f: &Fixture, frame: &[u8], out: &mut Vec<u8>) {
-    let payload = grpc_read(frame);
-    let decoded = grpc::decode(payload.type_name(), payload.json(), &ParseLimits::default())
-        .expect("a valid query");
-    let ClientMessage::Query {
-        service,
-        clusters,
-        healthy_only,
-    } = decoded.message
-    else {
-        unreachable!("a ServiceQueryRequest");
-    };
-    let key = registry_core::ServiceKey::new(&service.namespace, &service.grouped());
-    let snapshot = f.store.snapshot(key.as_ref());
-    let cluster_list: Vec<&str> = clusters
-        .split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .collect();
-    let view = InfoView {
-        service: &key,
-        clusters: &clusters,
-        cluster_list: &cluster_list,
-        healthy_only,
-        cache_millis: 10_000,
-        last_ref_time: REF_TIME as i64,
-    };
-    let mut body = Vec::with_capacity(512);
-    encode_service_info(snapshot.as_deref(), &view, &mut body);
-    let json = ResponseHead::ok(decoded.request_id).encode_with("serviceInfo", &body);
-    grpc_write(&Payload::new(QueryServiceResponse::TYPE, json), out);
-}
-
+/// A `ServiceQueryRequest` through the server's handler.
 #[inline(never)]
 fn grpc_query(f: &Fixture, n: u64) -> u64 {
-    let frame = grpc_query_request();
-    let mut out = Vec::new();
-    let mut acc = 0u64;
-    for _ in 0..n {
-        grpc_query_exchange(f, black_box(&frame), &mut out);
-        acc += out.len() as u64;
+    grpc_requests(f, &[grpc_query_request()], n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_op_runs_and_the_fixture_checks() {
+        for list_cache in [false, true] {
+            let fixture = Fixture::build(list_cache);
+            fixture.check().unwrap();
+            for op in OPS {
+                assert!((op.run)(&fixture, 3) > 0, "{}", op.name);
+            }
+        }
     }
-    acc
+
+    #[test]
+    fn push_bodies_straddle_the_gzip_threshold() {
+        let f = Fixture::build(true);
+        assert!(f.push_body.len() > GZIP_THRESHOLD, "{}", f.push_body.len());
+        assert!(
+            f.push_body.len() < 2 * GZIP_THRESHOLD,
+            "{}",
+            f.push_body.len()
+        );
+        assert!(
+            f.small_body.len() < GZIP_THRESHOLD,
+            "{}",
+            f.small_body.len()
+        );
+    }
 }

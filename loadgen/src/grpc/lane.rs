@@ -41,8 +41,14 @@ use super::client::{self, Client, Inbound};
 use super::request;
 use super::stamp::{Stamped, Stamps};
 use crate::conn::{Lane, LaneConfig, Request};
-use crate::recorder::ErrorClass;
+use crate::recorder::{ErrorClass, Failure};
 use crate::schedule::{Clock, Nanos};
+
+/// What a call still queued when the run ended failed of.
+const RUN_ENDED: Failure = Failure::new(
+    ErrorClass::Timeout,
+    "not sent before the run ended (the lane gave up)",
+);
 
 /// What a gRPC lane needs from its worker.
 pub trait Exchange {
@@ -53,7 +59,9 @@ pub trait Exchange {
     fn started(&self, req: &Request, at: Nanos);
     /// The request's last byte was written to the socket at `sent`; it could have
     /// been from `ready` on ([`Lane::ready_at`]) and its call started at `started`.
-    fn sent(&self, req: &Request, ready: Nanos, started: Nanos, sent: Nanos);
+    /// `stamped` is false when the socket took no stamp for it and `sent` fell back
+    /// to `started` (answered before its last byte was seen leaving).
+    fn sent(&self, req: &Request, ready: Nanos, started: Nanos, sent: Nanos, stamped: bool);
     /// The request was answered (`Ok`) or failed (`Err`) at `done`; `sent` is when
     /// it was written ([`Exchange::sent`]), `None` when it never was.
     fn answered(
@@ -61,10 +69,10 @@ pub trait Exchange {
         req: &Request,
         sent: Option<Nanos>,
         done: Nanos,
-        result: Result<&Payload, ErrorClass>,
+        result: Result<&Payload, &Failure>,
     );
     /// A queued request was never sent; declared failed at `declared`.
-    fn abandon(&self, req: &Request, class: ErrorClass, declared: Nanos);
+    fn abandon(&self, req: &Request, failure: &Failure, declared: Nanos);
     /// Lane `lane`'s stream carried a push, received at `at`.
     fn pushed(&self, lane: usize, push: &NotifySubscriberRequest, at: Nanos);
     /// A push was acked.
@@ -141,13 +149,19 @@ fn start_calls<E: Exchange + 'static>(
             }
             lane.set_in_flight(lane.in_flight().saturating_sub(1));
             let result = match &answer {
-                Ok(Ok(p)) if p.type_name() == "ErrorResponse" => Err(ErrorClass::Protocol),
+                Ok(Ok(p)) if p.type_name() == "ErrorResponse" => Err(error_response(p)),
                 Ok(Ok(p)) => Ok(p),
-                Ok(Err(_)) => {
+                Ok(Err(e)) => {
                     conn.broken.set(true);
-                    Err(ErrorClass::Connection)
+                    Err(Failure::because(
+                        ErrorClass::Connection,
+                        format_args!("call: {e}"),
+                    ))
                 }
-                Err(_) => Err(ErrorClass::Timeout),
+                Err(_) => Err(Failure::because(
+                    ErrorClass::Timeout,
+                    format_args!("no answer within {:?}", cfg.timeout),
+                )),
             };
             let times = CallTimes {
                 ready,
@@ -155,7 +169,7 @@ fn start_calls<E: Exchange + 'static>(
                 wired,
                 done,
             };
-            finish(&*ex, &req, times, result);
+            finish(&*ex, &req, times, result.as_ref().map(|p| *p));
             lane.wake();
         });
     }
@@ -181,20 +195,43 @@ struct CallTimes {
     done: Nanos,
 }
 
+/// A server's `ErrorResponse` as a protocol failure carrying its code and message.
+fn error_response(p: &Payload) -> Failure {
+    match serde_json::from_slice::<registry_proto::grpc::message::ResponseHead>(p.json()) {
+        Ok(head) => Failure::because(
+            ErrorClass::Protocol,
+            format_args!(
+                "ErrorResponse {} {}: {}",
+                head.result_code,
+                head.error_code,
+                head.message.as_deref().unwrap_or("(no message)")
+            ),
+        ),
+        Err(_) => Failure::because(
+            ErrorClass::Protocol,
+            format_args!("ErrorResponse {}", String::from_utf8_lossy(p.json())),
+        ),
+    }
+}
+
 /// Reports a finished call: its send, if its bytes left, then its outcome.
-fn finish<E: Exchange>(ex: &E, req: &Request, t: CallTimes, result: Result<&Payload, ErrorClass>) {
-    let sent = match (t.wired, &result) {
-        (Some(wired), _) => Some(wired),
+fn finish<E: Exchange>(ex: &E, req: &Request, t: CallTimes, result: Result<&Payload, &Failure>) {
+    let answered = match &result {
+        Ok(_) => true,
+        Err(f) => f.class == ErrorClass::Protocol,
+    };
+    let sent = match t.wired {
+        Some(wired) => Some((wired, true)),
         // Answered before its last byte was seen leaving (a server may answer before
         // reading the whole request): it was sent, when is known no better than its
-        // start.
-        (None, Ok(_) | Err(ErrorClass::Protocol)) => Some(t.started),
-        (None, Err(_)) => None,
+        // start (the fallback, counted apart).
+        None if answered => Some((t.started, false)),
+        None => None,
     };
-    if let Some(sent) = sent {
-        ex.sent(req, t.ready, t.started, sent);
+    if let Some((sent, stamped)) = sent {
+        ex.sent(req, t.ready, t.started, sent, stamped);
     }
-    ex.answered(req, sent, t.done, result);
+    ex.answered(req, sent.map(|s| s.0), t.done, result);
 }
 
 /// Runs lane `number` (one simulated client) until the lane is closed and empty.
@@ -216,18 +253,22 @@ pub async fn drive<E: Exchange + 'static>(
         if lane.has_given_up() {
             let now = clock.now();
             for r in lane.take_all() {
-                Exchange::abandon(&*ex, &r, ErrorClass::Timeout, now);
+                Exchange::abandon(&*ex, &r, &RUN_ENDED, now);
             }
             return;
         }
         let conn = match connect(&ex, &lane, number, &clock, &namespace).await {
             Ok(c) => c,
-            Err(_) => {
+            Err(e) => {
+                let failure = Failure::because(
+                    ErrorClass::Connection,
+                    format_args!("connecting to {}: {e:#}", lane.server()),
+                );
                 failures += 1;
                 lane.fail_over();
                 let now = clock.now();
                 for r in lane.take_stale(now.saturating_sub(cfg.timeout.as_nanos() as Nanos)) {
-                    Exchange::abandon(&*ex, &r, ErrorClass::Connection, now);
+                    Exchange::abandon(&*ex, &r, &failure, now);
                 }
                 tokio::time::sleep(Duration::from_millis(u64::from(failures.min(10)) * 50)).await;
                 continue;
@@ -263,7 +304,7 @@ async fn session<E: Exchange + 'static>(
         if lane.has_given_up() {
             let now = clock.now();
             for r in lane.take_all() {
-                Exchange::abandon(&**ex, &r, ErrorClass::Timeout, now);
+                Exchange::abandon(&**ex, &r, &RUN_ENDED, now);
             }
             return false;
         }
@@ -373,6 +414,8 @@ mod tests {
         started: RefCell<Vec<Nanos>>,
         /// (started, sent) of each send.
         sent: RefCell<Vec<(Nanos, Nanos)>>,
+        /// Stamped and fallback sends, counted as the worker counts them.
+        recorder: RefCell<crate::recorder::Recorder>,
         answered: RefCell<Vec<Answer>>,
     }
 
@@ -386,20 +429,22 @@ mod tests {
         fn started(&self, _: &Request, at: Nanos) {
             self.started.borrow_mut().push(at);
         }
-        fn sent(&self, _: &Request, _: Nanos, started: Nanos, sent: Nanos) {
+        fn sent(&self, req: &Request, _: Nanos, started: Nanos, sent: Nanos, stamped: bool) {
             self.sent.borrow_mut().push((started, sent));
+            let mut r = self.recorder.borrow_mut();
+            r.client_queue(req.op, started, sent, stamped);
         }
         fn answered(
             &self,
             _: &Request,
             sent: Option<Nanos>,
             done: Nanos,
-            r: Result<&Payload, ErrorClass>,
+            r: Result<&Payload, &Failure>,
         ) {
-            let r = r.map(|p| p.type_name().to_string());
+            let r = r.map(|p| p.type_name().to_string()).map_err(|f| f.class);
             self.answered.borrow_mut().push((sent, done, r));
         }
-        fn abandon(&self, _: &Request, _: ErrorClass, _: Nanos) {}
+        fn abandon(&self, _: &Request, _: &Failure, _: Nanos) {}
         fn pushed(&self, _: usize, _: &NotifySubscriberRequest, _: Nanos) {}
         fn acked(&self) {}
         fn reconnected(&self, _: usize) {}
@@ -421,10 +466,7 @@ mod tests {
     /// task writes it), before its answer.
     #[test]
     fn a_due_call_starts_from_the_driver_and_is_sent_when_its_bytes_leave() {
-        let mut config = registry_server::Config::parse_from(["registry"]);
-        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        config.udp_listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let server = registry_server::Embedded::start(config).expect("registry starts");
+        let server = embedded();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -483,7 +525,61 @@ mod tests {
                 wire.0.borrow().as_ref().unwrap().stamps.borrow().is_empty(),
                 "every stamp taken by its call"
             );
+            let q = ex.recorder.take().finish().ops[Op::Query as usize].clone();
+            assert_eq!(
+                (q.stamped, q.fallback),
+                (2, 0),
+                "both timed by their stamps"
+            );
         });
         drop(server);
+    }
+
+    /// With the socket's stamping off (the test hook), calls are still sent and
+    /// answered, but each is timed by the fallback to its start, and counted so: a
+    /// broken stamp cannot pass as a working one.
+    #[test]
+    fn a_call_without_a_stamp_is_counted_as_a_fallback() {
+        let server = embedded();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        super::super::stamp::off::OFF.with(|off| off.set(true));
+        local.block_on(&rt, async {
+            let clock = Clock::start();
+            let ex = Rc::new(Ex::default());
+            let lane = Rc::new(Lane::new(None, Rc::from(vec![server.grpc_addr]), 0));
+            let wire = Wire::default();
+            let cfg = LaneConfig {
+                depth: 4,
+                timeout: Duration::from_secs(5),
+            };
+            let conn = connect(&ex, &lane, 0, &clock, "").await.expect("connects");
+            *wire.0.borrow_mut() = Some(conn);
+            lane.push(query(clock.now()));
+            lane.push(query(clock.now()));
+            let deadline = clock.now() + 5 * crate::schedule::SECOND;
+            while ex.answered.borrow().len() < 2 && clock.now() < deadline {
+                write_through(&ex, &lane, &wire, cfg, clock);
+                let _ = tokio::time::timeout(Duration::from_millis(100), lane.notified()).await;
+            }
+            assert_eq!(ex.answered.borrow().len(), 2);
+            for (started, sent) in ex.sent.borrow().iter() {
+                assert_eq!(started, sent, "the fallback: sent at its start");
+            }
+            let q = ex.recorder.take().finish().ops[Op::Query as usize].clone();
+            assert_eq!((q.stamped, q.fallback), (0, 2));
+        });
+        super::super::stamp::off::OFF.with(|off| off.set(false));
+        drop(server);
+    }
+
+    fn embedded() -> registry_server::Embedded {
+        let mut config = registry_server::Config::parse_from(["registry"]);
+        config.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        config.udp_listen = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        registry_server::Embedded::start(config).expect("registry starts")
     }
 }

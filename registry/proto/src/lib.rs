@@ -22,9 +22,13 @@
 //!   table of every endpoint past the 1.x core ([`openapi::route`]).
 //! - [`distro`]: the cluster's peer protocol (membership reports, replication, checksums,
 //!   snapshots), request relaying and Nacos's member list.
+//! - [`dns`]: the DNS door's protocol: names for services, clusters and instances
+//!   and their escape, and the answer to a query (hickory-proto's wire format).
 //! - [`auth`]: `POST /nacos/v1/auth/login` parameters and response.
 //! - [`grpc`]: the Nacos 2.x gRPC protocol: the `Payload` message, its JSON bodies, and
 //!   the decoder from a payload to a validated request with Nacos's error codes.
+//! - [`prometheus`]: the Prometheus text exposition format, the one writer of the
+//!   server's `/metrics` and of loadgen's `--metrics-listen` page.
 //! - [`udp`]: the push packet ([`udp::push`]) and its acknowledgement ([`udp::ack`]).
 //! - `raft` (feature `raft`, which the server and the fuzz targets turn on): the Raft
 //!   group's log entries and peer messages, in `openraft`'s types.
@@ -38,6 +42,7 @@
 
 pub mod auth;
 pub mod distro;
+pub mod dns;
 pub mod error;
 pub mod grpc;
 pub mod http1;
@@ -45,6 +50,7 @@ mod json;
 pub mod naming;
 pub mod openapi;
 pub mod params;
+pub mod prometheus;
 #[cfg(feature = "raft")]
 pub mod raft;
 pub mod udp;

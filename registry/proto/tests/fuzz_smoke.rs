@@ -8,6 +8,10 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
+use std::net::IpAddr;
+
+use registry_proto::dns::name::{Parent, ServiceName};
+use registry_proto::dns::{Host, Responder, Transport, Zone};
 use registry_proto::error::ProtoError;
 use registry_proto::grpc::{self, Payload};
 use registry_proto::http1::{parse_request, parse_request_with_httparse, Limits};
@@ -370,6 +374,63 @@ fn grpc_frame_pipeline(data: &[u8]) {
     }
 }
 
+/// `a` with two instances (one IPv6), `b` with 300 (past any UDP size): the
+/// zone of `fuzz/fuzz_targets/dns_query.rs`.
+struct DnsFixed;
+
+impl Zone for DnsFixed {
+    fn hosts(&self, name: &ServiceName, visit: &mut dyn FnMut(Host<'_>)) -> bool {
+        let n = match name.service.as_str() {
+            "a" => 1,
+            "b" => 300,
+            _ => return false,
+        };
+        for i in 0..n {
+            let ip = IpAddr::V4((0x0a00_0001 + i).into());
+            visit(Host {
+                ip,
+                port: 80,
+                weight: 1.0,
+                cluster: "DEFAULT",
+            });
+        }
+        visit(Host {
+            ip: IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            port: 80,
+            weight: 0.5,
+            cluster: "DEFAULT",
+        });
+        true
+    }
+
+    fn instance(
+        &self,
+        name: &ServiceName,
+        _ip: IpAddr,
+        _port: u16,
+        meta: &mut dyn FnMut(&str, &str),
+    ) -> bool {
+        meta("k", "v");
+        name.service == "a"
+    }
+
+    fn has_services(&self, parent: &Parent) -> bool {
+        parent.namespace == "public"
+    }
+}
+
+/// `fuzz/fuzz_targets/dns_query.rs`.
+fn dns_pipeline(data: &[u8]) {
+    let responder = Responder::new("nacos.", 5).unwrap();
+    for (transport, limit) in [(Transport::Udp, 1232), (Transport::Tcp, 65_535)] {
+        if let Some(r) = responder.respond(data, transport, &DnsFixed, data.len()) {
+            assert!(r.bytes.len() >= 12 && r.bytes.len() <= limit);
+            assert_eq!(r.bytes[..2], data[..2], "the query's id");
+            assert!(r.bytes[2] & 0x80 != 0, "QR: a response");
+        }
+    }
+}
+
 /// The seed inputs of the fuzz targets (`fuzz/seeds/<target>/`), when present.
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -391,6 +452,8 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "raft_message" => RAFT_SEED.to_vec(),
         "distro_clients" => br#"{"v":2,"from":"127.0.0.1:1","node":1,"body":{"node":1,"items":[{"client":"c","revision":1,"part":0,"parts":2,"instances":[]}]}}"#.to_vec(),
         "grpc_frame" => grpc_frame_seed(),
+        // An A query for `a.nacos.`.
+        "dns_query" => b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x01a\x05nacos\x00\x00\x01\x00\x01".to_vec(),
         "grpc_payload" => br#"{"requestId":"1","serviceName":"s","type":"registerInstance","instance":{"ip":"1.1.1.1","port":1}}"#.to_vec(),
         _ => br#"{"type":"dom","data":"{}","lastRefTime":1}"#.to_vec(),
     });
@@ -455,6 +518,11 @@ fn run(target: &str, pipeline: fn(&[u8])) {
             Ok(())
         })
         .unwrap();
+}
+
+#[test]
+fn dns_query_smoke() {
+    run("dns_query", dns_pipeline);
 }
 
 #[test]

@@ -50,7 +50,7 @@ use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::metrics::Counter;
-use crate::prometheus::{Exposition, Kind};
+use registry_proto::prometheus::{Exposition, Kind};
 
 /// Fewest PBKDF2 iterations a users file may use.
 pub const MIN_ITERATIONS: u32 = 10_000;

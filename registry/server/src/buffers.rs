@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::prometheus::Exposition;
+use registry_proto::prometheus::Exposition;
 
 /// Initial read buffer size, and the step it grows by.
 pub const READ_CHUNK: usize = 16 * 1024;

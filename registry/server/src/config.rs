@@ -39,6 +39,20 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_GRPC_LISTEN")]
     pub grpc_listen: Option<SocketAddr>,
 
+    /// DNS listen address (UDP and TCP on the same port; port 0 picks a
+    /// free one). Off by default. DNS reads skip auth: keep it private.
+    #[arg(long, env = "REGISTRY_DNS_LISTEN")]
+    pub dns_listen: Option<SocketAddr>,
+
+    /// The zone the DNS door answers for; other names are refused.
+    #[arg(long, env = "REGISTRY_DNS_DOMAIN", default_value = "nacos.")]
+    pub dns_domain: String,
+
+    /// TTL of the DNS door's records, in seconds (also the negative
+    /// caching time its SOA gives).
+    #[arg(long, env = "REGISTRY_DNS_TTL", default_value_t = 5)]
+    pub dns_ttl: u32,
+
     /// Number of store shards (a power of two).
     #[arg(long, env = "REGISTRY_SHARDS", default_value_t = 64)]
     pub shards: usize,
@@ -272,6 +286,15 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_AUTH_USERS")]
     pub auth_users: Option<PathBuf>,
 
+    /// Serve without `--auth-users` on an address other than loopback.
+    /// Without it such a start is refused: anyone who reaches the port
+    /// could change or deregister every service (Nacos 3 requires a login
+    /// for its admin and console APIs by default). Loopback needs no flag.
+    #[arg(long, env = "REGISTRY_ALLOW_UNAUTHENTICATED", num_args = 0..=1,
+          default_missing_value = "true", default_value_t = false,
+          action = clap::ArgAction::Set)]
+    pub allow_unauthenticated: bool,
+
     /// Lifetime of an access token, in seconds (Nacos's default).
     #[arg(long, env = "REGISTRY_AUTH_TOKEN_TTL_SECS", default_value_t = 18_000)]
     pub auth_token_ttl_secs: u64,
@@ -471,6 +494,11 @@ impl Config {
         {
             return Err("the --grpc-* limits and times must be positive".into());
         }
+        if self.dns_listen.is_some() {
+            registry_proto::dns::Responder::new(&self.dns_domain, self.dns_ttl)
+                .map_err(|e| e.to_string())?;
+        }
+        self.check_exposure()?;
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err(format!(
                 "--log-format must be text or json, got {}",
@@ -478,6 +506,34 @@ impl Config {
             ));
         }
         Ok(())
+    }
+
+    /// Refuses an open door off loopback: a listener (HTTP, which also
+    /// carries the cluster's traffic, gRPC, UDP or DNS) bound to any other
+    /// address while auth is off, unless `--allow-unauthenticated` says the
+    /// operator means it.
+    fn check_exposure(&self) -> Result<(), String> {
+        if self.auth_users.is_some() || self.allow_unauthenticated {
+            return Ok(());
+        }
+        let listeners = [
+            ("--listen", Some(self.listen)),
+            ("--grpc-listen", self.grpc_addr()),
+            ("--udp-listen", Some(self.udp_listen)),
+            ("--dns-listen", self.dns_listen),
+        ];
+        let exposed = listeners.into_iter().find_map(|(flag, addr)| {
+            addr.filter(|a| !a.ip().to_canonical().is_loopback())
+                .map(|a| (flag, a))
+        });
+        match exposed {
+            None => Ok(()),
+            Some((flag, addr)) => Err(format!(
+                "refusing to serve without auth on {flag} {addr}, which is not loopback: \
+                 anyone who reaches it could change or deregister every service; \
+                 give --auth-users FILE, or --allow-unauthenticated to serve it open"
+            )),
+        }
     }
 
     /// The store's part of the configuration.

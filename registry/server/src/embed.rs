@@ -22,6 +22,8 @@ pub struct Embedded {
     pub udp_addr: SocketAddr,
     /// The gRPC (Nacos 2.x) address.
     pub grpc_addr: SocketAddr,
+    /// The DNS door's address (UDP and TCP), with `--dns-listen`.
+    pub dns_addr: Option<SocketAddr>,
     /// The server state: store, metrics, configuration.
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
@@ -39,6 +41,7 @@ impl Embedded {
         let listeners = Listeners::bind(&config)?;
         let (http_addr, udp_addr) = (listeners.http_addr(), listeners.udp_addr());
         let grpc_addr = listeners.grpc_addr();
+        let dns_addr = listeners.dns_addr();
         let workers = if config.workers == 0 {
             1
         } else {
@@ -69,6 +72,7 @@ impl Embedded {
             http_addr,
             udp_addr,
             grpc_addr,
+            dns_addr,
             app,
             stop: Some(stop),
             thread: Some(thread),

@@ -24,7 +24,7 @@
 use registry_core::StoreStats;
 use tikv_jemalloc_ctl::{epoch, stats};
 
-use crate::prometheus::{Exposition, Kind};
+use registry_proto::prometheus::{Exposition, Kind};
 
 /// The allocator's own counters, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn rendered_text_names_every_part() {
-        let text = crate::prometheus::text(|e| render(&Parts::default(), e));
+        let text = registry_proto::prometheus::text(|e| render(&Parts::default(), e));
         for part in ["store_instances", "list_cache", "allocator_overhead"] {
             assert!(text.contains(&format!("part=\"{part}\"")), "{text}");
         }

@@ -42,9 +42,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::metrics::Counter;
-use crate::prometheus::{Exposition, Kind};
 pub use crate::write::Targets;
 use crate::write::{Command, Outcome, Writer};
+use registry_proto::prometheus::{Exposition, Kind};
 
 /// Metadata key naming the checker of all of a service's clusters; append
 /// `.<cluster>` for one cluster.

@@ -32,7 +32,7 @@ use registry_proto::grpc::Payload;
 use tokio::sync::mpsc;
 
 use crate::metrics::{Counter, Gauge};
-use crate::prometheus::Exposition;
+use registry_proto::prometheus::Exposition;
 
 /// Server requests waiting to be written on one stream. The queue's memory is
 /// its blocks of 32 slots (tokio allocates the first with the channel, the rest

@@ -16,6 +16,8 @@
 //! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
 //!   batched UDP sends, acks and the one resend.
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
+//! - [`dns`]: the DNS door (`--dns-listen`): A, AAAA, SRV and TXT answers
+//!   from the store's snapshots, over UDP and TCP.
 //! - [`grpc`]: the Nacos 2.x gRPC server: requests, streams, admission;
 //!   [`hub`]: its connections and ack queue, as every part shares them.
 //! - [`sweeper`]: the lease sweeper task.
@@ -33,13 +35,16 @@
 //! - [`namespaces`]: the namespace table with its store checks, quotas and file.
 //! - [`console`]: the web console at `/nacos/` and its read-only endpoints.
 //! - [`metrics`]: the counters and histograms (`Relaxed` atomics);
-//!   [`prometheus`]: the one writer of their text on `/metrics`;
+//!   their text on `/metrics` is written by `registry_proto::prometheus`;
 //!   [`footprint`]: the resident set broken into parts.
 //! - [`reply`]: what handling a request comes to (reply, deferred answer,
 //!   failure), below the HTTP door and the cluster alike.
 //! - [`buffers`]: the one budget of connection read buffers.
 //! - [`clock`], [`shutdown`]: time and the ordered, bounded shutdown.
-//! - [`embed`]: running a registry inside another program (loadgen, tests).
+//! - [`embed`]: running a registry inside another program (loadgen, tests);
+//!   [`bench`]: the doors' real handlers on request values, without sockets
+//!   or a disk (the instruction-count gates); [`gate_test`]: the slowdown
+//!   the gates' self-test switches on.
 //! - [`state`]: what the doors share ([`App`]); [`startup`]: making it from
 //!   the configuration, cluster included.
 //!
@@ -51,15 +56,18 @@
 
 pub mod admin;
 pub mod auth;
+pub mod bench;
 pub mod buffers;
 pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod console;
 pub mod disk;
+pub mod dns;
 pub mod embed;
 pub mod events;
 pub mod footprint;
+pub mod gate_test;
 pub mod grpc;
 pub mod health;
 pub mod http;
@@ -70,7 +78,6 @@ pub mod metrics;
 pub mod namespaces;
 pub mod notifier;
 pub mod persist;
-pub mod prometheus;
 pub mod pusher;
 pub mod reply;
 pub mod service_info;
@@ -102,6 +109,9 @@ pub struct Listeners {
     pub udp: std::net::UdpSocket,
     /// The gRPC (Nacos 2.x) listener.
     pub grpc: std::net::TcpListener,
+    /// The DNS door's socket and listener (one port); `None` without
+    /// `--dns-listen`.
+    pub dns: Option<(std::net::UdpSocket, std::net::TcpListener)>,
 }
 
 impl Listeners {
@@ -122,7 +132,18 @@ impl Listeners {
         let grpc = std::net::TcpListener::bind(grpc_addr)
             .with_context(|| format!("binding gRPC {grpc_addr} (set --grpc-listen to move it)"))?;
         grpc.set_nonblocking(true)?;
-        Ok(Listeners { http, udp, grpc })
+        let dns = config.dns_listen.map(dns::bind).transpose()?;
+        Ok(Listeners {
+            http,
+            udp,
+            grpc,
+            dns,
+        })
+    }
+
+    /// The bound DNS address (UDP and TCP), when the door is on.
+    pub fn dns_addr(&self) -> Option<SocketAddr> {
+        self.dns.as_ref().and_then(|(u, _)| u.local_addr().ok())
     }
 
     /// The bound gRPC address.
@@ -145,6 +166,30 @@ impl Listeners {
     }
 }
 
+/// Starts the DNS door's UDP and TCP tasks on `sockets`, tracked with the
+/// HTTP connections and stopped with them; nothing without `--dns-listen`.
+fn start_dns(
+    app: &App,
+    sockets: Option<(std::net::UdpSocket, std::net::TcpListener)>,
+    tracker: &tokio_util::task::TaskTracker,
+    stop: &tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    let Some((udp, tcp)) = sockets else {
+        return Ok(());
+    };
+    let door = Arc::new(dns::Dns::new(
+        &app.config.dns_domain,
+        app.config.dns_ttl,
+        app.store.clone(),
+        app.dns.clone(),
+    )?);
+    let udp = tokio::net::UdpSocket::from_std(udp)?;
+    let tcp = tokio::net::TcpListener::from_std(tcp)?;
+    tracker.spawn(dns::serve_udp(door.clone(), udp, stop.clone()));
+    tracker.spawn(dns::serve_tcp(door, tcp, stop.clone()));
+    Ok(())
+}
+
 /// Serves until `shutdown` resolves, then shuts down in order within the
 /// grace period (see [`shutdown`]). Must run inside a tokio runtime.
 ///
@@ -163,7 +208,7 @@ pub async fn run(
 /// store and metrics.
 ///
 /// Shutdown order, each step bounded by the one grace period:
-/// 1. stop accepting HTTP and gRPC; open HTTP connections finish their
+/// 1. stop accepting HTTP, gRPC and DNS; open HTTP connections finish their
 ///    batch, including persistent writes waiting for their commit (the
 ///    writer still runs); gRPC refuses new requests and ends its streams;
 /// 2. stop the health checker;
@@ -207,8 +252,8 @@ pub async fn run_app(
         connections.clone(),
         stages.http.clone(),
     ));
-
     let mut grpc = tokio::spawn(grpc::serve(app.clone(), grpc_listener, stages.http.clone()));
+    start_dns(&app, listeners.dns, &connections, &stages.http)?;
 
     shutdown.await;
     tracing::info!("shutting down");

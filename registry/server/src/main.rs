@@ -210,10 +210,15 @@ fn serve(loaded: Loaded) -> anyhow::Result<()> {
     let app = Arc::new(App::new(config)?);
     // Printed (not logged) so scripts starting on port 0 can read it; it
     // also says the persistent state is loaded.
+    let dns = listeners
+        .dns_addr()
+        .map(|a| format!(", dns {a}"))
+        .unwrap_or_default();
     println!(
-        "registry listening on http://{} (udp {})",
+        "registry listening on http://{} (udp {}, grpc {}{dns})",
         listeners.http_addr(),
-        listeners.udp_addr()
+        listeners.udp_addr(),
+        listeners.grpc_addr()
     );
     runtime.block_on(run_app(app, listeners, shutdown::signal()))
 }

@@ -3,7 +3,7 @@
 //!
 //! Everything is a `Relaxed` atomic: each counter is independent and read
 //! only to render `/metrics`, so no ordering between them is needed. The
-//! text is written by [`crate::prometheus`], the server's one writer of the
+//! text is written by [`registry_proto::prometheus`], the one writer of the
 //! exposition format.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use registry_proto::naming::route::Route;
 
-use crate::prometheus::{Exposition, Kind};
+use registry_proto::prometheus::{Exposition, Kind};
 
 /// Status codes with their own counter; anything else counts as "other".
 const STATUSES: [u16; 14] = [
@@ -480,7 +480,7 @@ mod tests {
         h.record(10);
         h.record(60);
         h.record(5_000_000);
-        let out = crate::prometheus::text(|e| h.render(e, "x", &[], 1.0));
+        let out = registry_proto::prometheus::text(|e| h.render(e, "x", &[], 1.0));
         assert!(out.contains("x_bucket{le=\"25\"} 1\n"), "{out}");
         assert!(out.contains("x_bucket{le=\"100\"} 2\n"), "{out}");
         assert!(out.contains("x_bucket{le=\"1000000\"} 2\n"), "{out}");
@@ -503,7 +503,7 @@ mod tests {
             services: 3,
             instances: 7,
         };
-        let text = crate::prometheus::text(|e| m.render(&gauges, e));
+        let text = registry_proto::prometheus::text(|e| m.render(&gauges, e));
         assert!(text
             .contains("registry_http_requests_total{route=\"instance_beat\",status=\"200\"} 2\n"));
         assert!(text.contains(

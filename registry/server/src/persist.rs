@@ -8,7 +8,7 @@
 //! 1. reserves a slot in the writer's bounded queue: none left is a 503
 //!    and nothing is applied ([`Persist::reserve`]);
 //! 2. applies the change to the in-memory store like any other write;
-//! 3. queues the *key* it changed with a oneshot ([`Ticket::submit`]) and
+//! 3. queues the *key* it changed with a oneshot ([`Reserved::submit`]) and
 //!    answers `ok` only once that oneshot says the commit is durable.
 //!
 //! The writer, a thread of its own because commits block on `fsync`, takes
@@ -38,6 +38,13 @@
 //! again after a restart); the stored health is the one the instance had
 //! when its key was last written.
 //!
+//! # Behind a trait
+//! The write path ([`crate::write::Writer`]) sees persistence only as a
+//! [`Journal`]: reserve a place before the store write, submit the change
+//! after it, await its durability. [`Persist`] is the server's journal;
+//! [`InMemory`] acknowledges at once and keeps nothing, so the benches run
+//! the real persistent write path without a disk (`crate::bench`).
+//!
 //! # What it needs
 //! Only the store: [`Persist::restore`] loads into a [`Store`] and
 //! [`Persist::start`] hands the writer thread an `Arc<Store>` to read the
@@ -50,8 +57,10 @@
 //! `instances` ((namespace, grouped name, cluster, ip, port) → JSON fields).
 
 use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,7 +76,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::convert::MetadataJson;
 use crate::metrics::Counter;
-use crate::prometheus::Exposition;
+use registry_proto::prometheus::Exposition;
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "registry.redb";
@@ -99,18 +108,76 @@ pub enum PersistError {
 
 /// What a persistent write changed: the writer persists its current state.
 #[derive(Clone, Debug)]
-pub(crate) enum Change {
+pub enum Change {
     /// One persistent instance.
     Instance {
+        /// Its service.
         service: ServiceKey,
+        /// Its cluster.
         cluster: Arc<str>,
+        /// Its address.
         ip: IpAddr,
+        /// Its port.
         port: u16,
     },
     /// A service's settings and, reconciled in full, its persistent
     /// instances. `settings` is true after a create or update (the service
     /// is explicit) and false after a delete.
-    Service { service: ServiceKey, settings: bool },
+    Service {
+        /// The service.
+        service: ServiceKey,
+        /// Whether its settings are stored (it is explicit).
+        settings: bool,
+    },
+}
+
+/// Resolves once a submitted change is durable, or with why not.
+pub type Committed = Pin<Box<dyn Future<Output = Result<(), PersistError>> + Send>>;
+
+/// Where the write path makes persistent changes durable (see the module
+/// header): [`Persist`] in a server, [`InMemory`] in the benches.
+pub trait Journal: Send + Sync {
+    /// Reserves a place in the next commit, before the store is written,
+    /// so that a refusal leaves nothing applied.
+    ///
+    /// # Errors
+    /// Why no place is left ([`PersistError::Busy`], `Full`, `Stopped`).
+    fn reserve(&self) -> Result<Box<dyn Reserved + '_>, PersistError>;
+}
+
+/// A reserved place in a [`Journal`]'s next commit.
+pub trait Reserved: Send {
+    /// Queues `change`, read back from the store at commit time.
+    fn submit(self: Box<Self>, change: Change) -> Committed;
+}
+
+/// A journal that acknowledges every change at once and keeps none: the
+/// persistent write path without a disk, for the instruction-count gates.
+#[derive(Debug, Default)]
+pub struct InMemory {
+    submitted: AtomicU64,
+}
+
+impl InMemory {
+    /// Changes submitted so far.
+    pub fn submitted(&self) -> u64 {
+        self.submitted.load(Ordering::Relaxed)
+    }
+}
+
+impl Journal for InMemory {
+    fn reserve(&self) -> Result<Box<dyn Reserved + '_>, PersistError> {
+        Ok(Box::new(MemorySlot(&self.submitted)))
+    }
+}
+
+struct MemorySlot<'a>(&'a AtomicU64);
+
+impl Reserved for MemorySlot<'_> {
+    fn submit(self: Box<Self>, _: Change) -> Committed {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 enum Msg {
@@ -197,13 +264,18 @@ pub(crate) struct Ticket<'a> {
     permit: mpsc::Permit<'a, Msg>,
 }
 
-impl Ticket<'_> {
-    /// Queues `change` for the next commit; the receiver resolves once it
-    /// is durable.
-    pub(crate) fn submit(self, change: Change) -> oneshot::Receiver<Result<(), PersistError>> {
+impl Reserved for Ticket<'_> {
+    /// Queues `change` for the next commit; resolves once it is durable.
+    fn submit(self: Box<Self>, change: Change) -> Committed {
         let (done, durable) = oneshot::channel();
         self.permit.send(Msg::Write(change, done));
-        durable
+        Box::pin(async move { durable.await.unwrap_or(Err(PersistError::Stopped)) })
+    }
+}
+
+impl Journal for Persist {
+    fn reserve(&self) -> Result<Box<dyn Reserved + '_>, PersistError> {
+        Persist::reserve(self).map(|t| Box::new(t) as Box<dyn Reserved + '_>)
     }
 }
 
@@ -691,7 +763,7 @@ mod tests {
             let live = store();
             let writer = persist.start(live.clone()).unwrap().expect("first start");
             assert!(persist.start(live.clone()).unwrap().is_none(), "one writer");
-            let ticket = persist.reserve().unwrap();
+            let ticket = Journal::reserve(&*persist).unwrap();
             let spec = InstanceSpec {
                 ephemeral: false,
                 weight: 2.5,
@@ -704,7 +776,7 @@ mod tests {
                 ip,
                 port: 3306,
             });
-            assert_eq!(durable.await.unwrap(), Ok(()));
+            assert_eq!(durable.await, Ok(()));
             persist.stop().await;
             writer.join().await;
             assert_eq!(persist.stats.writes.get(), 1);

@@ -60,10 +60,10 @@ use crate::list_cache::ListCache;
 use crate::metrics::Metrics;
 use crate::notifier::Pushes;
 use crate::persist::Persist;
-use crate::prometheus::Exposition;
 use crate::reply::{Failure, Verdict};
 use crate::sweeper::{Owners, Sweeps};
 use crate::write::Writer;
+use registry_proto::prometheus::Exposition;
 
 /// The server's shared state.
 pub struct App {
@@ -106,6 +106,8 @@ pub struct App {
     pub writer: Writer,
     /// The namespaces, with their quotas (see [`crate::namespaces`]).
     pub namespaces: Arc<crate::namespaces::NamespaceBook>,
+    /// The DNS door's counters (zero without `--dns-listen`).
+    pub dns: Arc<crate::dns::DnsStats>,
 }
 
 impl App {
@@ -125,7 +127,9 @@ impl App {
             store.clone(),
             changes.clone(),
             health_targets.clone(),
-            persist.clone(),
+            persist
+                .clone()
+                .map(|p| p as Arc<dyn crate::persist::Journal>),
             raft,
         );
         App {
@@ -164,6 +168,7 @@ impl App {
             changes,
             writer,
             namespaces: Arc::default(),
+            dns: Arc::default(),
             config,
         }
     }
@@ -286,6 +291,11 @@ pub(crate) trait ClusterHook: Send + Sync {
 
     /// Whether this node is responsible for `key`.
     fn owns(&self, key: &ServiceKey) -> bool;
+
+    /// Whether this node has taken its peers' state (or knows it is alone)
+    /// and may answer clients as if its store were complete: the gRPC door
+    /// refuses 2.x requests until then, as the HTTP door answers 503.
+    fn is_ready(&self) -> bool;
 
     /// This node's address as members name it.
     fn me(&self) -> &str;

@@ -77,6 +77,8 @@ fn node_args(net: &Net, i: usize, data: &std::path::Path) -> Vec<String> {
         members.join(","),
         "--data-dir".into(),
         data.to_str().expect("utf-8").into(),
+        // Bound off loopback (inside the test's namespaces) without auth.
+        "--allow-unauthenticated".into(),
     ];
     v.extend(TIMINGS.iter().map(|s| s.to_string()));
     v

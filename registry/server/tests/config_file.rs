@@ -6,12 +6,15 @@
 //! of `examples/registry.toml`.
 
 use crate::binary;
+use crate::chaos_support;
 use crate::cluster_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+use chaos_support::netns::Net;
+use chaos_support::NsNode;
 use cluster_support::{free_addrs, until, Node};
 use registry_proto::http1::Method;
 
@@ -317,4 +320,199 @@ async fn three_nodes_start_from_example_style_files_and_replicate() {
         },
     )
     .await;
+}
+
+/// The one line a refused start prints, checked: exit 2, nothing served,
+/// the flag and address that are exposed, and both ways out.
+fn assert_refused(out: &Output, listener: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{listener}: {}", text(out));
+    assert!(out.stdout.is_empty(), "{listener}: {}", text(out));
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    for w in [
+        listener,
+        "not loopback",
+        "--auth-users",
+        "--allow-unauthenticated",
+    ] {
+        assert!(err.contains(w), "{listener}: stderr lacks {w:?}: {err}");
+    }
+}
+
+// Nacos 3 requires a login for its admin and console APIs out of the box
+// (distribution/conf/application.properties: nacos.core.auth.admin.enabled
+// and nacos.core.auth.console.enabled are true; NacosServerAuthConfig.java
+// defaults them to true). Ours keeps auth off on loopback and refuses to
+// serve anything else open unless told so.
+#[test]
+fn an_exposed_listener_without_auth_is_refused_in_one_line() {
+    let lo = [
+        "--udp-listen",
+        "127.0.0.1:0",
+        "--grpc-listen",
+        "127.0.0.1:0",
+    ];
+    let cases: &[(&[&str], &str)] = &[
+        (&["--listen", "0.0.0.0:0"], "--listen 0.0.0.0:0"),
+        (&["--listen", "[::]:0"], "--listen [::]:0"),
+        (&["--listen", "192.0.2.7:0"], "--listen 192.0.2.7:0"),
+    ];
+    for (args, listener) in cases {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend_from_slice(&lo);
+        assert_refused(&registry(&all, &[]), listener);
+    }
+    // gRPC and UDP listeners count too, and so does the gRPC port derived
+    // from an exposed HTTP address.
+    let http = ["--listen", "127.0.0.1:0"];
+    let out = registry(
+        &[
+            http[0],
+            http[1],
+            "--grpc-listen",
+            "0.0.0.0:0",
+            "--udp-listen",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    assert_refused(&out, "--grpc-listen 0.0.0.0:0");
+    let out = registry(
+        &[
+            http[0],
+            http[1],
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--udp-listen",
+            "0.0.0.0:0",
+        ],
+        &[],
+    );
+    assert_refused(&out, "--udp-listen 0.0.0.0:0");
+    // From the environment and from the file; the file's key is named.
+    let out = registry(&lo, &[("REGISTRY_LISTEN", "0.0.0.0:0")]);
+    assert_refused(&out, "--listen 0.0.0.0:0");
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "open.toml",
+        "[listen]\nhttp = \"0.0.0.0:0\"\nudp = \"127.0.0.1:0\"\ngrpc = \"127.0.0.1:0\"\n",
+    );
+    let out = registry(&["--config", file.to_str().unwrap()], &[]);
+    assert_refused(&out, "--listen 0.0.0.0:0");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("listen.http"),
+        "{}",
+        text(&out)
+    );
+    // `config print` validates the same way, and accepts the explicit
+    // choice from a flag, a variable or the file's auth.allow_unauthenticated.
+    let f = file.to_str().unwrap();
+    let by_flag = registry(
+        &["config", "print", "--config", f, "--allow-unauthenticated"],
+        &[],
+    );
+    let by_env = registry(
+        &["config", "print", "--config", f],
+        &[("REGISTRY_ALLOW_UNAUTHENTICATED", "true")],
+    );
+    for (out, origin) in [(by_flag, "# flag"), (by_env, "# env")] {
+        assert!(out.status.success(), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let line = printed(&stdout, "auth", "allow_unauthenticated");
+        assert!(
+            line.starts_with("allow_unauthenticated = \"true\"") && line.contains(origin),
+            "{line}"
+        );
+    }
+    let open = write(
+        dir.path(),
+        "open-on-purpose.toml",
+        "[listen]\nhttp = \"0.0.0.0:0\"\nudp = \"127.0.0.1:0\"\ngrpc = \"127.0.0.1:0\"\n\
+         [auth]\nallow_unauthenticated = true\n",
+    );
+    let out = registry(
+        &["config", "print", "--config", open.to_str().unwrap()],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// Starts the binary in its own network namespace bound to every address
+/// there (the namespace's only interfaces are its loopback and the test's
+/// link), and returns what an unauthenticated list answers over the link.
+async fn start_exposed(net: &Net, dir: &Path, name: &str, extra: &[&str]) -> u16 {
+    let port = 8848;
+    let mut args: Vec<String> = [
+        "--listen",
+        &format!("0.0.0.0:{port}"),
+        "--udp-listen",
+        "0.0.0.0:0",
+        "--grpc-listen",
+        &format!("0.0.0.0:{}", port + 1000),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let addr = std::net::SocketAddr::new(std::net::IpAddr::V4(net.addr(0)), port);
+    let log = dir.join(format!("{name}.log"));
+    let mut node = NsNode::start(net.ns(0), addr, args, &log).await;
+    let answer = until_answer(addr).await;
+    node.kill9().await;
+    answer
+}
+
+async fn until_answer(addr: std::net::SocketAddr) -> u16 {
+    let target = "/nacos/v1/ns/instance/list?serviceName=exposed";
+    for _ in 0..50 {
+        if let Some((status, _)) = chaos_support::call(addr, Method::Get, target).await {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no answer from {addr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exposed_listener_starts_with_the_flag_or_with_auth() {
+    // Loopback needs neither.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("loopback.log");
+    let reg = binary::Registry::start_bare(
+        &["--listen", "127.0.0.1:0", "--udp-listen", "127.0.0.1:0"],
+        &[],
+        &log,
+    )
+    .await;
+    let (status, _) = reg
+        .call(Method::Get, "/nacos/v1/ns/instance/list?serviceName=a")
+        .await;
+    assert_eq!(status, 200, "loopback serves open, as before");
+    reg.terminate().await;
+    // Anything else is bound only inside a namespace this test creates.
+    let net = match Net::create(1) {
+        Ok(n) => n,
+        Err(why) if std::env::var_os("REGISTRY_TESTS_UNPRIVILEGED").is_some() => {
+            eprintln!("SKIPPED (REGISTRY_TESTS_UNPRIVILEGED): binding off loopback needs a network namespace: {why}");
+            return;
+        }
+        Err(why) => panic!(
+            "this test needs a network namespace (root) and cannot create one here: {why}; \
+             set REGISTRY_TESTS_UNPRIVILEGED=1 to skip it"
+        ),
+    };
+    let open = start_exposed(&net, dir.path(), "open", &["--allow-unauthenticated"]).await;
+    assert_eq!(open, 200, "served open, as the operator asked");
+    let users = dir.path().join("users");
+    let hash = registry_server::auth::hash_password(
+        "a long test password",
+        registry_server::auth::MIN_ITERATIONS,
+    )
+    .expect("hash");
+    std::fs::write(&users, format!("alice:{hash}\n")).unwrap();
+    let users = users.to_str().unwrap().to_owned();
+    let guarded = start_exposed(&net, dir.path(), "auth", &["--auth-users", &users]).await;
+    // Nacos's AuthFilter answers 403 to a call without a token.
+    assert_eq!(guarded, 403, "served, and a call without a token refused");
 }

@@ -530,7 +530,7 @@ async fn sockets_over_the_cap_are_closed_at_accept_and_counted() {
     assert_eq!(metrics.sockets_refused.get(), 1);
     assert_eq!(metrics.sockets.get(), 2);
     let mut text = Vec::new();
-    metrics.render(&mut registry_server::prometheus::Exposition::new(&mut text));
+    metrics.render(&mut registry_proto::prometheus::Exposition::new(&mut text));
     let text = String::from_utf8(text).unwrap();
     assert!(
         text.contains("registry_grpc_sockets_refused_total 1\n"),

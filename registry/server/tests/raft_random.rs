@@ -233,9 +233,14 @@ fn random_writes_stops_and_restarts_keep_every_acknowledged_write() {
         }
     }
     println!("acknowledged {acked}, refused {refused}, ambiguous {ambiguous}, stops {stops}");
+    // Judged against the writes tried, not OPERATIONS: a seed that stops nodes
+    // often tries fewer writes, and a restarted node refuses a burst of them
+    // ("server is starting", "was not applied") until Raft has caught it up, so
+    // a fixed bound failed one run in six of one seed (29 of 60, 17 refused).
+    let tried = acked + refused + ambiguous;
     assert!(
-        acked >= OPERATIONS / 2,
-        "too few writes acknowledged to mean anything: {acked}"
+        tried >= OPERATIONS / 2 && acked * 2 >= tried,
+        "too few writes acknowledged to mean anything: {acked} of {tried} tried"
     );
 
     // Quiescence: every node lists the same set, consistent with the model.

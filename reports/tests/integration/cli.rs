@@ -259,3 +259,69 @@ fn policy_prints_the_defaults() {
         Policy::default()
     );
 }
+
+/// The fault section (issue 34): `show` (text and markdown), the HTML page and
+/// `compare` all render what a `--fault` run measured.
+#[test]
+fn the_fault_section_renders_in_every_view() {
+    use reports::fault::{FaultResult, FaultTarget};
+    let dir = scratch("cli-faults");
+    let fault = |converge: Option<f64>, missing: f64| FaultResult {
+        at_s: 2.0,
+        command: "sh node.sh restart".into(),
+        exit_code: Some(0),
+        converge_s: converge,
+        window_s: 4.5,
+        missing_instance_seconds: missing,
+        errors: 7,
+        targets: vec![FaultTarget {
+            target: "127.0.0.1:18848".into(),
+            peak_missing: 40,
+            missing_instance_seconds: missing,
+            empty_lists: 5,
+            partial_lists: 1,
+            unanswered: 2,
+        }],
+    };
+    let mut base = sample_report(1, 1.0);
+    base.faults = vec![fault(Some(1.5), 0.0)];
+    let mut head = base.clone();
+    head.faults = vec![fault(None, 62.5)];
+    let base = write(&dir, "base.json", &base);
+    let head = write(&dir, "head.json", &head);
+
+    let out = report_cli([&"show".into(), &head]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "Faults",
+        "fault 1 at 2.0s: `sh node.sh restart` exit 0; converged never; missing 62.5 instance-s; 7 errors in 4.5s",
+        "127.0.0.1:18848",
+        "peak missing",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+
+    let page = dir.join("head.html");
+    let out = report_cli([
+        "html".as_ref(),
+        head.as_os_str(),
+        "-o".as_ref(),
+        page.as_os_str(),
+    ]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("<h2>Faults</h2>"),
+        "no fault section in the page"
+    );
+    assert!(html.contains("converged never; missing 62.5 instance-s"));
+    assert!(html.contains("<td>127.0.0.1:18848</td>") || html.contains("127.0.0.1:18848</td>"));
+
+    let out = report_cli([&"compare".into(), &base, &head]);
+    let table = stdout(&out);
+    assert!(
+        table.contains("fault 1: converged 1.5s -> never, missing instance-s 0.0 -> 62.5 (worse)"),
+        "{table}"
+    );
+}

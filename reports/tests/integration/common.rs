@@ -115,6 +115,25 @@ pub fn sample_report(seed: u64, scale: f64) -> Report {
             ("http_5xx".to_owned(), errors / 2),
             ("timeout".to_owned(), errors - errors / 2),
         ]);
+        reports::reasons::add(
+            &mut op.error_samples,
+            "http_5xx",
+            "HTTP 503: server busy",
+            errors / 2,
+        );
+        let timeout = "no answer within 3 s";
+        reports::reasons::add(
+            &mut op.error_samples,
+            "timeout",
+            timeout,
+            errors - errors / 2,
+        );
+        if name == "register" {
+            op.send_stamps = Some(reports::SendStamps {
+                stamped: count,
+                fallback: 0,
+            });
+        }
         report.operations.push(op);
         for (second, values) in per_second {
             let h = histogram_of(&values);
@@ -138,6 +157,8 @@ pub fn sample_report(seed: u64, scale: f64) -> Report {
     report.timeline = timeline.into_values().collect();
     let lag: Vec<u64> = (0..5_000).map(|_| noise.latency_us(40.0)).collect();
     report.send_lag = Some(block_of(&lag));
+    let wakeup: Vec<u64> = (0..5_000).map(|_| noise.latency_us(30.0)).collect();
+    report.wakeup_lateness = Some(block_of(&wakeup));
     let push: Vec<u64> = (0..800)
         .map(|_| noise.latency_us(3_000.0 * scale))
         .collect();
@@ -156,7 +177,7 @@ pub fn sample_report(seed: u64, scale: f64) -> Report {
     });
     report.verification = Some(Verification {
         expected_instances: 2_000,
-        server_instances: 2_000,
+        server_instances: Some(2_000),
         ok: true,
         detail: String::new(),
     });

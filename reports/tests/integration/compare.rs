@@ -244,3 +244,45 @@ fn advisory_metrics_warn_without_failing() {
     assert_eq!(verdict_of(&c, "send_lag", Metric::P99), Verdict::Warning);
     assert_eq!(verdict_of(&c, "beat", Metric::Max), Verdict::Warning);
 }
+
+/// A run that failed its thresholds (loadgen exit 3), fell behind (exit 4) or
+/// skipped slots is refused, naming the run and why, unless `allow_invalid`.
+#[test]
+fn refuses_invalid_runs_unless_allowed() {
+    let base = sample_report(1, 1.0);
+    let mut failed = base.clone();
+    failed.thresholds[0].passed = false;
+    let mut behind = base.clone();
+    behind.generator.fell_behind = true;
+    let mut skipped = base.clone();
+    skipped.generator.skipped_slots = 7;
+    for (head, why) in [
+        (&failed, "failed thresholds beat.p99<20ms"),
+        (&behind, "fell behind"),
+        (&skipped, "skipped 7 schedule slot(s)"),
+    ] {
+        let err = compare(
+            std::slice::from_ref(&base),
+            std::slice::from_ref(head),
+            &Policy::default(),
+        )
+        .unwrap_err();
+        assert!(matches!(err, CompareError::InvalidRun { ref run, .. } if run == "head[0]"));
+        assert!(err.to_string().contains(why), "{err}");
+        // The base side is checked too.
+        assert!(compare(
+            std::slice::from_ref(head),
+            std::slice::from_ref(&base),
+            &Policy::default()
+        )
+        .is_err());
+    }
+    let allowed = Policy {
+        allow_invalid: true,
+        ..Policy::default()
+    };
+    let c = compare(&[base], &[failed], &allowed).unwrap();
+    assert!(c
+        .to_markdown()
+        .contains("allowed: head[0] is not a valid run"));
+}

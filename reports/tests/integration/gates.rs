@@ -113,3 +113,68 @@ fn committed_loadgen_history_loads_as_reports() {
         }
     }
 }
+
+/// A pinned baseline must have been measured with head's `hotpaths`
+/// program: `--same-harness` refuses another one (exit 2, saying to
+/// re-pin) where a plain comparison only warns.
+#[test]
+fn same_harness_refuses_a_baseline_of_another_program() {
+    let dir = scratch("cli-gates-harness");
+    let pinned = save(&dir, "pinned.json", &gates("aaaa", 42_177_724));
+    let mut other = gates("bbbb", 42_177_724);
+    other.harness = "harness2".into();
+    let head = save(&dir, "head.json", &other);
+
+    let out = report_cli([&"gates".into(), &pinned, &head]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("different hotpaths programs"),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = report_cli([
+        "gates".as_ref(),
+        pinned.as_os_str(),
+        head.as_os_str(),
+        "--same-harness".as_ref(),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stdout(&out));
+    assert!(stderr(&out).contains("re-pin"), "{}", stderr(&out));
+
+    let same = save(&dir, "same.json", &gates("cccc", 42_661_724));
+    let out = report_cli([
+        "gates".as_ref(),
+        pinned.as_os_str(),
+        same.as_os_str(),
+        "--same-harness".as_ref(),
+    ]);
+    assert_eq!(
+        code(&out),
+        1,
+        "drift past the threshold fails: {}",
+        stdout(&out)
+    );
+}
+
+/// The committed pinned baseline (benches/gates-baseline.json) loads, and
+/// was measured with the committed hotpaths program (`git hash-object`), so
+/// CI's comparison with it is like for like.
+#[test]
+fn the_pinned_baseline_loads_and_matches_the_committed_program() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let pinned = GateReport::load(root.join("benches/gates-baseline.json")).unwrap();
+    assert!(pinned.op("http-register").is_some(), "{:?}", pinned.ops);
+    assert!(pinned.op("grpc-register").is_some(), "{:?}", pinned.ops);
+    let hash = std::process::Command::new("git")
+        .arg("hash-object")
+        .arg(root.join("benches/src/bin/hotpaths.rs"))
+        .output()
+        .expect("git runs");
+    let hash = String::from_utf8(hash.stdout).unwrap();
+    assert_eq!(
+        pinned.harness,
+        hash.trim(),
+        "hotpaths.rs changed since the pin: run scripts/gates.sh --pin and commit the file"
+    );
+}

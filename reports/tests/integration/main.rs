@@ -11,4 +11,5 @@ mod gates;
 mod generator_limited;
 mod html_chromium;
 mod merge;
+mod reasons;
 mod schema;

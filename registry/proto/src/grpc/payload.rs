@@ -75,6 +75,30 @@ impl Payload {
         Payload::new(T::TYPE, json)
     }
 
+    /// This answer with `"requestId"` set to `request_id`, the one place an answer
+    /// gets the id of the request it answers (the server builds its answers without
+    /// it). The field is written first in the object: a client reads the JSON by
+    /// name, not by position. `None` leaves the answer as it is.
+    #[must_use]
+    pub fn answering(mut self, request_id: Option<&str>) -> Payload {
+        let (Some(id), Some(body)) = (request_id, self.body.as_mut()) else {
+            return self;
+        };
+        let Some(rest) = body.value.strip_prefix(b"{") else {
+            return self;
+        };
+        let mut json = Vec::with_capacity(body.value.len() + id.len() + 16);
+        json.extend_from_slice(b"{\"requestId\":");
+        // A string: serialising cannot fail.
+        let _ = serde_json::to_writer(&mut json, id);
+        if rest != b"}" {
+            json.push(b',');
+        }
+        json.extend_from_slice(rest);
+        body.value = json.into();
+        self
+    }
+
     /// The body's type name, `""` when absent.
     pub fn type_name(&self) -> &str {
         self.metadata.as_ref().map_or("", |m| m.r#type.as_str())
@@ -113,5 +137,17 @@ mod tests {
         let back = Payload::decode(&bytes[..]).unwrap();
         assert_eq!(back.type_name(), "HealthCheckRequest");
         assert_eq!(back.json(), b"{}");
+    }
+
+    #[test]
+    fn an_answer_gets_its_request_id_once_as_a_json_field() {
+        let ok = Payload::new("X", &br#"{"resultCode":200}"#[..]).answering(Some("7\"q"));
+        let v: serde_json::Value = serde_json::from_slice(ok.json()).unwrap();
+        assert_eq!(v["requestId"], "7\"q");
+        assert_eq!(v["resultCode"], 200);
+        let empty = Payload::new("X", &b"{}"[..]).answering(Some("1"));
+        assert_eq!(empty.json(), br#"{"requestId":"1"}"#);
+        let none = Payload::new("X", &b"{}"[..]).answering(None);
+        assert_eq!(none.json(), b"{}");
     }
 }

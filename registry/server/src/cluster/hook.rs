@@ -16,9 +16,9 @@ use super::members::{MemberState, Owner};
 use super::Cluster;
 use crate::health::Verdicts;
 use crate::hub::Connection;
-use crate::prometheus::Exposition;
 use crate::reply::{Failure, Verdict};
 use crate::state::{is_cluster_route, App, ClusterHook, Exchange, PeerSubscribers};
+use registry_proto::prometheus::Exposition;
 
 /// The cluster, plugged into the doors.
 pub struct Hook(pub Arc<Cluster>);
@@ -54,6 +54,10 @@ impl ClusterHook for Hook {
 
     fn owns(&self, key: &ServiceKey) -> bool {
         self.0.owns(key)
+    }
+
+    fn is_ready(&self) -> bool {
+        self.0.is_ready()
     }
 
     fn me(&self) -> &str {

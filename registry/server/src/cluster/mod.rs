@@ -73,8 +73,8 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::metrics::{Counter, Histogram};
-use crate::prometheus::{Exposition, Kind};
 use crate::state::App;
+use registry_proto::prometheus::{Exposition, Kind};
 
 pub use members::{Cluster, MemberState};
 

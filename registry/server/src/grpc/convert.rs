@@ -9,15 +9,8 @@ use registry_proto::grpc::{self, code, Refusal};
 /// # Errors
 /// A refusal (400) for a host name where the core needs an IP literal, or metadata
 /// the core refuses.
-pub fn instance_spec<'a>(
-    spec: &'a grpc::InstanceSpec,
-    request_id: &Option<String>,
-) -> Result<InstanceSpec<'a>, Refusal> {
-    let invalid = |message: String| Refusal {
-        code: code::INVALID_PARAM,
-        message,
-        request_id: request_id.clone(),
-    };
+pub fn instance_spec(spec: &grpc::InstanceSpec) -> Result<InstanceSpec<'_>, Refusal> {
+    let invalid = |message: String| Refusal::new(code::INVALID_PARAM, message);
     let ip = crate::convert::ip(&spec.ip).map_err(|e| invalid(e.to_string()))?;
     let metadata =
         Metadata::from_pairs(spec.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())))

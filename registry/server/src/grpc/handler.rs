@@ -28,23 +28,37 @@ use crate::hub::{connection_id, Connection, OwnedInstance, OwnedSubscription};
 use crate::state::App;
 use crate::write::{Command, Outcome, WriteError};
 
-/// Answers one unary payload from `peer`.
+/// Answers one unary payload from `peer`. This is where the answer gets the
+/// request's id ([`Payload::answering`]): the functions below build answers and
+/// refusals without it.
 pub async fn handle(app: &Arc<App>, grpc: &Grpc, peer: SocketAddr, payload: &Payload) -> Payload {
-    match answer(app, grpc, peer, payload).await {
-        Ok(p) => p,
+    let (id, answered) = match admit(app, grpc, payload) {
+        Ok(decoded) => {
+            let id = decoded.request_id;
+            (id, answer(app, grpc, peer, payload, decoded.message).await)
+        }
+        // The decoder names the id when it could read one.
+        Err(r) => (r.request_id.clone(), Err(r)),
+    };
+    match answered {
+        Ok(p) => p.answering(id.as_deref()),
         Err(r) => {
             grpc.metrics.refused.inc();
-            refusal_payload(&r)
+            refusal_payload(&Refusal {
+                request_id: id,
+                ..r
+            })
         }
     }
 }
 
-async fn answer(
-    app: &Arc<App>,
+/// The checks before a payload is read: its size and the server's state; then
+/// the decoded request.
+fn admit(
+    app: &App,
     grpc: &Grpc,
-    peer: SocketAddr,
     payload: &Payload,
-) -> Result<Payload, Refusal> {
+) -> Result<registry_proto::grpc::Decoded, Refusal> {
     let json = payload.json();
     if json.len() > grpc.limits.max_body_bytes {
         return Err(Refusal::new(
@@ -56,51 +70,65 @@ async fn answer(
             ),
         ));
     }
-    if grpc.stopping() {
+    // Stopping, or a cluster node that has not taken its peers' state yet: a
+    // node restarted into a running cluster would otherwise accept the 2.x
+    // clients' server check, connection and redo, and answer their queries and
+    // subscriptions from an empty store. Nacos refuses every request, server
+    // check included, with INVALID_SERVER_STATUS until the server has started
+    // (core/remote/grpc/GrpcRequestAcceptor.java, `ApplicationUtils.isStarted`);
+    // here "started" also means the Distro snapshot is loaded, the readiness
+    // Nacos's HTTP door enforces (naming/cluster/ServerStatusManager.java,
+    // `distroProtocol.isInitialized()`). A client refused the check tries its
+    // next server, as Nacos's RpcClient does.
+    let unready = app.cluster.as_ref().is_some_and(|c| !c.is_ready());
+    if grpc.stopping() || unready {
         return Err(Refusal::new(
             code::INVALID_SERVER_STATUS,
             code::STARTING_TEXT,
         ));
     }
-    let decoded = decode(payload.type_name(), json, &app.parse_limits)?;
-    let id = decoded.request_id;
-    if let ClientMessage::ServerCheck = decoded.message {
-        return server_check(grpc, peer, id);
+    decode(payload.type_name(), json, &app.parse_limits)
+}
+
+async fn answer(
+    app: &Arc<App>,
+    grpc: &Grpc,
+    peer: SocketAddr,
+    payload: &Payload,
+    message: ClientMessage,
+) -> Result<Payload, Refusal> {
+    if let ClientMessage::ServerCheck = message {
+        return server_check(grpc, peer);
     }
     let Some(conn) = grpc.hub.by_peer(peer) else {
-        return Err(Refusal {
-            code: code::UN_REGISTER,
-            message: code::UN_REGISTER_TEXT.into(),
-            request_id: id,
-        });
+        return Err(Refusal::new(code::UN_REGISTER, code::UN_REGISTER_TEXT));
     };
     conn.touch(app.clock.now().0);
     // With `--auth-users`, naming requests need the `accessToken` header, as on HTTP
     // (a health check does not: it names no resource; stream-only types get their
     // 302 below, as Nacos finds no handler before its auth filter runs).
-    if let (Some(auth), Some(secured)) = (&app.auth, Secured::of(&decoded.message)) {
+    if let (Some(auth), Some(secured)) = (&app.auth, Secured::of(&message)) {
         if let Err(denied) = auth.check(payload.header("accessToken")) {
             grpc.metrics.refused.inc();
-            return Ok(secured.denied(id, denied));
+            return Ok(secured.denied(denied));
         }
     }
-    serve(app, grpc, &conn, decoded.message, id).await
+    serve(app, grpc, &conn, message).await
 }
 
 /// `ServerCheckRequest`: needs no connection; refused when the hub is full.
-fn server_check(grpc: &Grpc, peer: SocketAddr, id: Option<String>) -> Result<Payload, Refusal> {
+fn server_check(grpc: &Grpc, peer: SocketAddr) -> Result<Payload, Refusal> {
     if grpc.hub.is_full() {
-        return Err(Refusal {
-            code: code::OVER_THRESHOLD,
-            message: format!(
+        return Err(Refusal::new(
+            code::OVER_THRESHOLD,
+            format!(
                 "too many connections: the server holds its limit of {}",
                 grpc.limits.max_connections
             ),
-            request_id: id,
-        });
+        ));
     }
     Ok(Payload::of(&ServerCheckResponse {
-        head: ResponseHead::ok(id),
+        head: ResponseHead::ok(None),
         connection_id: Some(connection_id(peer, Clock::wall_ms())),
         support_ability_negotiation: false,
     }))
@@ -112,11 +140,10 @@ async fn serve(
     grpc: &Grpc,
     conn: &Connection,
     message: ClientMessage,
-    id: Option<String>,
 ) -> Result<Payload, Refusal> {
     match message {
         ClientMessage::HealthCheck => Ok(Payload::of(&HealthCheckResponse {
-            head: ResponseHead::ok(id),
+            head: ResponseHead::ok(None),
         })),
         ClientMessage::Instance {
             service,
@@ -125,9 +152,9 @@ async fn serve(
             op_name,
             ..
         } => {
-            write_instance(app, conn, &service, op, &instance, &id).await?;
+            write_instance(app, conn, &service, op, &instance).await?;
             Ok(Payload::of(&InstanceResponse {
-                head: ResponseHead::ok(id),
+                head: ResponseHead::ok(None),
                 r#type: Some(op_name),
             }))
         }
@@ -137,9 +164,9 @@ async fn serve(
             instances,
             op_name,
         } => {
-            batch(app, conn, &service, op, &instances, &id).await?;
+            batch(app, conn, &service, op, &instances).await?;
             Ok(Payload::of(&BatchInstanceResponse {
-                head: ResponseHead::ok(id),
+                head: ResponseHead::ok(None),
                 r#type: Some(op_name),
             }))
         }
@@ -147,14 +174,14 @@ async fn serve(
             service,
             subscribe,
             clusters,
-        } => subscription(app, grpc, conn, &service, subscribe, &clusters, id),
+        } => subscription(app, grpc, conn, &service, subscribe, &clusters),
         ClientMessage::Query {
             service,
             clusters,
             healthy_only,
         } => {
             let key = key(&service);
-            Ok(super::query::query(app, &key, &clusters, healthy_only, id))
+            Ok(super::query::query(app, &key, &clusters, healthy_only))
         }
         ClientMessage::ServiceList {
             namespace,
@@ -166,7 +193,7 @@ async fn serve(
                 .store
                 .list_services(&namespace, Some(&group), page_no, page_size);
             Ok(Payload::of(&ServiceListResponse {
-                head: ResponseHead::ok(id),
+                head: ResponseHead::ok(None),
                 count: page.count as i64,
                 service_names: page
                     .services
@@ -179,11 +206,9 @@ async fn serve(
         ClientMessage::ServerCheck
         | ClientMessage::ConnectionSetup { .. }
         | ClientMessage::NotifyAck(_)
-        | ClientMessage::DetectionAck(_) => Err(Refusal {
-            code: code::NO_HANDLER,
-            message: code::NO_HANDLER_TEXT.into(),
-            request_id: id,
-        }),
+        | ClientMessage::DetectionAck(_) => {
+            Err(Refusal::new(code::NO_HANDLER, code::NO_HANDLER_TEXT))
+        }
     }
 }
 
@@ -195,15 +220,14 @@ fn subscription(
     service: &ServiceId,
     on: bool,
     clusters: &str,
-    id: Option<String>,
 ) -> Result<Payload, Refusal> {
     let key = key(service);
     if on {
-        subscribe(app, grpc, conn, &key, clusters, &id)?;
+        subscribe(app, grpc, conn, &key, clusters)?;
     } else {
         unsubscribe(app, conn, &key, clusters);
     }
-    Ok(super::query::subscribed(app, &key, clusters, id))
+    Ok(super::query::subscribed(app, &key, clusters))
 }
 
 /// The requests Nacos's handlers mark `@Secured`: they need a token with auth on.
@@ -232,9 +256,9 @@ impl Secured {
     /// handler's own response type, failed with `NO_RIGHT` (403) and the auth
     /// plugin's result formatted as `Code: 401, Message: <reason>.` (Nacos's
     /// `RemoteRequestAuthFilter` and `AuthResult.format`; an identity failure is 401).
-    fn denied(self, request_id: Option<String>, denied: crate::auth::Denied) -> Payload {
+    fn denied(self, denied: crate::auth::Denied) -> Payload {
         let head = ResponseHead::fail(
-            request_id,
+            None,
             code::NO_RIGHT,
             format!("Code: 401, Message: {denied}."),
         );
@@ -268,50 +292,36 @@ fn key(service: &ServiceId) -> ServiceKey {
 }
 
 /// A store refusal as Nacos's codes: limits are 503, the rest 400.
-fn store_refusal(e: RegistryError, request_id: &Option<String>) -> Refusal {
+fn store_refusal(e: RegistryError) -> Refusal {
     let code = match e {
         RegistryError::TooManyInstances { .. } | RegistryError::TooManyServices { .. } => {
             code::OVER_THRESHOLD
         }
         _ => code::INVALID_PARAM,
     };
-    Refusal {
-        code,
-        message: e.to_string(),
-        request_id: request_id.clone(),
-    }
+    Refusal::new(code, e.to_string())
 }
 
 /// A refused write as Nacos's codes: a full commit queue is 503, a Raft
 /// log that did not take it 500, the store's refusals as [`store_refusal`].
-fn write_refusal(e: WriteError, request_id: &Option<String>) -> Refusal {
+fn write_refusal(e: WriteError) -> Refusal {
     let code = match e {
-        WriteError::Store(e) => return store_refusal(e, request_id),
+        WriteError::Store(e) => return store_refusal(e),
         WriteError::Persist(_) => code::OVER_THRESHOLD,
         WriteError::Log(_)
         | WriteError::TooLarge { .. }
         | WriteError::Invalid(_)
         | WriteError::Namespace(_) => code::SERVER_ERROR,
     };
-    Refusal {
-        code,
-        message: e.to_string(),
-        request_id: request_id.clone(),
-    }
+    Refusal::new(code, e.to_string())
 }
 
 /// Waits for a write to be durable where it has to be (persistent
 /// instances: with `--data-dir` or in a Raft cluster, like the HTTP path).
-async fn settle(
-    applied: Result<Outcome, WriteError>,
-    request_id: &Option<String>,
-) -> Result<(), Refusal> {
-    match applied.map_err(|e| write_refusal(e, request_id))? {
+async fn settle(applied: Result<Outcome, WriteError>) -> Result<(), Refusal> {
+    match applied.map_err(write_refusal)? {
         Outcome::Done(_) => Ok(()),
-        Outcome::Later(pending) => pending
-            .await
-            .map(drop)
-            .map_err(|e| write_refusal(e, request_id)),
+        Outcome::Later(pending) => pending.await.map(drop).map_err(write_refusal),
     }
 }
 
@@ -323,9 +333,9 @@ async fn write_instance(
     service: &ServiceId,
     op: InstanceOp,
     instance: &InstanceSpec,
-    id: &Option<String>,
 ) -> Result<(), Refusal> {
-    let spec = instance_spec(instance, id)?;
+    crate::gate_test::slow_handler();
+    let spec = instance_spec(instance)?;
     let grouped = service.grouped();
     let svc = ServiceRef::new(&service.namespace, &grouped);
     let command = match op {
@@ -346,7 +356,7 @@ async fn write_instance(
             ephemeral: spec.ephemeral,
         },
     };
-    settle(app.writer.apply(command, app.clock.now()), id).await?;
+    settle(app.writer.apply(command, app.clock.now())).await?;
     if spec.ephemeral {
         let owned = OwnedInstance {
             service: key(service),
@@ -382,11 +392,10 @@ async fn batch(
     service: &ServiceId,
     op: InstanceOp,
     instances: &[InstanceSpec],
-    id: &Option<String>,
 ) -> Result<(), Refusal> {
     let specs = instances
         .iter()
-        .map(|i| instance_spec(i, id))
+        .map(instance_spec)
         .collect::<Result<Vec<_>, _>>()?;
     let grouped = service.grouped();
     let svc = ServiceRef::new(&service.namespace, &grouped);
@@ -415,7 +424,7 @@ async fn batch(
                 instances: &specs,
                 stale: &stale_addrs,
             };
-            settle(app.writer.apply(command, now), id).await?;
+            settle(app.writer.apply(command, now)).await?;
             let mut owned = conn.owned.lock();
             for o in &stale {
                 owned.instances.remove(o);
@@ -429,7 +438,7 @@ async fn batch(
                     addr: s.addr,
                     ephemeral: true,
                 };
-                settle(app.writer.apply(command, now), id).await?;
+                settle(app.writer.apply(command, now)).await?;
                 conn.owned.lock().instances.remove(&owned_of(s));
             }
         }
@@ -459,7 +468,6 @@ fn subscribe(
     conn: &Connection,
     service: &ServiceKey,
     clusters: &str,
-    id: &Option<String>,
 ) -> Result<(), Refusal> {
     let sub = OwnedSubscription {
         service: service.clone(),
@@ -470,14 +478,13 @@ fn subscribe(
         if !owned.subscriptions.contains(&sub)
             && owned.subscriptions.len() >= grpc.limits.max_subscriptions_per_connection
         {
-            return Err(Refusal {
-                code: code::OVER_THRESHOLD,
-                message: format!(
+            return Err(Refusal::new(
+                code::OVER_THRESHOLD,
+                format!(
                     "too many subscriptions on this connection: the limit is {}",
                     grpc.limits.max_subscriptions_per_connection
                 ),
-                request_id: id.clone(),
-            });
+            ));
         }
     }
     let outcome = app.subscribers.subscribe(
@@ -493,11 +500,10 @@ fn subscribe(
         .set(app.subscribers.len() as u64);
     if !outcome.is_subscribed() {
         app.metrics.push.subscribe_refused.inc();
-        return Err(Refusal {
-            code: code::OVER_THRESHOLD,
-            message: "too many subscriptions: the server holds its limit".into(),
-            request_id: id.clone(),
-        });
+        return Err(Refusal::new(
+            code::OVER_THRESHOLD,
+            "too many subscriptions: the server holds its limit",
+        ));
     }
     conn.owned.lock().subscriptions.insert(sub);
     Ok(())

@@ -5,8 +5,8 @@
 //! is cached, in the same [`ListCache`] as the 1.x list bodies (its keys end in
 //! `g`, so a 2.x body is never served to a 1.x reader: the two shapes differ).
 //! The cached bytes are the `serviceInfo` object only; each answer writes its own
-//! head (the request id differs per request) and splices the cached object in
-//! ([`ResponseHead::encode_with`]): one copy, no re-encoding.
+//! head and splices the cached object in ([`ResponseHead::encode_with`]), and the
+//! handler sets the request's id ([`Payload::answering`]): no re-encoding.
 //!
 //! `lastRefTime` is the time of the encoding, so answers of one revision carry the
 //! same value: a client dropping a `lastRefTime` that is not newer drops only a
@@ -27,30 +27,20 @@ use crate::service_info::{next_ref_time, CACHE_MILLIS};
 use crate::state::App;
 
 /// The `QueryServiceResponse` to a query of `service`.
-pub fn query(
-    app: &App,
-    service: &ServiceKey,
-    clusters: &str,
-    healthy_only: bool,
-    request_id: Option<String>,
-) -> Payload {
+pub fn query(app: &App, service: &ServiceKey, clusters: &str, healthy_only: bool) -> Payload {
     let info = service_info(app, service, clusters, healthy_only);
-    answer::<QueryServiceResponse>(request_id, &info)
+    answer::<QueryServiceResponse>(&info)
 }
 
 /// The `SubscribeServiceResponse` to a (un)subscription of `service`.
-pub fn subscribed(
-    app: &App,
-    service: &ServiceKey,
-    clusters: &str,
-    request_id: Option<String>,
-) -> Payload {
+pub fn subscribed(app: &App, service: &ServiceKey, clusters: &str) -> Payload {
     let info = service_info(app, service, clusters, false);
-    answer::<SubscribeServiceResponse>(request_id, &info)
+    answer::<SubscribeServiceResponse>(&info)
 }
 
-fn answer<T: Message>(request_id: Option<String>, info: &CachedList) -> Payload {
-    let json = ResponseHead::ok(request_id).encode_with("serviceInfo", &info.body);
+/// Without the request's id: [`super::handler::handle`] sets it.
+fn answer<T: Message>(info: &CachedList) -> Payload {
+    let json = ResponseHead::ok(None).encode_with("serviceInfo", &info.body);
     Payload::new(T::TYPE, json)
 }
 

@@ -323,10 +323,10 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
 
 /// What a connection keeps between batches of requests.
 #[derive(Default)]
-struct Batch<'a> {
+pub(crate) struct Batch<'a> {
     /// The answers, written at the end of the batch. Allocated by the first
     /// response, not by a client that never sends one.
-    wbuf: Vec<u8>,
+    pub(crate) wbuf: Vec<u8>,
     scratch: Scratch,
     /// Responses still to come (persistent writes, logins), each with the
     /// write-buffer offset its bytes belong at, so the batch keeps its order.
@@ -336,11 +336,11 @@ struct Batch<'a> {
 }
 
 /// How far [`Batch::answer`] got.
-struct Progress {
+pub(crate) struct Progress {
     /// Bytes of the read buffer taken by the requests answered.
-    consumed: usize,
+    pub(crate) consumed: usize,
     /// Whether the connection may stay open.
-    open: bool,
+    pub(crate) open: bool,
     /// The write buffer filled up while complete requests remain buffered.
     backlog: bool,
 }
@@ -348,7 +348,7 @@ struct Progress {
 impl<'a> Batch<'a> {
     /// Answers the complete requests at the front of `buffered`, until it
     /// holds none or the write buffer reaches [`FLUSH_AT`].
-    fn answer(
+    pub(crate) fn answer(
         &mut self,
         app: &'a App,
         buffered: &[u8],
@@ -416,7 +416,7 @@ impl<'a> Batch<'a> {
 
     /// Waits for the batch's deferred responses and inserts each where it
     /// goes. Every one is already queued (one commit serves them all).
-    async fn finish_later(&mut self) {
+    pub(crate) async fn finish_later(&mut self) {
         if self.later.is_empty() {
             return;
         }

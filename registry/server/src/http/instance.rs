@@ -53,6 +53,7 @@ fn write(
     strict: bool,
     scratch: &mut Scratch,
 ) -> Result<Reply, Failure> {
+    crate::gate_test::slow_handler();
     let spec = convert::instance_spec(req, true)?;
     // The connection's buffer, not a fresh `String` per register.
     grouped(&req.key.service, &mut scratch.name);

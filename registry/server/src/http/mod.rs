@@ -56,6 +56,7 @@ use registry_proto::openapi::route::route;
 use registry_proto::params::Params;
 
 pub use conn::serve;
+pub(crate) use conn::Batch;
 
 use crate::reply::Verdict;
 pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};

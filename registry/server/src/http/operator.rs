@@ -5,7 +5,7 @@ use registry_proto::naming::operator::{Metrics, ServerStatus, Switches};
 use super::error::Failure;
 use super::{Exchange, Reply, Scratch};
 use crate::metrics::StoreGauges;
-use crate::prometheus::Exposition;
+use registry_proto::prometheus::Exposition;
 
 /// `GET /operator/metrics`: the 1.4 shape; clients check `status == "UP"`.
 pub(crate) fn metrics(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
@@ -88,6 +88,9 @@ pub(crate) fn prometheus(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Rep
     app.health_stats.render(e);
     app.grpc.metrics.render(e);
     app.buffers.render(e);
+    if app.config.dns_listen.is_some() {
+        app.dns.render(e);
+    }
     let parts = crate::footprint::Parts {
         store: stats,
         list_cache: app.lists.bytes(),

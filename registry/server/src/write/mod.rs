@@ -57,7 +57,7 @@ use registry_core::{
 };
 
 use crate::events::ChangeFeed;
-use crate::persist::{Change, Persist, PersistError};
+use crate::persist::{Change, Journal, PersistError};
 
 /// A change to the registry, protocol-neutral. Borrowed from the door's
 /// decoded request, so building one costs no allocation.
@@ -400,7 +400,9 @@ pub struct Writer {
     store: Arc<Store>,
     feed: Arc<ChangeFeed>,
     targets: Arc<Targets>,
-    persist: Option<Arc<Persist>>,
+    /// Where persistent changes become durable on a single node: the
+    /// `--data-dir` database, or memory in the benches.
+    persist: Option<Arc<dyn Journal>>,
     /// `None` without Raft; set once the engine has started.
     log: Option<Arc<OnceLock<Arc<dyn Log>>>>,
     /// The namespaces whose quotas a register must stay within; checked
@@ -416,7 +418,7 @@ impl Writer {
         store: Arc<Store>,
         feed: Arc<ChangeFeed>,
         targets: Arc<Targets>,
-        persist: Option<Arc<Persist>>,
+        persist: Option<Arc<dyn Journal>>,
         raft: bool,
     ) -> Writer {
         Writer {
@@ -584,11 +586,10 @@ impl Writer {
         };
         let committed = ticket.submit(change);
         Ok(Outcome::Later(Box::pin(async move {
-            match committed.await {
-                Ok(Ok(())) => Ok(applied),
-                Ok(Err(e)) => Err(WriteError::Persist(e)),
-                Err(_) => Err(WriteError::Persist(PersistError::Stopped)),
-            }
+            committed
+                .await
+                .map(|()| applied)
+                .map_err(WriteError::Persist)
         })))
     }
 

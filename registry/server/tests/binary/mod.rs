@@ -18,6 +18,8 @@ pub struct Registry {
     child: Child,
     /// Its HTTP address.
     pub addr: SocketAddr,
+    /// Its DNS door's address (UDP and TCP), with `--dns-listen`.
+    pub dns_addr: Option<SocketAddr>,
     /// Its process id.
     pub pid: u32,
     log: PathBuf,
@@ -70,11 +72,15 @@ impl Registry {
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("unexpected first line: {line}"));
+        let dns_addr = line
+            .split_once(", dns ")
+            .and_then(|(_, rest)| rest.trim_end_matches(')').parse().ok());
         // Keep draining stdout so the process never blocks on it.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Registry {
             child,
             addr,
+            dns_addr,
             pid,
             log: log.to_path_buf(),
         }

@@ -16,6 +16,8 @@ use tokio::task::JoinHandle;
 pub struct TestServer {
     pub http_addr: SocketAddr,
     pub grpc_addr: SocketAddr,
+    /// The DNS door's address, with `--dns-listen`.
+    pub dns_addr: Option<SocketAddr>,
     pub app: Arc<App>,
     stop: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<anyhow::Result<()>>>,
@@ -60,6 +62,7 @@ impl TestServer {
     fn serve(app: Arc<App>, listeners: Listeners) -> TestServer {
         let http_addr = listeners.http_addr();
         let grpc_addr = listeners.grpc_addr();
+        let dns_addr = listeners.dns_addr();
         let (stop, stopped) = oneshot::channel::<()>();
         let handle = tokio::spawn(run_app(app.clone(), listeners, async {
             let _ = stopped.await;
@@ -67,6 +70,7 @@ impl TestServer {
         TestServer {
             http_addr,
             grpc_addr,
+            dns_addr,
             app,
             stop: Some(stop),
             handle: Some(handle),

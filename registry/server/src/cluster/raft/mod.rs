@@ -48,9 +48,9 @@ use registry_proto::raft::{Command, NodeId, Outcome, TypeConfig};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::{Counter, Histogram};
-use crate::prometheus::{Exposition, Kind};
 use crate::state::App;
 use crate::write::WriteError;
+use registry_proto::prometheus::{Exposition, Kind};
 
 /// Bounds of the commit-latency histogram, in microseconds.
 const COMMIT_BOUNDS_US: [u64; 14] = [

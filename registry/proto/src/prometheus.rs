@@ -1,12 +1,14 @@
 //! The Prometheus text exposition format (version 0.0.4): the one writer of
-//! `/metrics`.
+//! the server's `/metrics` and of loadgen's `--metrics-listen` page.
 //!
 //! Each part of the server that keeps metrics (the HTTP door, push, gRPC,
 //! persistence, health checks, auth, memory, the cluster and Raft) appends
 //! its families to one [`Exposition`]: a `# HELP` and `# TYPE` header, then
 //! the samples. The counters stay where they are counted, as `Relaxed`
-//! atomics ([`crate::metrics`]); this module only formats what it is handed
-//! when `/metrics` is read, so the request path pays nothing for it.
+//! atomics (the server's `metrics` module); this module only formats what it
+//! is handed when `/metrics` is read, so the request path pays nothing for
+//! it. loadgen writes its summaries (quantiles of its HdrHistograms) through
+//! the same writer, so both binaries spell the format one way.
 //!
 //! Our own rather than the `prometheus-client` crate: that crate writes
 //! OpenMetrics (a `# EOF` line, `_total` appended to counter names by the
@@ -27,6 +29,8 @@ pub enum Kind {
     Gauge,
     /// Cumulative buckets with `_bucket`, `_sum` and `_count` samples.
     Histogram,
+    /// Quantile samples (`quantile` label) with `_sum` and `_count`.
+    Summary,
 }
 
 impl Kind {
@@ -35,6 +39,7 @@ impl Kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
             Kind::Histogram => "histogram",
+            Kind::Summary => "summary",
         }
     }
 }
@@ -105,6 +110,27 @@ impl<'a> Exposition<'a> {
         self.braced_sample(&format!("{name}_count"), labels, count);
     }
 
+    /// A summary's samples (its header is a [`Exposition::family`] of
+    /// [`Kind::Summary`]): one sample per (quantile, value), each carrying
+    /// `labels` and `quantile`, then `_sum` and `_count` with `labels` only.
+    pub fn summary(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        quantiles: &[(f64, f64)],
+        sum: f64,
+        count: u64,
+    ) {
+        for (q, value) in quantiles {
+            let q = q.to_string();
+            let mut all = labels.to_vec();
+            all.push(("quantile", &q));
+            self.sample(name, &all, value);
+        }
+        self.sample(&format!("{name}_sum"), labels, sum);
+        self.sample(&format!("{name}_count"), labels, count);
+    }
+
     /// A family of one unlabelled counter.
     pub fn counter(&mut self, name: &str, help: &str, value: impl Display) {
         self.family(name, Kind::Counter, help);
@@ -145,8 +171,7 @@ impl<'a> Exposition<'a> {
     }
 }
 
-/// Runs `write` on a fresh exposition and returns the text: for tests.
-#[cfg(test)]
+/// Runs `write` on a fresh exposition and returns the text.
 pub fn text(write: impl FnOnce(&mut Exposition<'_>)) -> String {
     let mut out = Vec::new();
     write(&mut Exposition::new(&mut out));
@@ -187,6 +212,28 @@ mod tests {
             t,
             "h_bucket{route=\"r\",le=\"0.5\"} 1\nh_bucket{route=\"r\",le=\"+Inf\"} 3\n\
              h_sum{route=\"r\"} 1.5\nh_count{route=\"r\"} 3\n"
+        );
+    }
+
+    #[test]
+    fn a_summary_writes_quantiles_then_sum_and_count() {
+        let t = text(|e| {
+            e.summary(
+                "s",
+                &[("op", "beat")],
+                &[(0.5, 0.001), (0.99, 0.25)],
+                1.5,
+                3,
+            )
+        });
+        assert_eq!(
+            t,
+            "s{op=\"beat\",quantile=\"0.5\"} 0.001\ns{op=\"beat\",quantile=\"0.99\"} 0.25\n\
+             s_sum{op=\"beat\"} 1.5\ns_count{op=\"beat\"} 3\n"
+        );
+        assert_eq!(
+            text(|e| e.summary("s", &[], &[(0.5, 2.0)], 2.0, 1)),
+            "s{quantile=\"0.5\"} 2\ns_sum 2\ns_count 1\n"
         );
     }
 

@@ -1,0 +1,342 @@
+//! The DNS door (`--dns-listen`, off by default): service discovery for
+//! whatever can resolve a name, answered from the store's snapshots.
+//!
+//! The protocol (names, the escape for characters a label cannot carry,
+//! record types, NXDOMAIN versus NODATA, truncation) is
+//! [`registry_proto::dns`]; this module is the door around it: the store
+//! seen as a [`Zone`] ([`StoreZone`]), one UDP task and a TCP acceptor on
+//! the same address and port, and the door's metrics. A query reads the
+//! service's current snapshot without a lock, as every other read does,
+//! and selects its instances with the store's own [`View`]: the healthy,
+//! enabled ones, or every enabled one once the healthy share is at or
+//! below the service's protect threshold, as Nacos's list
+//! (`ServiceUtil.selectInstancesWithHealthyProtection`). There is no
+//! cache: the TTL (`--dns-ttl`, 5 s) only bounds how long resolvers keep
+//! an answer, and the next query after a change sees it. In a cluster
+//! every node answers from its own replica.
+//!
+//! Auth does not apply: DNS has no credentials to check, so anyone who
+//! can reach the port can read every service's addresses. Bind it to
+//! loopback or a private interface (the default is off), or firewall it.
+//!
+//! TCP (RFC 7766): several queries may share a connection, each framed by
+//! its two-byte length; a connection idle for [`TCP_IDLE`] is closed, and
+//! at most [`MAX_TCP_CONNECTIONS`] are served at once (a connection past
+//! that is closed at once, which a client reads as "try later").
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use registry_core::{ServiceRef, Store, View};
+use registry_proto::dns::name::{Parent, ServiceName};
+use registry_proto::dns::{Host, Rcode, Responder, Transport, Zone};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::metrics::{Counter, Histogram};
+use registry_proto::prometheus::{Exposition, Kind};
+
+/// How long a TCP connection may wait for its next query.
+pub const TCP_IDLE: Duration = Duration::from_secs(10);
+/// TCP connections served at once.
+pub const MAX_TCP_CONNECTIONS: usize = 512;
+/// The largest datagram read: a query is far smaller, and one past this
+/// arrives cut and gets FORMERR.
+const UDP_READ: usize = 4096;
+
+/// The store, as the responder asks it.
+pub struct StoreZone<'a>(pub &'a Store);
+
+fn grouped(name: &ServiceName) -> String {
+    let mut g = String::with_capacity(name.group.len() + 2 + name.service.len());
+    g.push_str(&name.group);
+    g.push_str(registry_core::model::GROUP_SEPARATOR);
+    g.push_str(&name.service);
+    g
+}
+
+impl Zone for StoreZone<'_> {
+    fn hosts(&self, name: &ServiceName, visit: &mut dyn FnMut(Host<'_>)) -> bool {
+        let grouped = grouped(name);
+        let cluster: Vec<&str> = name.cluster.iter().map(String::as_str).collect();
+        self.0
+            .read(ServiceRef::new(&name.namespace, &grouped), |snap| {
+                // A cluster no instance is in is not a name (NXDOMAIN);
+                // one whose instances are all down is (NODATA).
+                if let Some(c) = &name.cluster {
+                    if !snap.instances().iter().any(|i| &*i.cluster == c) {
+                        return false;
+                    }
+                }
+                let view = View {
+                    clusters: &cluster,
+                    healthy_only: true,
+                };
+                for (i, _) in snap.select(&view).hosts {
+                    visit(Host {
+                        ip: i.ip,
+                        port: i.port,
+                        weight: i.weight,
+                        cluster: &i.cluster,
+                    });
+                }
+                true
+            })
+            .unwrap_or(false)
+    }
+
+    fn instance(
+        &self,
+        name: &ServiceName,
+        ip: std::net::IpAddr,
+        port: u16,
+        meta: &mut dyn FnMut(&str, &str),
+    ) -> bool {
+        let grouped = grouped(name);
+        let cluster = name.cluster.as_deref().unwrap_or_default();
+        self.0
+            .read(ServiceRef::new(&name.namespace, &grouped), |snap| {
+                let addr = registry_core::InstanceAddr { cluster, ip, port };
+                match snap.find_any(addr) {
+                    Some(i) if i.enabled => {
+                        for (k, v) in i.metadata.iter() {
+                            meta(k, v);
+                        }
+                        true
+                    }
+                    _ => false,
+                }
+            })
+            .unwrap_or(false)
+    }
+
+    fn has_services(&self, parent: &Parent) -> bool {
+        self.0
+            .list_services(&parent.namespace, parent.group.as_deref(), 1, 1)
+            .count
+            > 0
+    }
+}
+
+/// The door's counters (`Relaxed`: each is independent and read only to
+/// render `/metrics`).
+pub struct DnsStats {
+    /// Queries received, by transport (UDP, TCP).
+    queries: [Counter; 2],
+    /// Answers sent, by [`Rcode::index`].
+    answers: [Counter; Rcode::ALL.len()],
+    /// Answers sent with the TC bit.
+    truncated: Counter,
+    /// Time from a query's arrival to its answer being encoded.
+    latency: Histogram,
+}
+
+impl Default for DnsStats {
+    fn default() -> DnsStats {
+        DnsStats {
+            queries: Default::default(),
+            answers: Default::default(),
+            truncated: Counter::default(),
+            latency: Histogram::latency(),
+        }
+    }
+}
+
+impl DnsStats {
+    /// Answers sent with `rcode`.
+    pub fn answers(&self, rcode: Rcode) -> u64 {
+        self.answers[rcode.index()].get()
+    }
+
+    /// Writes the door's families.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        e.family(
+            "registry_dns_queries_total",
+            Kind::Counter,
+            "DNS queries received, by transport.",
+        );
+        for (i, t) in ["udp", "tcp"].iter().enumerate() {
+            e.sample(
+                "registry_dns_queries_total",
+                &[("transport", t)],
+                self.queries[i].get(),
+            );
+        }
+        e.family(
+            "registry_dns_answers_total",
+            Kind::Counter,
+            "DNS answers sent, by response code (NODATA: NOERROR without records).",
+        );
+        for r in Rcode::ALL {
+            e.sample(
+                "registry_dns_answers_total",
+                &[("rcode", r.label())],
+                self.answers(r),
+            );
+        }
+        e.family(
+            "registry_dns_truncated_total",
+            Kind::Counter,
+            "DNS answers sent with the TC bit (the rest did not fit).",
+        );
+        e.sample("registry_dns_truncated_total", &[], self.truncated.get());
+        e.family(
+            "registry_dns_latency_seconds",
+            Kind::Histogram,
+            "Time from a DNS query's arrival to its answer, in seconds.",
+        );
+        self.latency
+            .render(e, "registry_dns_latency_seconds", &[], 1_000_000.0);
+    }
+}
+
+/// What the door's tasks share: the responder, the store and the counters.
+pub struct Dns {
+    responder: Responder,
+    store: Arc<Store>,
+    stats: Arc<DnsStats>,
+    /// Where the next answer's records start (round robin).
+    rotate: AtomicUsize,
+}
+
+impl Dns {
+    /// A door for `domain` with records of `ttl` seconds over `store`.
+    ///
+    /// # Errors
+    /// When `domain` is not a DNS name.
+    pub fn new(
+        domain: &str,
+        ttl: u32,
+        store: Arc<Store>,
+        stats: Arc<DnsStats>,
+    ) -> anyhow::Result<Dns> {
+        Ok(Dns {
+            responder: Responder::new(domain, ttl)?,
+            store,
+            stats,
+            rotate: AtomicUsize::new(0),
+        })
+    }
+
+    /// The pure answer to one query, counted; `None`: send nothing.
+    pub fn answer(&self, query: &[u8], transport: Transport) -> Option<Vec<u8>> {
+        let started = Instant::now();
+        self.stats.queries[usize::from(transport == Transport::Tcp)].inc();
+        let rotate = self.rotate.fetch_add(1, Ordering::Relaxed);
+        let response = self
+            .responder
+            .respond(query, transport, &StoreZone(&self.store), rotate)?;
+        self.stats.answers[response.rcode.index()].inc();
+        if response.truncated {
+            self.stats.truncated.inc();
+        }
+        self.stats.latency.record_duration(started.elapsed());
+        Some(response.bytes)
+    }
+}
+
+/// Binds the UDP socket and a TCP listener on the same address and port
+/// (port 0: the UDP socket's free port, then TCP on it).
+///
+/// # Errors
+/// When either cannot be bound.
+pub fn bind(addr: SocketAddr) -> anyhow::Result<(std::net::UdpSocket, std::net::TcpListener)> {
+    use anyhow::Context as _;
+    // With port 0 the kernel picks a free UDP port in the ephemeral range,
+    // where an outgoing TCP connection may already hold the same TCP port:
+    // then another pick is tried, a few times (a test run here failed so).
+    let tries = if addr.port() == 0 { 16 } else { 1 };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let udp = std::net::UdpSocket::bind(addr)
+            .with_context(|| format!("binding DNS UDP {addr} (--dns-listen)"))?;
+        let tcp_addr = SocketAddr::new(addr.ip(), udp.local_addr()?.port());
+        match std::net::TcpListener::bind(tcp_addr) {
+            Ok(tcp) => {
+                udp.set_nonblocking(true)?;
+                tcp.set_nonblocking(true)?;
+                return Ok((udp, tcp));
+            }
+            Err(e) if attempt < tries && e.kind() == std::io::ErrorKind::AddrInUse => {}
+            Err(e) => {
+                return Err(e).with_context(|| format!("binding DNS TCP {tcp_addr} (--dns-listen)"))
+            }
+        }
+    }
+}
+
+/// Answers datagrams until `stop`.
+pub async fn serve_udp(dns: Arc<Dns>, socket: UdpSocket, stop: CancellationToken) {
+    let mut buf = vec![0u8; UDP_READ];
+    loop {
+        let (n, peer) = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = socket.recv_from(&mut buf) => match r {
+                Ok(r) => r,
+                // ICMP errors of earlier sends surface here; keep serving.
+                Err(_) => continue,
+            },
+        };
+        if let Some(answer) = dns.answer(&buf[..n], Transport::Udp) {
+            // A lost answer is the client's retry to make, as in all UDP.
+            let _ = socket.send_to(&answer, peer).await;
+        }
+    }
+}
+
+/// Accepts TCP connections until `stop`, then waits for the open ones
+/// (each ends at its next read once `stop` fires).
+pub async fn serve_tcp(dns: Arc<Dns>, listener: TcpListener, stop: CancellationToken) {
+    let connections = TaskTracker::new();
+    loop {
+        let stream = tokio::select! {
+            _ = stop.cancelled() => break,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(_) => continue,
+            },
+        };
+        if connections.len() >= MAX_TCP_CONNECTIONS {
+            continue; // dropped: closed at once
+        }
+        connections.spawn(serve_connection(dns.clone(), stream, stop.clone()));
+    }
+    connections.close();
+    connections.wait().await;
+}
+
+/// One TCP connection: length-prefixed queries, answered in order.
+async fn serve_connection(dns: Arc<Dns>, mut stream: TcpStream, stop: CancellationToken) {
+    let _ = stream.set_nodelay(true);
+    let mut query = Vec::new();
+    loop {
+        let mut len = [0u8; 2];
+        let read = async {
+            stream.read_exact(&mut len).await?;
+            query.resize(usize::from(u16::from_be_bytes(len)), 0);
+            stream.read_exact(&mut query).await
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            r = tokio::time::timeout(TCP_IDLE, read) => match r {
+                Ok(Ok(_)) => {}
+                _ => return,
+            },
+        }
+        let Some(answer) = dns.answer(&query, Transport::Tcp) else {
+            return;
+        };
+        // The responder keeps a TCP answer within 65,535 bytes.
+        let mut framed = Vec::with_capacity(answer.len() + 2);
+        framed.extend_from_slice(&(answer.len() as u16).to_be_bytes());
+        framed.extend_from_slice(&answer);
+        if stream.write_all(&framed).await.is_err() {
+            return;
+        }
+    }
+}
