@@ -4,9 +4,10 @@
 #
 # The registry is pinned to core 0 with one worker thread (--workers 1) and
 # the clients to core 1. One service of 10 instances (bench-list, as
-# scripts/bench-http.sh's list case) is registered, then, in one run under
-# /work/bench.lock: DNS A and SRV queries for bench-list.nacos. over UDP
-# (benches' dns-rate, WINDOW queries in flight from one thread) and
+# scripts/bench-http.sh's list case) is registered, then, in one run holding
+# the bench lock ($BENCH_LOCK, default target/bench.lock): DNS A and SRV
+# queries for bench-list.nacos. over UDP with EDNS (benches' dns-rate,
+# WINDOW queries in flight from one thread) and
 # GET instance/list for the same service (wrk, 32 connections, plain and
 # pipelined 16 deep, as bench-http). Prints each rate, the server's CPU share
 # and its answers per second of server CPU, and each DNS figure as a ratio of
@@ -19,6 +20,7 @@
 #   EDNS=N             the EDNS size the DNS queries offer (default 1232; 0: none)
 #   REGISTRY_BIN=path  a registry binary to measure instead of this tree's
 #   DNS_RATE_BIN=path  a dns-rate binary instead of this tree's release build
+#   BENCH_LOCK=file    the lock every benchmark on this machine takes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -78,7 +80,9 @@ list() { # depth -> "rate cpu% per-cpu-s bytes"
     echo "$(figures "$rate" "$n" $((t1 - t0))) $list_bytes"
 }
 
-exec 9>/work/bench.lock
+lock="${BENCH_LOCK:-target/bench.lock}"
+mkdir -p "$(dirname "$lock")"
+exec 9>"$lock"
 flock 9
 echo "uptime: $(uptime)"
 echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo +dirty)"
@@ -105,4 +109,4 @@ row "GET instance/list piped16" "$piped"
 echo "ratios are of answers per server CPU-second; raw rates: DNS A $(echo "$a" | cut -d' ' -f1)/s" \
     "vs list $plain_rate/s plain, $piped_rate/s pipelined"
 echo "dns metrics:"
-curl -s "http://127.0.0.1:$port_http/metrics" | grep '^registry_dns_\(queries\|answers\|truncated\)' || true
+curl -s "http://127.0.0.1:$port_http/metrics" | grep '^registry_dns_\(queries\|answers\|truncated\|cached\)' || true

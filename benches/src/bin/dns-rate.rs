@@ -25,7 +25,8 @@ use registry_proto::http1::{parse_response, write_request, Method};
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-const USAGE: &str = "usage: dns-rate --dns ADDR [--http ADDR] [--service NAME] [--qtype A|AAAA|SRV] \
+const USAGE: &str =
+    "usage: dns-rate --dns ADDR [--http ADDR] [--service NAME] [--qtype A|AAAA|SRV] \
      [--edns SIZE] [--instances N] [--seconds S] [--window W]";
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) -> T {

@@ -110,7 +110,9 @@ impl<'a> StoreZone<'a> {
                 });
             }
             Reads::One(s)
-                if s.revision == revision && &*s.namespace == namespace && &*s.grouped == grouped => {}
+                if s.revision == revision
+                    && &*s.namespace == namespace
+                    && &*s.grouped == grouped => {}
             Reads::One(_) | Reads::More => *read = Reads::More,
         }
     }
@@ -445,7 +447,7 @@ pub async fn serve_tcp(dns: Arc<Dns>, listener: TcpListener, stop: CancellationT
 /// One TCP connection: length-prefixed queries, answered in order.
 async fn serve_connection(dns: Arc<Dns>, mut stream: TcpStream, stop: CancellationToken) {
     let _ = stream.set_nodelay(true);
-    let mut query = Vec::new();
+    let (mut query, mut answer, mut framed) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         let mut len = [0u8; 2];
         let read = async {
@@ -460,11 +462,11 @@ async fn serve_connection(dns: Arc<Dns>, mut stream: TcpStream, stop: Cancellati
                 _ => return,
             },
         }
-        let Some(answer) = dns.answer(&query, Transport::Tcp) else {
+        if !dns.answer_into(&query, Transport::Tcp, &mut answer) {
             return;
-        };
+        }
         // The responder keeps a TCP answer within 65,535 bytes.
-        let mut framed = Vec::with_capacity(answer.len() + 2);
+        framed.clear();
         framed.extend_from_slice(&(answer.len() as u16).to_be_bytes());
         framed.extend_from_slice(&answer);
         if stream.write_all(&framed).await.is_err() {

@@ -482,6 +482,7 @@ impl Responder {
         out.set_id(failed.id())
             .set_message_type(MessageType::Response)
             .set_op_code(failed.op_code())
+            .set_recursion_desired(failed.recursion_desired())
             .set_response_code(ResponseCode::ServFail);
         out.add_queries(failed.queries().iter().cloned());
         let bytes = encode(&out, u16::MAX).map(|r| r.0).unwrap_or_default();

@@ -97,7 +97,8 @@ impl Batch {
             .iter()
             .map(|a| [IoSlice::new(a)])
             .collect();
-        let addrs: Vec<Option<SockaddrStorage>> = self.peers[from..].iter().copied().map(Some).collect();
+        let addrs: Vec<Option<SockaddrStorage>> =
+            self.peers[from..].iter().copied().map(Some).collect();
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(n - from, None);
         let sent = sendmmsg(
             socket.as_raw_fd(),

@@ -59,7 +59,10 @@ fn door(store: &Arc<Store>) -> (Dns, Arc<DnsStats>) {
 fn uncached(store: &Store, q: &[u8], transport: Transport, rotate: usize) -> Vec<u8> {
     let responder = Responder::new("nacos.", 5).unwrap();
     let zone = StoreZone::new(store);
-    responder.respond(q, transport, &zone, rotate).unwrap().bytes
+    responder
+        .respond(q, transport, &zone, rotate)
+        .unwrap()
+        .bytes
 }
 
 #[test]
@@ -74,7 +77,11 @@ fn a_hit_is_the_uncached_answer_to_the_new_id_and_rd_bit() {
             let q = query("orders.nacos.", qtype, 1000 + rotate, rotate % 2 == 0, edns);
             let got = dns.answer(&q, Transport::Udp).unwrap();
             let rotate = dns.rotate.load(std::sync::atomic::Ordering::Relaxed) - 1;
-            assert_eq!(got, uncached(&store, &q, Transport::Udp, rotate), "{qtype} {rotate}");
+            assert_eq!(
+                got,
+                uncached(&store, &q, Transport::Udp, rotate),
+                "{qtype} {rotate}"
+            );
             assert_eq!(&got[..2], &q[..2], "the new id");
         }
         assert_eq!(stats.cached.get() - before, 3, "qtype {qtype} edns {edns}");
