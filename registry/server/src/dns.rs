@@ -22,9 +22,9 @@
 //! loopback or a private interface (the default is off), or firewall it.
 //!
 //! UDP: each wake-up reads what has arrived, up to [`UDP_BATCH`]
-//! datagrams in one `recvmmsg`, and sends their answers in one `sendmmsg`
-//! ([`udp`]), so a busy door pays two system calls per batch, not per
-//! query.
+//! datagrams in one `recvmmsg`, and sends their answers in one `sendmmsg`,
+//! a run of answers to one peer as one segmented send ([`udp`]), so a busy
+//! door pays a few system calls per batch, not two per query.
 //!
 //! TCP (RFC 7766): several queries may share a connection, each framed by
 //! its two-byte length; a connection idle for [`TCP_IDLE`] is closed, and
