@@ -272,7 +272,7 @@ fn rotation_has_bounded_starts_spread_over_a_large_service() {
         let q = query("orders.nacos.", RecordType::A, Some(1232));
         let resp = r.respond(&q, Transport::Tcp, &Fixed { n }, rotate).unwrap();
         let msg = Message::from_vec(&resp.bytes).unwrap();
-        let first = msg.answers()[0].data().clone();
+        let first = msg.answers()[0].data().to_string();
         (first, resp.rotations, resp.bytes)
     };
     // Up to ROTATIONS records: every one starts an answer in turn.
@@ -292,14 +292,7 @@ fn rotation_has_bounded_starts_spread_over_a_large_service() {
     );
     assert_eq!(first_a(n, 3).1, super::ROTATIONS);
     assert_eq!(first_a(n, 3).2, first_a(n, 3 + super::ROTATIONS).2);
-    let last = &starts[super::ROTATIONS - 1];
-    assert_eq!(
-        *last,
-        RData::A(hickory_proto::rr::rdata::A(match Fixed::ip(n - 20) {
-            IpAddr::V4(v4) => v4,
-            IpAddr::V6(_) => unreachable!(),
-        }))
-    );
+    assert_eq!(starts[super::ROTATIONS - 1], Fixed::ip(n - 20).to_string());
     // A type without records to order has one order.
     let q = query("orders.nacos.", RecordType::TXT, None);
     assert_eq!(
