@@ -24,6 +24,7 @@
 //!
 //! # Layout
 //! - `conn`: the accept loop and the per-connection read/answer/write loop.
+//! - `door`: the door the server registers ([`HttpDoor`]: bind, start, drain).
 //! - `instance`, `service`, `operator`: one handler module per API resource.
 //! - `v1`: the v1 endpoints past the 1.x core (batches, health, catalog, ...).
 //! - `openapi`: the door of the v2 and v3 APIs (the `Result` envelope).
@@ -33,6 +34,7 @@
 //! - [`error`]: errors to statuses and texts.
 
 mod conn;
+mod door;
 pub mod error;
 pub(crate) mod instance;
 mod namespace;
@@ -57,6 +59,7 @@ use registry_proto::params::Params;
 
 pub use conn::serve;
 pub(crate) use conn::Batch;
+pub use door::HttpDoor;
 
 use crate::reply::Verdict;
 pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};
