@@ -102,6 +102,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use door::Door as _;
 
 pub use config::Config;
 pub use embed::Embedded;
