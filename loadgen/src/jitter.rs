@@ -141,16 +141,19 @@ mod tests {
                 }
             })
         };
+        let started = std::time::Instant::now();
         let probe = Probe::start(Some(cpu)).unwrap();
         std::thread::sleep(Duration::from_millis(300));
         let lateness = probe.stop();
+        // The deadlines that passed while it ran (a loaded machine sleeps past 300 ms).
+        let deadlines = started.elapsed().as_nanos() / PERIOD.as_nanos();
         spinning.store(false, Ordering::Relaxed);
         spinner.join().unwrap();
         assert!(!lateness.is_empty(), "wake-ups recorded");
         assert!(lateness.value_at_quantile(0.99) >= lateness.value_at_quantile(0.5));
         assert!(
-            lateness.len() <= 300,
-            "at most one per period: {}",
+            u128::from(lateness.len()) <= deadlines,
+            "at most one per period: {} wake-ups in {deadlines} periods",
             lateness.len()
         );
     }

@@ -286,7 +286,9 @@ impl ResponseHead {
     /// serde as for any response, then the field is spliced in before the
     /// closing brace, so a cached body is copied once and never re-encoded.
     pub fn encode_with(&self, field: &str, raw: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(96 + field.len() + raw.len());
+        // 96 for the head, 32 to spare for the request id the handler appends
+        // in place (`Payload::answering`).
+        let mut out = Vec::with_capacity(128 + field.len() + raw.len());
         // Numbers, booleans and strings: serialising cannot fail.
         let _ = serde_json::to_writer(&mut out, self);
         out.pop(); // the head's `}`

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use bytes::Bytes;
+use bytes::{BufMut as _, Bytes, BytesMut};
 
 /// `Metadata`: the Java simple class name of the body, the client's IP as it sees
 /// itself (informational only), and request headers such as `accessToken`.
@@ -77,25 +77,36 @@ impl Payload {
 
     /// This answer with `"requestId"` set to `request_id`, the one place an answer
     /// gets the id of the request it answers (the server builds its answers without
-    /// it). The field is written first in the object: a client reads the JSON by
-    /// name, not by position. `None` leaves the answer as it is.
+    /// it). The field is written last in the object, so that the answer's own buffer
+    /// takes it in place: an answer is built with room to spare at its end
+    /// (`ResponseHead::encode_with`) and is this payload's alone, so nothing is
+    /// copied; a shared body is copied once. A client reads the JSON by name, not by
+    /// position. `None`, or a body that is not an object, leaves the answer as it is.
     #[must_use]
     pub fn answering(mut self, request_id: Option<&str>) -> Payload {
         let (Some(id), Some(body)) = (request_id, self.body.as_mut()) else {
             return self;
         };
-        let Some(rest) = body.value.strip_prefix(b"{") else {
+        if body.value.len() < 2 || body.value[0] != b'{' || body.value[body.value.len() - 1] != b'}'
+        {
             return self;
-        };
-        let mut json = Vec::with_capacity(body.value.len() + id.len() + 16);
-        json.extend_from_slice(b"{\"requestId\":");
-        // A string: serialising cannot fail.
-        let _ = serde_json::to_writer(&mut json, id);
-        if rest != b"}" {
-            json.push(b',');
         }
-        json.extend_from_slice(rest);
-        body.value = json.into();
+        let empty = body.value.len() == 2;
+        let value = std::mem::take(&mut body.value);
+        let mut json = value
+            .try_into_mut()
+            .unwrap_or_else(|shared| BytesMut::from(&shared[..]));
+        json.truncate(json.len() - 1);
+        json.reserve(id.len() + 16);
+        json.extend_from_slice(if empty {
+            b"\"requestId\":"
+        } else {
+            b",\"requestId\":"
+        });
+        // A string: serialising cannot fail.
+        let _ = serde_json::to_writer((&mut json).writer(), id);
+        json.extend_from_slice(b"}");
+        body.value = json.freeze();
         self
     }
 
@@ -149,5 +160,22 @@ mod tests {
         assert_eq!(empty.json(), br#"{"requestId":"1"}"#);
         let none = Payload::new("X", &b"{}"[..]).answering(None);
         assert_eq!(none.json(), b"{}");
+    }
+
+    /// The id goes into the answer's own buffer when it has room: the bytes a
+    /// handler built are the bytes sent, not a copy of them.
+    #[test]
+    fn an_answer_with_room_takes_its_id_in_place() {
+        let mut json = Vec::with_capacity(64);
+        json.extend_from_slice(br#"{"resultCode":200}"#);
+        let before = json.as_ptr();
+        let answered = Payload::new("X", json).answering(Some("42"));
+        assert_eq!(answered.json(), br#"{"resultCode":200,"requestId":"42"}"#);
+        assert_eq!(answered.json().as_ptr(), before);
+        // A body shared with another owner (a push sent to many) is left alone.
+        let shared = Bytes::from_static(br#"{"a":1}"#);
+        let copy = Payload::new("X", shared.clone()).answering(Some("1"));
+        assert_eq!(copy.json(), br#"{"a":1,"requestId":"1"}"#);
+        assert_eq!(&shared[..], br#"{"a":1}"#);
     }
 }
