@@ -41,7 +41,7 @@ use registry_proto::naming::route::route;
 use registry_proto::naming::{ParseLimits, ServiceName};
 use registry_proto::params::Params;
 use registry_proto::udp::push::{encode_push, Encoding, GZIP_THRESHOLD};
-use registry_server::bench::{GrpcConnection, Server};
+use registry_server::bench::{GrpcConnection, Server, Written};
 
 // The server's allocator: allocation is a large share of these paths, and
 // the gate should count what the server runs.
@@ -405,12 +405,14 @@ impl Fixture {
     /// gate by taking the short error path.
     fn check_doors(&self) -> Result<(), String> {
         let mut http = self.server.http(HTTP_PEER);
-        let ok = |name: &str, out: Option<(&[u8], usize)>, body: &[u8]| match out {
-            Some((out, _)) if out.starts_with(b"HTTP/1.1 200 ") && count(out, body) == 1 => Ok(()),
+        let ok = |name: &str, out: Option<(Written<'_>, usize)>, body: &[u8]| match out {
+            Some((out, _)) if starts_200(&out.to_vec()) && count(&out.to_vec(), body) == 1 => {
+                Ok(())
+            }
             Some((out, _)) => Err(format!(
                 "{name}: not answered with {}: {}",
                 String::from_utf8_lossy(body),
-                String::from_utf8_lossy(out)
+                String::from_utf8_lossy(&out.to_vec())
             )),
             None => Err(format!("{name}: the answer waited")),
         };
@@ -420,7 +422,7 @@ impl Fixture {
         ok("http-list", http.exchange(HTTP_LIST), b"\"hosts\":[")?;
         let list = http
             .exchange(HTTP_LIST)
-            .map_or(0, |(out, _)| count(out, b"\"ip\":"));
+            .map_or(0, |(out, _)| count(&out.to_vec(), b"\"ip\":"));
         if list != LIST_INSTANCES {
             return Err(format!("http-list: {list} hosts, not {LIST_INSTANCES}"));
         }
@@ -460,6 +462,10 @@ impl Fixture {
             .grpc(GRPC_PEER)
             .expect("one connection from the fixed peer")
     }
+}
+
+fn starts_200(out: &[u8]) -> bool {
+    out.starts_with(b"HTTP/1.1 200 ")
 }
 
 fn count(haystack: &[u8], needle: &[u8]) -> usize {
@@ -672,7 +678,7 @@ const GRPC_PEER: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 40_001);
 
 /// The length of an answer made at once.
-fn answered(out: Option<(&[u8], usize)>) -> u64 {
+fn answered(out: Option<(Written<'_>, usize)>) -> u64 {
     out.expect("the bench server answers at once").0.len() as u64
 }
 

@@ -423,11 +423,22 @@ impl Zone for DnsFixed {
 fn dns_pipeline(data: &[u8]) {
     let responder = Responder::new("nacos.", 5).unwrap();
     for (transport, limit) in [(Transport::Udp, 1232), (Transport::Tcp, 65_535)] {
-        if let Some(r) = responder.respond(data, transport, &DnsFixed, data.len()) {
-            assert!(r.bytes.len() >= 12 && r.bytes.len() <= limit);
-            assert_eq!(r.bytes[..2], data[..2], "the query's id");
-            assert!(r.bytes[2] & 0x80 != 0, "QR: a response");
-        }
+        let Some(r) = responder.respond(data, transport, &DnsFixed, data.len()) else {
+            continue;
+        };
+        assert!(r.bytes.len() >= 12 && r.bytes.len() <= limit);
+        assert_eq!(r.bytes[..2], data[..2], "the query's id");
+        assert!(r.bytes[2] & 0x80 != 0, "QR: a response");
+        // What the DNS door's answer cache relies on: another id and RD
+        // bit change the answer in its id and RD bit alone.
+        let mut other = data.to_vec();
+        other[0] ^= 0x5a;
+        other[2] ^= 1;
+        let again = responder.respond(&other, transport, &DnsFixed, data.len());
+        let mut again = again.expect("answered as before").bytes;
+        again[0] ^= 0x5a;
+        again[2] ^= 1;
+        assert_eq!(again, r.bytes, "only the id and RD bit differ");
     }
 }
 

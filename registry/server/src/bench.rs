@@ -134,14 +134,37 @@ impl HttpConnection<'_> {
     /// the connection task does: parse, route, handler, response; returns
     /// what it would write, and how many bytes of `bytes` it took.
     /// `None` when an answer had to wait (it never does here).
-    pub fn exchange(&mut self, bytes: &[u8]) -> Option<(&[u8], usize)> {
-        self.batch.wbuf.clear();
+    pub fn exchange(&mut self, bytes: &[u8]) -> Option<(Written<'_>, usize)> {
+        self.batch.out.clear(usize::MAX, 0);
         let mut clock = tokio::time::Instant::now();
         let progress = self
             .batch
             .answer(self.app, bytes, self.peer, false, &mut clock);
         poll_once(self.batch.finish_later())?;
-        Some((&self.batch.wbuf, progress.consumed))
+        Some((Written(&self.batch.out), progress.consumed))
+    }
+}
+
+/// What a connection would write for a batch: its bytes and the cached
+/// bodies it writes from the cache instead of copying them (see
+/// `http::responses`), as the connection holds them.
+pub struct Written<'a>(&'a crate::http::Responses);
+
+impl Written<'_> {
+    /// Bytes it would write.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it would write nothing.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The bytes as they would go out, in one buffer: a copy the connection
+    /// never makes, for checking what was answered outside measured loops.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.0.to_vec()
     }
 }
 

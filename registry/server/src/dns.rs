@@ -10,20 +10,31 @@
 //! and selects its instances with the store's own [`View`]: the healthy,
 //! enabled ones, or every enabled one once the healthy share is at or
 //! below the service's protect threshold, as Nacos's list
-//! (`ServiceUtil.selectInstancesWithHealthyProtection`). There is no
-//! cache: the TTL (`--dns-ttl`, 5 s) only bounds how long resolvers keep
-//! an answer, and the next query after a change sees it. In a cluster
-//! every node answers from its own replica.
+//! (`ServiceUtil.selectInstancesWithHealthyProtection`). Answers built from
+//! one service's snapshot are kept per service revision ([`cache`]), as the
+//! HTTP list's are: a repeated query is a copy with its id patched, and the
+//! next query after a change still sees it (the TTL, `--dns-ttl`, 5 s, only
+//! bounds how long resolvers keep an answer). In a cluster every node
+//! answers from its own replica.
 //!
 //! Auth does not apply: DNS has no credentials to check, so anyone who
 //! can reach the port can read every service's addresses. Bind it to
 //! loopback or a private interface (the default is off), or firewall it.
+//!
+//! UDP: each wake-up reads what has arrived, up to [`UDP_BATCH`]
+//! datagrams in one `recvmmsg`, and sends their answers in one `sendmmsg`,
+//! a run of answers to one peer as one segmented send ([`udp`]), so a busy
+//! door pays a few system calls per batch, not two per query.
 //!
 //! TCP (RFC 7766): several queries may share a connection, each framed by
 //! its two-byte length; a connection idle for [`TCP_IDLE`] is closed, and
 //! at most [`MAX_TCP_CONNECTIONS`] are served at once (a connection past
 //! that is closed at once, which a client reads as "try later").
 
+mod cache;
+mod udp;
+
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,6 +48,9 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use cache::{AnswerCache, Source};
+pub use udp::UDP_BATCH;
+
 use crate::config::Config;
 use crate::door::{Bound, Door, Running};
 use crate::metrics::{Counter, Histogram, Render};
@@ -49,9 +63,66 @@ pub const MAX_TCP_CONNECTIONS: usize = 512;
 /// The largest datagram read: a query is far smaller, and one past this
 /// arrives cut and gets FORMERR.
 const UDP_READ: usize = 4096;
+/// Bytes of answers the cache keeps (see [`cache`]).
+const CACHE_BUDGET: usize = 8 << 20;
 
-/// The store, as the responder asks it.
-pub struct StoreZone<'a>(pub &'a Store);
+/// The store, as the responder asks it, noting which service snapshots
+/// the answer was built from (what [`cache`] may key it by).
+pub struct StoreZone<'a> {
+    store: &'a Store,
+    read: RefCell<Reads>,
+}
+
+/// The snapshots one answer read.
+enum Reads {
+    /// None yet.
+    Nothing,
+    /// Exactly one service's, at one revision.
+    One(Source),
+    /// Something besides: a service that does not exist, which other
+    /// services exist, or two snapshots.
+    More,
+}
+
+impl<'a> StoreZone<'a> {
+    /// The zone of `store`, having read nothing.
+    pub fn new(store: &'a Store) -> StoreZone<'a> {
+        StoreZone {
+            store,
+            read: RefCell::new(Reads::Nothing),
+        }
+    }
+
+    /// The one service snapshot everything answered came from, if so.
+    fn source(self) -> Option<Source> {
+        match self.read.into_inner() {
+            Reads::One(s) => Some(s),
+            Reads::Nothing | Reads::More => None,
+        }
+    }
+
+    fn saw(&self, namespace: &str, grouped: &str, revision: u64) {
+        let mut read = self.read.borrow_mut();
+        match &*read {
+            Reads::Nothing => {
+                *read = Reads::One(Source {
+                    namespace: namespace.into(),
+                    grouped: grouped.into(),
+                    revision,
+                });
+            }
+            Reads::One(s)
+                if s.revision == revision
+                    && &*s.namespace == namespace
+                    && &*s.grouped == grouped => {}
+            Reads::One(_) | Reads::More => *read = Reads::More,
+        }
+    }
+
+    fn saw_more(&self) {
+        *self.read.borrow_mut() = Reads::More;
+    }
+}
 
 fn grouped(name: &ServiceName) -> String {
     let mut g = String::with_capacity(name.group.len() + 2 + name.service.len());
@@ -65,8 +136,10 @@ impl Zone for StoreZone<'_> {
     fn hosts(&self, name: &ServiceName, visit: &mut dyn FnMut(Host<'_>)) -> bool {
         let grouped = grouped(name);
         let cluster: Vec<&str> = name.cluster.iter().map(String::as_str).collect();
-        self.0
+        let found = self
+            .store
             .read(ServiceRef::new(&name.namespace, &grouped), |snap| {
+                self.saw(&name.namespace, &grouped, snap.revision());
                 // A cluster no instance is in is not a name (NXDOMAIN);
                 // one whose instances are all down is (NODATA).
                 if let Some(c) = &name.cluster {
@@ -87,8 +160,12 @@ impl Zone for StoreZone<'_> {
                     });
                 }
                 true
-            })
-            .unwrap_or(false)
+            });
+        // A missing service's answer depends on its namespace's others.
+        found.unwrap_or_else(|| {
+            self.saw_more();
+            false
+        })
     }
 
     fn instance(
@@ -100,8 +177,10 @@ impl Zone for StoreZone<'_> {
     ) -> bool {
         let grouped = grouped(name);
         let cluster = name.cluster.as_deref().unwrap_or_default();
-        self.0
+        let found = self
+            .store
             .read(ServiceRef::new(&name.namespace, &grouped), |snap| {
+                self.saw(&name.namespace, &grouped, snap.revision());
                 let addr = registry_core::InstanceAddr { cluster, ip, port };
                 match snap.find_any(addr) {
                     Some(i) if i.enabled => {
@@ -112,12 +191,16 @@ impl Zone for StoreZone<'_> {
                     }
                     _ => false,
                 }
-            })
-            .unwrap_or(false)
+            });
+        found.unwrap_or_else(|| {
+            self.saw_more();
+            false
+        })
     }
 
     fn has_services(&self, parent: &Parent) -> bool {
-        self.0
+        self.saw_more();
+        self.store
             .list_services(&parent.namespace, parent.group.as_deref(), 1, 1)
             .count
             > 0
@@ -133,6 +216,8 @@ pub struct DnsStats {
     answers: [Counter; Rcode::ALL.len()],
     /// Answers sent with the TC bit.
     truncated: Counter,
+    /// Answers copied from the cache.
+    cached: Counter,
     /// Time from a query's arrival to its answer being encoded.
     latency: Histogram,
 }
@@ -143,6 +228,7 @@ impl Default for DnsStats {
             queries: Default::default(),
             answers: Default::default(),
             truncated: Counter::default(),
+            cached: Counter::default(),
             latency: Histogram::latency(),
         }
     }
@@ -187,6 +273,12 @@ impl DnsStats {
         );
         e.sample("registry_dns_truncated_total", &[], self.truncated.get());
         e.family(
+            "registry_dns_cached_total",
+            Kind::Counter,
+            "DNS answers copied from the answer cache (of the answers above).",
+        );
+        e.sample("registry_dns_cached_total", &[], self.cached.get());
+        e.family(
             "registry_dns_latency_seconds",
             Kind::Histogram,
             "Time from a DNS query's arrival to its answer, in seconds.",
@@ -196,11 +288,13 @@ impl DnsStats {
     }
 }
 
-/// What the door's tasks share: the responder, the store and the counters.
+/// What the door's tasks share: the responder, the store, the answer
+/// cache and the counters.
 pub struct Dns {
     responder: Responder,
     store: Arc<Store>,
     stats: Arc<DnsStats>,
+    cache: AnswerCache,
     /// Where the next answer's records start (round robin).
     rotate: AtomicUsize,
 }
@@ -220,24 +314,50 @@ impl Dns {
             responder: Responder::new(domain, ttl)?,
             store,
             stats,
+            cache: AnswerCache::new(CACHE_BUDGET),
             rotate: AtomicUsize::new(0),
         })
     }
 
-    /// The pure answer to one query, counted; `None`: send nothing.
+    /// The answer to one query, counted; `None`: send nothing.
     pub fn answer(&self, query: &[u8], transport: Transport) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        self.answer_into(query, transport, &mut out).then_some(out)
+    }
+
+    /// Writes the answer to one query into `out`, counted; `false`: send
+    /// nothing. A hit is counted as the answer it copies.
+    pub fn answer_into(&self, query: &[u8], transport: Transport, out: &mut Vec<u8>) -> bool {
         let started = Instant::now();
         self.stats.queries[usize::from(transport == Transport::Tcp)].inc();
         let rotate = self.rotate.fetch_add(1, Ordering::Relaxed);
-        let response = self
-            .responder
-            .respond(query, transport, &StoreZone(&self.store), rotate)?;
-        self.stats.answers[response.rcode.index()].inc();
-        if response.truncated {
+        let current = |namespace: &str, grouped: &str| {
+            self.store
+                .read(ServiceRef::new(namespace, grouped), |s| s.revision())
+        };
+        if let Some(hit) = self.cache.get(query, transport, rotate, current, out) {
+            self.stats.cached.inc();
+            self.count(hit.rcode, hit.truncated, started);
+            return true;
+        }
+        let zone = StoreZone::new(&self.store);
+        let Some(response) = self.responder.respond(query, transport, &zone, rotate) else {
+            return false;
+        };
+        if let Some(source) = zone.source() {
+            self.cache.put(query, transport, rotate, source, &response);
+        }
+        self.count(response.rcode, response.truncated, started);
+        *out = response.bytes;
+        true
+    }
+
+    fn count(&self, rcode: Rcode, truncated: bool, started: Instant) {
+        self.stats.answers[rcode.index()].inc();
+        if truncated {
             self.stats.truncated.inc();
         }
         self.stats.latency.record_duration(started.elapsed());
-        Some(response.bytes)
     }
 }
 
@@ -272,21 +392,35 @@ pub fn bind(addr: SocketAddr) -> anyhow::Result<(std::net::UdpSocket, std::net::
     }
 }
 
-/// Answers datagrams until `stop`.
+/// Answers datagrams until `stop`, a batch per wake-up ([`udp`]).
 pub async fn serve_udp(dns: Arc<Dns>, socket: UdpSocket, stop: CancellationToken) {
-    let mut buf = vec![0u8; UDP_READ];
+    use std::io::ErrorKind::WouldBlock;
+    use tokio::io::Interest;
+    let mut batch = udp::Batch::default();
     loop {
-        let (n, peer) = tokio::select! {
+        tokio::select! {
             _ = stop.cancelled() => return,
-            r = socket.recv_from(&mut buf) => match r {
-                Ok(r) => r,
-                // ICMP errors of earlier sends surface here; keep serving.
-                Err(_) => continue,
-            },
-        };
-        if let Some(answer) = dns.answer(&buf[..n], Transport::Udp) {
-            // A lost answer is the client's retry to make, as in all UDP.
-            let _ = socket.send_to(&answer, peer).await;
+            r = socket.readable() => if r.is_err() { continue },
+        }
+        match socket.try_io(Interest::READABLE, || batch.recv(&socket)) {
+            Ok(_) => {}
+            // Nothing after all (the readiness was stale), or an ICMP
+            // error of an earlier send: keep serving.
+            Err(_) => continue,
+        }
+        let ready = batch.answer(&dns);
+        let mut sent = 0;
+        // Each pass sends at least one answer or skips one, so this ends.
+        while sent < ready {
+            match socket.try_io(Interest::WRITABLE, || batch.send(&socket, sent)) {
+                Ok(n) => sent += n.max(1),
+                Err(e) if e.kind() == WouldBlock => tokio::select! {
+                    _ = stop.cancelled() => return,
+                    r = socket.writable() => if r.is_err() { return },
+                },
+                // A lost answer is the client's retry to make, as in all UDP.
+                Err(_) => sent += 1,
+            }
         }
     }
 }
@@ -315,7 +449,7 @@ pub async fn serve_tcp(dns: Arc<Dns>, listener: TcpListener, stop: CancellationT
 /// One TCP connection: length-prefixed queries, answered in order.
 async fn serve_connection(dns: Arc<Dns>, mut stream: TcpStream, stop: CancellationToken) {
     let _ = stream.set_nodelay(true);
-    let mut query = Vec::new();
+    let (mut query, mut answer, mut framed) = (Vec::new(), Vec::new(), Vec::new());
     loop {
         let mut len = [0u8; 2];
         let read = async {
@@ -330,11 +464,11 @@ async fn serve_connection(dns: Arc<Dns>, mut stream: TcpStream, stop: Cancellati
                 _ => return,
             },
         }
-        let Some(answer) = dns.answer(&query, Transport::Tcp) else {
+        if !dns.answer_into(&query, Transport::Tcp, &mut answer) {
             return;
-        };
+        }
         // The responder keeps a TCP answer within 65,535 bytes.
-        let mut framed = Vec::with_capacity(answer.len() + 2);
+        framed.clear();
         framed.extend_from_slice(&(answer.len() as u16).to_be_bytes());
         framed.extend_from_slice(&answer);
         if stream.write_all(&framed).await.is_err() {

@@ -69,7 +69,7 @@ pub struct CachedList {
 }
 
 impl CachedList {
-    fn new(revision: u64, body: Vec<u8>) -> CachedList {
+    pub(crate) fn new(revision: u64, body: Vec<u8>) -> CachedList {
         CachedList {
             revision,
             body: body.into_boxed_slice(),

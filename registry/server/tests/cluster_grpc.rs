@@ -487,7 +487,17 @@ async fn register_many(node: &Node, service: &str, count: u16) {
                     port % 250 + 1,
                     10_000 + port
                 );
-                let (status, body) = conn.call(Method::Post, &target).await.expect("register");
+                // A member that is (re)loading its peers' snapshot answers 503
+                // "server is starting", and a client retries, as Nacos's do.
+                let mut tries = 0;
+                let (status, body) = loop {
+                    let (status, body) = conn.call(Method::Post, &target).await.expect("register");
+                    if status != 503 || !body.contains("server is starting") || tries == 200 {
+                        break (status, body);
+                    }
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                };
                 assert_eq!((status, body.as_str()), (200, "ok"));
             }
         }));

@@ -1493,6 +1493,137 @@ async fn a_large_pipelined_batch_is_answered_completely() {
     server.stop().await;
 }
 
+/// Splits the first response off `buf`: (status, head, body), and the bytes
+/// it took; `None` while it is incomplete. `head_only` for the answer to a
+/// HEAD request (a `Content-Length`, no body).
+fn split_response(buf: &[u8], head_only: bool) -> Option<(u16, String, Vec<u8>, usize)> {
+    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8(buf[..end].to_vec()).expect("utf-8 head");
+    let status = head[9..12].parse().expect("status");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .expect("Content-Length")
+        .parse()
+        .expect("length");
+    let body_len = if head_only { 0 } else { length };
+    let body = buf.get(end..end + body_len)?.to_vec();
+    Some((status, head, body, end + body_len))
+}
+
+/// Large cached lists go out from the cache (`writev`, not copied into the
+/// write buffer): pipelined with HEADs of the same list, deferred
+/// (persistent) writes and other answers, more of them than one write
+/// shares and more bytes than the flush threshold and the client's small
+/// socket buffer, every answer comes whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_large_lists_go_out_whole_and_in_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::with(Config {
+        data_dir: Some(dir.path().to_path_buf()),
+        ..Config::for_test()
+    })
+    .await;
+    for i in 0..10 {
+        register(
+            &server,
+            &format!("serviceName=big-list&ip=10.1.0.{i}&port=8080&metadata=version%3D1.0.0"),
+        )
+        .await;
+    }
+    let target = format!("{NS}/instance/list?serviceName=big-list");
+    let reference = list(&server, "serviceName=big-list").await;
+    let size = server.call(Method::Get, &target).await.body.len();
+    // Past the size from which the server shares cached bodies.
+    assert!(
+        size > 2048,
+        "a list of {size} B is too small to test sharing"
+    );
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Kind {
+        List,
+        Head,
+        Persistent,
+        Other,
+    }
+    let kinds: Vec<Kind> = (0..300)
+        .map(|i| match i % 10 {
+            3 => Kind::Head,
+            6 => Kind::Persistent,
+            8 => Kind::Other,
+            _ => Kind::List,
+        })
+        .collect();
+    let mut batch = Vec::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        batch.extend(match kind {
+            Kind::List => http("GET", &target, &[], ""),
+            Kind::Head => http("HEAD", &target, &[], ""),
+            Kind::Persistent => http(
+                "POST",
+                &format!(
+                    "{NS}/instance?serviceName=kept&ip=10.2.0.1&port={}&ephemeral=false",
+                    1000 + i
+                ),
+                &[],
+                "",
+            ),
+            Kind::Other => http("GET", &format!("{NS}/operator/switches"), &[], ""),
+        });
+    }
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("buffer size");
+    let (mut rd, mut wr) = socket
+        .connect(server.http_addr)
+        .await
+        .expect("connect")
+        .into_split();
+    let writer = tokio::spawn(async move { wr.write_all(&batch).await });
+    let (mut buf, mut chunk, mut seen) = (Vec::new(), [0u8; 1024], 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen < kinds.len() {
+        while let Some((status, head, body, used)) = kinds
+            .get(seen)
+            .and_then(|k| split_response(&buf, *k == Kind::Head))
+        {
+            let kind = kinds[seen];
+            assert_eq!(status, 200, "response {seen} ({kind:?}): {head}");
+            match kind {
+                Kind::List => {
+                    let v: Value = serde_json::from_slice(&body).expect("list JSON");
+                    assert_eq!(v["hosts"], reference["hosts"], "response {seen}");
+                    assert_eq!(body.len(), size, "response {seen}");
+                }
+                Kind::Head => {
+                    assert!(
+                        head.contains(&format!("Content-Length: {size}\r\n")),
+                        "{head}"
+                    );
+                }
+                Kind::Persistent => assert_eq!(body, b"ok", "response {seen}"),
+                Kind::Other => assert!(body.starts_with(b"{"), "response {seen}"),
+            }
+            buf.drain(..used);
+            seen += 1;
+        }
+        if seen == kinds.len() {
+            break;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let got = tokio::time::timeout(left, rd.read(&mut chunk))
+            .await
+            .expect("answers in time")
+            .expect("read");
+        assert!(got > 0, "closed after {seen} of {} responses", kinds.len());
+        buf.extend_from_slice(&chunk[..got]);
+    }
+    assert!(buf.is_empty(), "{} bytes past the last answer", buf.len());
+    writer.await.expect("writer").expect("write");
+    let kept = list(&server, "serviceName=kept").await;
+    assert_eq!(kept["hosts"].as_array().map(Vec::len), Some(30));
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http10_closes_by_default() {
     let server = TestServer::spawn().await;

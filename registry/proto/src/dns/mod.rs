@@ -48,6 +48,11 @@ use name::{Parent, ServiceName, Target};
 pub const MAX_UDP_PAYLOAD: u16 = 1232;
 /// The UDP size without EDNS (RFC 1035 §4.2.1).
 pub const PLAIN_UDP_PAYLOAD: u16 = 512;
+/// How many places a service's records may start at (see
+/// [`Responder::respond`]'s `rotate`): every instance of a service of up
+/// to this many, and this many evenly spaced ones of a larger service. A
+/// bounded number, so that a cache can hold every order of an answer.
+pub const ROTATIONS: usize = 16;
 
 /// One instance a service name serves.
 #[derive(Clone, Copy, Debug)]
@@ -152,6 +157,9 @@ pub struct Response {
     pub rcode: Rcode,
     /// Whether the TC bit is set: not everything fit.
     pub truncated: bool,
+    /// How many different orders of its records this answer has: `rotate`
+    /// values equal modulo this give the same bytes (1: no order to vary).
+    pub rotations: usize,
 }
 
 /// Answers queries for one domain.
@@ -206,7 +214,12 @@ impl Responder {
 
     /// Answers one query; `None` when it gets no answer (see the module
     /// header). `rotate` shifts where a service's records start, so that
-    /// clients taking the first records spread over the instances.
+    /// clients taking the first records spread over the instances: at
+    /// instance `rotate % n` of `n` up to [`ROTATIONS`], and at one of
+    /// [`ROTATIONS`] evenly spaced instances of a larger service (so a
+    /// truncated answer still starts anywhere in it). The answer depends
+    /// on the query's id and RD bit only in its own id and RD bit: two
+    /// queries that differ only there get answers that differ only there.
     pub fn respond(
         &self,
         query: &[u8],
@@ -254,17 +267,21 @@ impl Responder {
             return Some(self.finish(out, Rcode::FormErr, transport, limit));
         };
         out.add_query(question.clone());
-        let rcode = self.lookup(question, &mut out, zone, rotate);
-        Some(self.finish(out, rcode, transport, limit))
+        let mut rotations = 1;
+        let rcode = self.lookup(question, &mut out, zone, (rotate, &mut rotations));
+        let mut response = self.finish(out, rcode, transport, limit);
+        response.rotations = rotations;
+        Some(response)
     }
 
-    /// Fills `out` with the answer to `question`.
+    /// Fills `out` with the answer to `question`; `rotate` is where a
+    /// service's records start and where the number of starts it has goes.
     fn lookup(
         &self,
         question: &hickory_proto::op::Query,
         out: &mut Message,
         zone: &dyn Zone,
-        rotate: usize,
+        rotate: (usize, &mut usize),
     ) -> Rcode {
         let qname = question.name();
         if question.query_class() != DNSClass::IN || !self.domain.zone_of(qname) {
@@ -307,7 +324,7 @@ impl Responder {
         s: &ServiceName,
         out: &mut Message,
         zone: &dyn Zone,
-        rotate: usize,
+        (rotate, rotations): (usize, &mut usize),
     ) -> bool {
         let mut hosts: Vec<(IpAddr, u16, f64, usize)> = Vec::new();
         let mut clusters: Vec<String> = Vec::new();
@@ -320,8 +337,14 @@ impl Responder {
         if !exists || hosts.is_empty() {
             return exists;
         }
-        let start = rotate % hosts.len();
+        let (start, starts) = rotation(rotate, hosts.len());
         hosts.rotate_left(start);
+        if matches!(
+            qtype,
+            RecordType::A | RecordType::AAAA | RecordType::ANY | RecordType::SRV
+        ) {
+            *rotations = starts;
+        }
         match qtype {
             RecordType::A | RecordType::AAAA | RecordType::ANY => {
                 let mut seen = std::collections::HashSet::with_capacity(hosts.len());
@@ -446,6 +469,7 @@ impl Responder {
                 bytes,
                 rcode,
                 truncated,
+                rotations: 1,
             },
             None => self.servfail(&out),
         }
@@ -458,6 +482,7 @@ impl Responder {
         out.set_id(failed.id())
             .set_message_type(MessageType::Response)
             .set_op_code(failed.op_code())
+            .set_recursion_desired(failed.recursion_desired())
             .set_response_code(ResponseCode::ServFail);
         out.add_queries(failed.queries().iter().cloned());
         let bytes = encode(&out, u16::MAX).map(|r| r.0).unwrap_or_default();
@@ -465,7 +490,18 @@ impl Responder {
             bytes,
             rcode: Rcode::ServFail,
             truncated: false,
+            rotations: 1,
         }
+    }
+}
+
+/// Where `rotate` starts a service of `n` records, and how many starts
+/// there are (see [`Responder::respond`]).
+fn rotation(rotate: usize, n: usize) -> (usize, usize) {
+    if n <= ROTATIONS {
+        (rotate % n, n)
+    } else {
+        ((rotate % ROTATIONS) * n / ROTATIONS, ROTATIONS)
     }
 }
 

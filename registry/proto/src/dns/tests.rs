@@ -264,3 +264,72 @@ fn hostile_packets_get_formerr_or_nothing() {
     q[2] |= 0x80;
     assert!(r.respond(&q, Transport::Udp, &zone, 0).is_none());
 }
+
+#[test]
+fn rotation_has_bounded_starts_spread_over_a_large_service() {
+    let r = Responder::new("nacos.", 5).unwrap();
+    let first_a = |n: u32, rotate: usize| {
+        let q = query("orders.nacos.", RecordType::A, Some(1232));
+        let resp = r.respond(&q, Transport::Tcp, &Fixed { n }, rotate).unwrap();
+        let msg = Message::from_vec(&resp.bytes).unwrap();
+        let first = msg.answers()[0].data().to_string();
+        (first, resp.rotations, resp.bytes)
+    };
+    // Up to ROTATIONS records: every one starts an answer in turn.
+    let starts: std::collections::HashSet<_> = (0..4).map(|k| first_a(4, k).0).collect();
+    assert_eq!(starts.len(), 4);
+    assert_eq!(first_a(4, 0).1, 5, "four and the IPv6 one");
+    // Past it: ROTATIONS starts, spread over the whole service, and
+    // rotations equal modulo ROTATIONS answer the same bytes.
+    let n = 20 * super::ROTATIONS as u32;
+    let starts: Vec<_> = (0..super::ROTATIONS).map(|k| first_a(n, k).0).collect();
+    assert_eq!(
+        starts
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        super::ROTATIONS
+    );
+    assert_eq!(first_a(n, 3).1, super::ROTATIONS);
+    assert_eq!(first_a(n, 3).2, first_a(n, 3 + super::ROTATIONS).2);
+    assert_eq!(starts[super::ROTATIONS - 1], Fixed::ip(n - 20).to_string());
+    // A type without records to order has one order.
+    let q = query("orders.nacos.", RecordType::TXT, None);
+    assert_eq!(
+        r.respond(&q, Transport::Udp, &Fixed { n: 4 }, 1)
+            .unwrap()
+            .rotations,
+        1
+    );
+}
+
+#[test]
+fn the_id_and_rd_bit_change_the_answer_there_alone() {
+    let r = Responder::new("nacos.", 5).unwrap();
+    let zone = Fixed { n: 40 };
+    let mut queries = vec![
+        query("orders.nacos.", RecordType::A, None),
+        query("orders.nacos.", RecordType::SRV, Some(1232)),
+        query("missing.nacos.", RecordType::A, None),
+        query("idle.nacos.", RecordType::A, Some(4096)),
+        query("other.zone.", RecordType::A, None),
+    ];
+    let mut bad_version = query("orders.nacos.", RecordType::A, Some(1232));
+    let at = bad_version.len() - 5; // the OPT record's version byte
+    bad_version[at] = 1;
+    queries.push(bad_version);
+    for q in &queries {
+        for transport in [Transport::Udp, Transport::Tcp] {
+            let a = r.respond(q, transport, &zone, 3).unwrap();
+            let mut other = q.clone();
+            other[..2].copy_from_slice(&[0xbe, 0xef]);
+            other[2] ^= 1;
+            let b = r.respond(&other, transport, &zone, 3).unwrap();
+            assert_eq!(&b.bytes[..2], &[0xbe, 0xef]);
+            assert_eq!(b.bytes[2] & 1, other[2] & 1, "RD copied");
+            assert_eq!(a.bytes[2] ^ b.bytes[2], 1);
+            assert_eq!(a.bytes[3..], b.bytes[3..]);
+            assert_eq!((a.rcode, a.truncated), (b.rcode, b.truncated));
+        }
+    }
+}

@@ -26,6 +26,7 @@
 //! the clients send. Buffers grown for a large request shrink back once it
 //! is answered.
 
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -39,11 +40,12 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use tokio_util::task::TaskTracker;
 
 use super::error::{Failure, TOO_MANY_CONNECTIONS};
+use super::responses::{Responses, SLICES};
 use super::{answer, Later, Scratch};
 use crate::buffers::{BufferBudget, READ_CHUNK};
 use crate::state::App;
 
-/// Write buffer size after which a pipelined batch is flushed before the
+/// Bytes of responses after which a pipelined batch is written before the
 /// rest is answered, bounding per-connection memory.
 const FLUSH_AT: usize = 256 * 1024;
 /// Longest a connection closed with an error response drains its input.
@@ -273,15 +275,14 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
         // so that `clock` no longer says when it was answered.
         let mut waited = !batch.later.is_empty();
         batch.finish_later().await;
-        let wbuf = &mut batch.wbuf;
-        if !wbuf.is_empty() && !write_all(app, &mut stream, wbuf, write_timeout, &mut waited).await
-        {
+        let out = &mut batch.out;
+        if !out.is_empty() && !write_out(app, &mut stream, out, write_timeout, &mut waited).await {
             return;
         }
-        wbuf.clear();
-        if wbuf.capacity() > SHRINK_ABOVE {
-            wbuf.shrink_to(READ_CHUNK);
-        }
+        // Large cached bodies are not in the buffer (see `responses`), so a
+        // batch of lists leaves it small; one grown past this by other large
+        // answers is given back rather than kept by an idle connection.
+        out.clear(SHRINK_ABOVE, READ_CHUNK);
         if !answered.open || shutting_down {
             let _ = stream.shutdown().await;
             return;
@@ -326,10 +327,11 @@ async fn connection(app: &App, mut stream: TcpStream, peer: SocketAddr, cancel: 
 pub(crate) struct Batch<'a> {
     /// The answers, written at the end of the batch. Allocated by the first
     /// response, not by a client that never sends one.
-    pub(crate) wbuf: Vec<u8>,
+    pub(crate) out: Responses,
     scratch: Scratch,
     /// Responses still to come (persistent writes, logins), each with the
-    /// write-buffer offset its bytes belong at, so the batch keeps its order.
+    /// place its bytes belong at ([`Responses::mark`]), so the batch keeps
+    /// its order.
     later: Vec<(usize, Later<'a>)>,
     /// `100 Continue` was sent for the request now being read.
     continued: bool,
@@ -347,7 +349,8 @@ pub(crate) struct Progress {
 
 impl<'a> Batch<'a> {
     /// Answers the complete requests at the front of `buffered`, until it
-    /// holds none or the write buffer reaches [`FLUSH_AT`].
+    /// holds none, the responses reach [`FLUSH_AT`] bytes, or they share
+    /// as many bodies as one write takes.
     pub(crate) fn answer(
         &mut self,
         app: &'a App,
@@ -372,31 +375,31 @@ impl<'a> Batch<'a> {
                 Ok(Some((request, used))) => {
                     done.consumed += used;
                     self.continued = false;
-                    let wbuf = &mut self.wbuf;
+                    let out = &mut self.out;
                     done.open = match answer(
                         app,
                         &request,
                         peer,
                         &mut self.scratch,
-                        wbuf,
+                        out,
                         shutting_down,
                         clock,
                     ) {
                         super::Answered::Now(keep_alive) => keep_alive,
                         super::Answered::Later(l) => {
                             let keep_alive = l.keep_alive;
-                            self.later.push((wbuf.len(), l));
+                            self.later.push((out.mark(), l));
                             keep_alive
                         }
                     };
-                    if self.wbuf.len() >= FLUSH_AT {
+                    if out.len() >= FLUSH_AT || out.is_full() {
                         done.backlog = true;
                         break;
                     }
                 }
                 Ok(None) => {
                     if !self.continued && needs_continue(rest, &app.http_limits) {
-                        self.wbuf.extend_from_slice(CONTINUE);
+                        self.out.bytes().extend_from_slice(CONTINUE);
                         self.continued = true;
                     }
                     break;
@@ -405,7 +408,8 @@ impl<'a> Batch<'a> {
                     // The stream cannot be resynchronised: answer and close.
                     let f = Failure::from(e);
                     let text = f.text.as_bytes();
-                    write_response(&mut self.wbuf, f.status, ContentType::Text, text, false);
+                    let out = self.out.bytes();
+                    write_response(out, f.status, ContentType::Text, text, false);
                     app.metrics.request(None, f.status, Duration::ZERO);
                     done.open = false;
                 }
@@ -425,8 +429,7 @@ impl<'a> Batch<'a> {
         for (at, l) in self.later.drain(..) {
             bytes.clear();
             l.finish(&mut bytes).await;
-            self.wbuf
-                .splice(at + shift..at + shift, bytes.iter().copied());
+            self.out.insert(at + shift, &bytes);
             shift += bytes.len();
         }
     }
@@ -503,6 +506,50 @@ async fn write_all(
     };
     *waited = true;
     match tokio::time::timeout(limit, stream.write_all(bytes)).await {
+        Ok(Ok(())) => true,
+        Ok(Err(_)) => false,
+        Err(_) => {
+            app.metrics.write_timeouts.inc();
+            false
+        }
+    }
+}
+
+/// Writes a batch's responses within `limit`, as [`write_all`] does: one
+/// `write` of the bytes when no body is shared, else one `writev` of the
+/// bytes' pieces and the shared bodies.
+async fn write_out(
+    app: &App,
+    stream: &mut TcpStream,
+    out: &Responses,
+    limit: Duration,
+    waited: &mut bool,
+) -> bool {
+    if let Some(bytes) = out.contiguous() {
+        return write_all(app, stream, bytes, limit, waited).await;
+    }
+    let mut slices = [IoSlice::new(&[]); SLICES];
+    let n = out.slices(&mut slices);
+    let mut rest = &mut slices[..n];
+    match stream.try_write_vectored(rest) {
+        Ok(n) => IoSlice::advance_slices(&mut rest, n),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(_) => return false,
+    }
+    if rest.is_empty() {
+        return true;
+    }
+    *waited = true;
+    let finish = async {
+        while !rest.is_empty() {
+            match stream.write_vectored(rest).await? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n => IoSlice::advance_slices(&mut rest, n),
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    };
+    match tokio::time::timeout(limit, finish).await {
         Ok(Ok(())) => true,
         Ok(Err(_)) => false,
         Err(_) => {

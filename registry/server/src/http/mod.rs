@@ -1,8 +1,9 @@
 //! HTTP/1.1 serving: accept, frame pipelined requests, route, answer.
 //!
 //! A connection reads into one buffer, answers every complete request in
-//! it into one write buffer (so a pipelined batch costs one `write`), then
-//! reads again. Handlers are synchronous: every registry operation is a
+//! it into one write buffer (so a pipelined batch costs one `write`; large
+//! cached bodies are not copied into it but written from the cache, by
+//! `writev`), then reads again. Handlers are synchronous: every registry operation is a
 //! short, non-blocking call into the store. Two kinds of request finish
 //! later: persistent writes, answered once their commit is durable (see
 //! [`crate::persist`]), and logins, whose key derivation runs off the
@@ -25,6 +26,7 @@
 //! # Layout
 //! - `conn`: the accept loop and the per-connection read/answer/write loop.
 //! - `door`: the door the server registers ([`HttpDoor`]: bind, start, drain).
+//! - `responses`: a batch's responses, large cached bodies shared, not copied.
 //! - `instance`, `service`, `operator`: one handler module per API resource.
 //! - `v1`: the v1 endpoints past the 1.x core (batches, health, catalog, ...).
 //! - `openapi`: the door of the v2 and v3 APIs (the `Result` envelope).
@@ -41,6 +43,7 @@ mod namespace;
 mod openapi;
 mod operator;
 mod query;
+mod responses;
 mod service;
 mod v1;
 mod writes;
@@ -60,6 +63,7 @@ use registry_proto::params::Params;
 pub use conn::serve;
 pub(crate) use conn::Batch;
 pub use door::HttpDoor;
+pub(crate) use responses::Responses;
 
 use crate::reply::Verdict;
 pub(crate) use crate::reply::{Deferred, Done, Failure, Reply};
@@ -205,7 +209,7 @@ pub(crate) fn answer<'a>(
     request: &Request<'_>,
     peer: SocketAddr,
     scratch: &mut Scratch,
-    out: &mut Vec<u8>,
+    out: &mut Responses,
     shutting_down: bool,
     clock: &mut Instant,
 ) -> Answered<'a> {
@@ -225,7 +229,7 @@ pub(crate) fn answer<'a>(
     // that), so asking only on a miss answers the same and costs the API's
     // requests, beats above all, nothing.
     if routed.is_err() && crate::console::claims(request.path) {
-        crate::console::answer(app, request, peer, out, connection);
+        crate::console::answer(app, request, peer, out.bytes(), connection);
         *clock = Instant::now();
         return Answered::Now(keep_alive);
     }
@@ -277,7 +281,7 @@ pub(crate) fn answer<'a>(
 /// tail of every beat's answer, split out only to keep `answer` readable.)
 #[inline]
 fn write_now(
-    out: &mut Vec<u8>,
+    out: &mut Responses,
     result: Result<Reply, Failure>,
     scratch: &Scratch,
     routed: &Result<Route, RouteError<'_>>,
@@ -285,6 +289,18 @@ fn write_now(
     connection: Connection,
 ) -> u16 {
     match result {
+        Ok(Reply::Cached(c)) if !head_only && c.body.len() >= responses::SHARE_FROM => {
+            // Written by reference: see `responses`.
+            write_response_head(
+                out.bytes(),
+                200,
+                ContentType::Json,
+                c.body.len(),
+                connection,
+            );
+            out.share(c);
+            200
+        }
         Ok(reply) => {
             let (ct, body): (ContentType, &[u8]) = match &reply {
                 Reply::Text(t) => (ContentType::Text, t.as_bytes()),
@@ -294,9 +310,10 @@ fn write_now(
                 // Returned above.
                 Reply::Later(_) => (ContentType::Text, b""),
             };
-            respond(out, 200, ct, body, head_only, connection)
+            respond(out.bytes(), 200, ct, body, head_only, connection)
         }
         Err(f) => {
+            let out = out.bytes();
             let start = out.len();
             let status = respond(
                 out,
