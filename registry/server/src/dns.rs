@@ -51,7 +51,9 @@ use tokio_util::task::TaskTracker;
 use cache::{AnswerCache, Source};
 pub use udp::UDP_BATCH;
 
-use crate::metrics::{Counter, Histogram};
+use crate::config::Config;
+use crate::door::{Bound, Door, Running};
+use crate::metrics::{Counter, Histogram, Render};
 use registry_proto::prometheus::{Exposition, Kind};
 
 /// How long a TCP connection may wait for its next query.
@@ -472,5 +474,42 @@ async fn serve_connection(dns: Arc<Dns>, mut stream: TcpStream, stop: Cancellati
         if stream.write_all(&framed).await.is_err() {
             return;
         }
+    }
+}
+
+/// The DNS door as the server registers it (`lib.rs`'s `DOORS`): off
+/// without `--dns-listen`; its socket pair bound by [`bind`], served by
+/// [`serve_udp`] and [`serve_tcp`] over the store's snapshots, with its
+/// [`DnsStats`] on `/metrics`. It takes the store and its settings, nothing
+/// of the other doors' state.
+pub struct DnsDoor;
+
+impl Door for DnsDoor {
+    fn name(&self) -> &'static str {
+        "dns"
+    }
+
+    fn bind(&self, config: &Config) -> anyhow::Result<Option<Bound>> {
+        let Some(addr) = config.dns_listen else {
+            return Ok(None);
+        };
+        let (udp, tcp) = bind(addr)?;
+        Ok(Some(Bound::new(udp.local_addr()?, move |views| {
+            let (c, stats) = (views.config(), Arc::<DnsStats>::default());
+            let dns = Dns::new(&c.dns_domain, c.dns_ttl, views.store(), stats.clone())?;
+            let dns = Arc::new(dns);
+            let (udp, tcp) = (UdpSocket::from_std(udp)?, TcpListener::from_std(tcp)?);
+            let tasks = TaskTracker::new();
+            tasks.spawn(serve_udp(dns.clone(), udp, views.stop()));
+            tasks.spawn(serve_tcp(dns, tcp, views.stop()));
+            tasks.close();
+            Ok(Running::spawn(async move { tasks.wait().await }).with_metrics(stats))
+        })))
+    }
+}
+
+impl Render for DnsStats {
+    fn render(&self, e: &mut Exposition<'_>) {
+        DnsStats::render(self, e);
     }
 }

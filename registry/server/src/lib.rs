@@ -16,6 +16,10 @@
 //! - [`notifier`]: the single task that owns push state: coalescing, fan-out,
 //!   batched UDP sends, acks and the one resend.
 //! - [`pusher`]: batched UDP I/O (`sendmmsg`, `recvmmsg`).
+//! - [`door`]: the door seam: what a door is to the server (bind, start with
+//!   the views it may use, drain in its shutdown phase, metrics); [`DOORS`]
+//!   registers them: HTTP, [`udp`] (the push socket the notifier serves),
+//!   gRPC and [`dns`].
 //! - [`dns`]: the DNS door (`--dns-listen`): A, AAAA, SRV and TXT answers
 //!   from the store's snapshots, over UDP and TCP.
 //! - [`grpc`]: the Nacos 2.x gRPC server: requests, streams, admission;
@@ -64,6 +68,7 @@ pub mod config;
 pub mod console;
 pub mod disk;
 pub mod dns;
+pub mod door;
 pub mod embed;
 pub mod events;
 pub mod footprint;
@@ -86,6 +91,7 @@ pub mod startup;
 pub mod state;
 pub mod subscriber_list;
 pub mod sweeper;
+pub mod udp;
 pub mod users;
 pub mod write;
 
@@ -96,22 +102,25 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use door::Door as _;
 
 pub use config::Config;
 pub use embed::Embedded;
 pub use state::App;
 
-/// The sockets a server serves on, bound before it runs.
+/// The server's doors, in the order they are bound, started and rendered on
+/// `/metrics`: registering a door is one line here (see [`door`]).
+pub const DOORS: &[&dyn door::Door] = &[
+    &http::HttpDoor,
+    &udp::UdpDoor,
+    &grpc::GrpcDoor,
+    &dns::DnsDoor,
+];
+
+/// The sockets a server serves on, bound before it runs: every door of
+/// [`DOORS`] the configuration turns on.
 pub struct Listeners {
-    /// The HTTP listener.
-    pub http: std::net::TcpListener,
-    /// The UDP socket pushes leave from and acks arrive on.
-    pub udp: std::net::UdpSocket,
-    /// The gRPC (Nacos 2.x) listener.
-    pub grpc: std::net::TcpListener,
-    /// The DNS door's socket and listener (one port); `None` without
-    /// `--dns-listen`.
-    pub dns: Option<(std::net::UdpSocket, std::net::TcpListener)>,
+    bound: Vec<(&'static dyn door::Door, door::Bound)>,
 }
 
 impl Listeners {
@@ -120,74 +129,87 @@ impl Listeners {
     /// # Errors
     /// When an address cannot be bound.
     pub fn bind(config: &Config) -> anyhow::Result<Listeners> {
-        let http = std::net::TcpListener::bind(config.listen)
-            .with_context(|| format!("binding HTTP {}", config.listen))?;
-        http.set_nonblocking(true)?;
-        let udp = std::net::UdpSocket::bind(config.udp_listen)
-            .with_context(|| format!("binding UDP {}", config.udp_listen))?;
-        udp.set_nonblocking(true)?;
-        let grpc_addr = config
-            .grpc_addr()
-            .context("the HTTP port + 1000 is past 65535: set --grpc-listen")?;
-        let grpc = std::net::TcpListener::bind(grpc_addr)
-            .with_context(|| format!("binding gRPC {grpc_addr} (set --grpc-listen to move it)"))?;
-        grpc.set_nonblocking(true)?;
-        let dns = config.dns_listen.map(dns::bind).transpose()?;
-        Ok(Listeners {
-            http,
-            udp,
-            grpc,
-            dns,
-        })
+        let mut bound = Vec::with_capacity(DOORS.len());
+        for &d in DOORS {
+            if let Some(b) = d.bind(config)? {
+                bound.push((d, b));
+            }
+        }
+        Ok(Listeners { bound })
+    }
+
+    /// The bound address of the door named `name` ([`door::Door::name`]),
+    /// when it is on.
+    pub fn addr(&self, name: &str) -> Option<SocketAddr> {
+        self.bound
+            .iter()
+            .find(|(d, _)| d.name() == name)
+            .map(|(_, b)| b.addr())
+    }
+
+    /// Every bound door's name and address, in [`DOORS`]' order.
+    pub fn addrs(&self) -> impl Iterator<Item = (&'static str, SocketAddr)> + '_ {
+        self.bound.iter().map(|(d, b)| (d.name(), b.addr()))
     }
 
     /// The bound DNS address (UDP and TCP), when the door is on.
     pub fn dns_addr(&self) -> Option<SocketAddr> {
-        self.dns.as_ref().and_then(|(u, _)| u.local_addr().ok())
+        self.addr(dns::DnsDoor.name())
     }
 
     /// The bound gRPC address.
     pub fn grpc_addr(&self) -> SocketAddr {
-        self.grpc
-            .local_addr()
-            .expect("bound listener has an address")
+        self.addr(grpc::GrpcDoor.name())
+            .expect("the gRPC door is always on")
     }
 
     /// The bound HTTP address.
     pub fn http_addr(&self) -> SocketAddr {
-        self.http
-            .local_addr()
-            .expect("bound listener has an address")
+        self.addr(http::HttpDoor.name())
+            .expect("the HTTP door is always on")
     }
 
     /// The bound UDP address.
     pub fn udp_addr(&self) -> SocketAddr {
-        self.udp.local_addr().expect("bound socket has an address")
+        self.addr(udp::UdpDoor.name())
+            .expect("the UDP door is always on")
+    }
+
+    /// Starts every bound door, each watching the token of its phase, and
+    /// puts its metrics on `/metrics`.
+    fn start(
+        self,
+        app: &Arc<App>,
+        stages: &shutdown::Stages,
+    ) -> anyhow::Result<Vec<(door::Phase, door::Running)>> {
+        let mut running = Vec::with_capacity(self.bound.len());
+        for (d, b) in self.bound {
+            let stop = match d.phase() {
+                door::Phase::Accept => &stages.http,
+                door::Phase::Push => &stages.notifier,
+            };
+            let r = b
+                .start(&door::Views::new(app, stop))
+                .with_context(|| format!("starting the {} door", d.name()))?;
+            if let Some(m) = r.metrics() {
+                app.door_metrics.add(m);
+            }
+            running.push((d.phase(), r));
+        }
+        Ok(running)
     }
 }
 
-/// Starts the DNS door's UDP and TCP tasks on `sockets`, tracked with the
-/// HTTP connections and stopped with them; nothing without `--dns-listen`.
-fn start_dns(
-    app: &App,
-    sockets: Option<(std::net::UdpSocket, std::net::TcpListener)>,
-    tracker: &tokio_util::task::TaskTracker,
-    stop: &tokio_util::sync::CancellationToken,
-) -> anyhow::Result<()> {
-    let Some((udp, tcp)) = sockets else {
-        return Ok(());
-    };
-    let door = Arc::new(dns::Dns::new(
-        &app.config.dns_domain,
-        app.config.dns_ttl,
-        app.store.clone(),
-        app.dns.clone(),
-    )?);
-    let udp = tokio::net::UdpSocket::from_std(udp)?;
-    let tcp = tokio::net::TcpListener::from_std(tcp)?;
-    tracker.spawn(dns::serve_udp(door.clone(), udp, stop.clone()));
-    tracker.spawn(dns::serve_tcp(door, tcp, stop.clone()));
-    Ok(())
+/// Waits until every door of `phase` has drained (they drain at once: each
+/// [`door::Running`] is its own task, watching the phase's token).
+async fn drain(doors: &mut Vec<(door::Phase, door::Running)>, phase: door::Phase) {
+    let (now, later): (Vec<_>, Vec<_>) = std::mem::take(doors)
+        .into_iter()
+        .partition(|(p, _)| *p == phase);
+    *doors = later;
+    for (_, r) in now {
+        r.drained().await;
+    }
 }
 
 /// Serves until `shutdown` resolves, then shuts down in order within the
@@ -208,12 +230,14 @@ pub async fn run(
 /// store and metrics.
 ///
 /// Shutdown order, each step bounded by the one grace period:
-/// 1. stop accepting HTTP, gRPC and DNS; open HTTP connections finish their
-///    batch, including persistent writes waiting for their commit (the
-///    writer still runs); gRPC refuses new requests and ends its streams;
+/// 1. stop accepting: every door of [`door::Phase::Accept`] (HTTP, gRPC,
+///    DNS); open HTTP connections finish their batch, including persistent
+///    writes waiting for their commit (the writer still runs); gRPC refuses
+///    new requests and ends its streams;
 /// 2. stop the health checker;
 /// 3. stop the sweeper;
-/// 4. the notifier flushes what is due and closes the UDP socket;
+/// 4. the doors of [`door::Phase::Push`]: the notifier (the UDP door)
+///    flushes what is due and closes the UDP socket;
 /// 5. the persistence writer commits what is queued, then closes the database.
 ///
 /// # Errors
@@ -224,9 +248,6 @@ pub async fn run_app(
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let stages = shutdown::Stages::default();
-    let http = tokio::net::TcpListener::from_std(listeners.http)?;
-    let udp = tokio::net::UdpSocket::from_std(listeners.udp)?;
-    let grpc_listener = tokio::net::TcpListener::from_std(listeners.grpc)?;
     let grace = app.config.grace();
 
     let writer = match &app.persist {
@@ -236,7 +257,6 @@ pub async fn run_app(
         }
         None => None,
     };
-    let notifier = tokio::spawn(notifier::run(app.pushes(), udp, stages.notifier.clone()));
     let sweeper = tokio::spawn(sweeper::run(app.sweeps(), stages.sweeper.clone()));
     // Nothing without --members; stopped with the sweeper.
     let cluster_tasks = match &app.cluster {
@@ -245,32 +265,15 @@ pub async fn run_app(
     };
     let health_stop = tokio_util::sync::CancellationToken::new();
     let health = tokio::spawn(health::run(app.health_checks(), health_stop.clone()));
-    let connections = tokio_util::task::TaskTracker::new();
-    let acceptor = tokio::spawn(http::serve(
-        app.clone(),
-        http,
-        connections.clone(),
-        stages.http.clone(),
-    ));
-    let mut grpc = tokio::spawn(grpc::serve(app.clone(), grpc_listener, stages.http.clone()));
-    start_dns(&app, listeners.dns, &connections, &stages.http)?;
+    let mut doors = listeners.start(&app, &stages)?;
 
     shutdown.await;
     tracing::info!("shutting down");
     let ordered = async {
-        // 1. Stop accepting; open connections finish their current batch;
-        //    gRPC streams end.
+        // 1. Stop accepting (HTTP, gRPC, DNS); open connections finish their
+        //    current batch; gRPC streams end (see each door's drain).
         stages.http.cancel();
-        let _ = acceptor.await;
-        // tonic's graceful stop waits until every client closes its half of its
-        // stream, which a connected 2.x client need not do: bounded, so that
-        // one idle client cannot spend the whole grace period and cost the
-        // notifier's last pushes and the writer's last commit.
-        if tokio::time::timeout(grpc::DRAIN, &mut grpc).await.is_err() {
-            grpc.abort();
-        }
-        connections.close();
-        connections.wait().await;
+        drain(&mut doors, door::Phase::Accept).await;
         // 2. Stop the health checker.
         health_stop.cancel();
         let _ = health.await;
@@ -280,9 +283,10 @@ pub async fn run_app(
         for task in cluster_tasks {
             let _ = task.await;
         }
-        // 4. The notifier flushes what is due and closes the UDP socket.
+        // 4. The notifier (the UDP door) flushes what is due and closes the
+        //    UDP socket.
         stages.notifier.cancel();
-        let _ = notifier.await;
+        drain(&mut doors, door::Phase::Push).await;
         // 5. The writer commits what is queued and closes the database.
         if let (Some(p), Some(w)) = (&app.persist, writer) {
             p.stop().await;

@@ -210,15 +210,16 @@ fn serve(loaded: Loaded) -> anyhow::Result<()> {
     let app = Arc::new(App::new(config)?);
     // Printed (not logged) so scripts starting on port 0 can read it; it
     // also says the persistent state is loaded.
-    let dns = listeners
-        .dns_addr()
-        .map(|a| format!(", dns {a}"))
-        .unwrap_or_default();
+    // Every other door that is on, in `DOORS`' order: `udp …, grpc …, dns …`.
+    let others: Vec<String> = listeners
+        .addrs()
+        .filter(|(name, _)| *name != "http")
+        .map(|(name, addr)| format!("{name} {addr}"))
+        .collect();
     println!(
-        "registry listening on http://{} (udp {}, grpc {}{dns})",
+        "registry listening on http://{} ({})",
         listeners.http_addr(),
-        listeners.udp_addr(),
-        listeners.grpc_addr()
+        others.join(", ")
     );
     runtime.block_on(run_app(app, listeners, shutdown::signal()))
 }

@@ -7,11 +7,39 @@
 //! exposition format.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use registry_proto::naming::route::Route;
 
 use registry_proto::prometheus::{Exposition, Kind};
+
+/// A part that adds metric families to `/metrics` (a door's counters).
+pub trait Render: Send + Sync {
+    /// Appends its families.
+    fn render(&self, e: &mut Exposition<'_>);
+}
+
+/// The families of the parts started at run time (each running door's),
+/// rendered on `/metrics` after the server's own. Written once per door as
+/// the server starts, read on each scrape: a mutex, never on a request path
+/// other than `/metrics`.
+#[derive(Default)]
+pub struct Board(parking_lot::Mutex<Vec<Arc<dyn Render>>>);
+
+impl Board {
+    /// Adds `part`'s families.
+    pub fn add(&self, part: Arc<dyn Render>) {
+        self.0.lock().push(part);
+    }
+
+    /// Appends every part's families, in the order they were added.
+    pub fn render(&self, e: &mut Exposition<'_>) {
+        for part in self.0.lock().iter() {
+            part.render(e);
+        }
+    }
+}
 
 /// Status codes with their own counter; anything else counts as "other".
 const STATUSES: [u16; 14] = [

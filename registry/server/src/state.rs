@@ -30,6 +30,8 @@
 //! - `grpc`: the gRPC connection table (written by stream tasks) and the
 //!   queue of gRPC push acks to the notifier (see [`crate::hub`]).
 //! - `auth`: read-only after start.
+//! - `door_metrics`: one entry per door, added as the server starts it;
+//!   read by `/metrics`.
 //! - `cluster`: `None` for a single node; else membership, replication and
 //!   relaying behind a [`ClusterHook`] (`crate::cluster::hook`), which also
 //!   sees every change event.
@@ -106,8 +108,9 @@ pub struct App {
     pub writer: Writer,
     /// The namespaces, with their quotas (see [`crate::namespaces`]).
     pub namespaces: Arc<crate::namespaces::NamespaceBook>,
-    /// The DNS door's counters (zero without `--dns-listen`).
-    pub dns: Arc<crate::dns::DnsStats>,
+    /// The running doors' metric families (see `crate::door`), added as
+    /// each starts.
+    pub door_metrics: crate::metrics::Board,
 }
 
 impl App {
@@ -168,7 +171,7 @@ impl App {
             changes,
             writer,
             namespaces: Arc::default(),
-            dns: Arc::default(),
+            door_metrics: crate::metrics::Board::default(),
             config,
         }
     }

@@ -534,6 +534,31 @@ fn the_long_lived_tasks_see_their_views_not_the_server_state() {
 }
 
 #[test]
+fn a_door_sees_the_seam_not_the_server_state() {
+    // The DNS door, the first one added through the door seam, takes the
+    // views `door::Views` hands it, never `App`, and no other door; the
+    // seam itself names no door (they are registered in `lib.rs`).
+    let graph = edges(&server_graph());
+    assert!(
+        graph.get("dns").is_some_and(|t| t.contains("door")),
+        "dns -> door not seen: the scan is broken\n{graph:#?}"
+    );
+    for (from, never) in [
+        ("dns", "state"),
+        ("dns", "http"),
+        ("dns", "grpc"),
+        ("dns", "udp"),
+        ("door", "http"),
+        ("door", "grpc"),
+        ("door", "dns"),
+        ("door", "udp"),
+    ] {
+        let reaches = graph.get(from).is_some_and(|t| t.contains(never));
+        assert!(!reaches, "{from} -> {never}: {:?}", graph.get(from));
+    }
+}
+
+#[test]
 fn a_cycle_is_found_and_named() {
     // A synthetic crate: a -> b -> c -> a through three kinds of paths,
     // d -> a outside the cycle, and mentions in comments, strings and a

@@ -11,7 +11,8 @@
 //! - [`stream`]: a connection's life: setup, acks, idle detection, release on close;
 //! - [`convert`]: wire ⇄ core for 2.x (instance specs; `ServiceInfo` is
 //!   [`crate::service_info`]'s);
-//! - [`admission`]: the cap on raw TCP sockets, applied at accept.
+//! - [`admission`]: the cap on raw TCP sockets, applied at accept;
+//! - `door`: the door the server registers ([`GrpcDoor`]: bind, start, bounded drain).
 //!
 //! Pushes to connections are sent by the notifier (`crate::notifier`), which owns the
 //! ack table of both protocols; the stream task hands it the acks it reads through a
@@ -23,9 +24,12 @@
 
 pub mod admission;
 pub mod convert;
+mod door;
 pub mod handler;
 pub mod query;
 pub mod stream;
+
+pub use door::GrpcDoor;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -45,7 +49,7 @@ use crate::hub::{Outbound, OUTBOUND_QUEUE};
 use crate::state::App;
 
 /// How long shutdown waits for gRPC connections to close after their streams
-/// ended, before dropping them (see `run_app`).
+/// ended, before dropping them (see `GrpcDoor`).
 pub const DRAIN: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Serves gRPC on `listener` until `cancel` fires; then refuses new requests, ends

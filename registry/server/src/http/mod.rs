@@ -25,6 +25,7 @@
 //!
 //! # Layout
 //! - `conn`: the accept loop and the per-connection read/answer/write loop.
+//! - `door`: the door the server registers ([`HttpDoor`]: bind, start, drain).
 //! - `responses`: a batch's responses, large cached bodies shared, not copied.
 //! - `instance`, `service`, `operator`: one handler module per API resource.
 //! - `v1`: the v1 endpoints past the 1.x core (batches, health, catalog, ...).
@@ -35,6 +36,7 @@
 //! - [`error`]: errors to statuses and texts.
 
 mod conn;
+mod door;
 pub mod error;
 pub(crate) mod instance;
 mod namespace;
@@ -60,6 +62,7 @@ use registry_proto::params::Params;
 
 pub use conn::serve;
 pub(crate) use conn::Batch;
+pub use door::HttpDoor;
 pub(crate) use responses::Responses;
 
 use crate::reply::Verdict;

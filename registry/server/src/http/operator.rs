@@ -86,11 +86,8 @@ pub(crate) fn prometheus(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Rep
         p.stats.render(e);
     }
     app.health_stats.render(e);
-    app.grpc.metrics.render(e);
     app.buffers.render(e);
-    if app.config.dns_listen.is_some() {
-        app.dns.render(e);
-    }
+    app.door_metrics.render(e);
     let parts = crate::footprint::Parts {
         store: stats,
         list_cache: app.lists.bytes(),
