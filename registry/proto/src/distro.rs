@@ -223,6 +223,12 @@ pub struct Datum {
     pub service: String,
     /// The service's revision on the writing node.
     pub revision: u64,
+    /// The incarnation that wrote this state when it is not the message's
+    /// sender (0): a replica passed on in a snapshot, a fetch or a
+    /// hand-over keeps its writer, so a node never takes an old copy of
+    /// its own writes back over what it holds now.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub writer: u64,
     /// Wall-clock ms when the writer first saw the change (0 when not a
     /// fresh change), for the replication-lag metric.
     #[serde(default)]
@@ -797,6 +803,7 @@ mod tests {
                 ns: "public".into(),
                 service: "DEFAULT_GROUP@@a".into(),
                 revision: u64::MAX,
+                writer: 3,
                 changed_ms: 1,
                 state: Some(ServiceState {
                     protect_threshold: 0.5,

@@ -317,6 +317,55 @@ async fn frozen_node_converges_through_checksums() {
         .await;
 }
 
+/// A registration the owner acked but had not replicated yet when it was
+/// frozen (issue 34, item 2: 89 of 20,000 acked registrations lost on a
+/// loaded machine). Back from the freeze, the owner reloads its peers'
+/// state; their copy of its service is its own older write, which must not
+/// replace what it holds, and its checksums then bring the peers up to it.
+/// The long sync window keeps the second registration unreplicated at the
+/// freeze; the instances carry long timeouts, so nothing expires them and
+/// no beat re-registers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_frozen_before_replicating_keeps_what_it_acked() {
+    let c = TestCluster::start(3, &["--distro-sync-window-ms", "3000"]).await;
+    let svc = c.service_owned_by(1, "acked");
+    let lasting = "%7B%22preserved.heart.beat.timeout%22%3A%22600000%22%2C%22preserved.ip.delete.timeout%22%3A%22600000%22%7D";
+    let owner = &c.nodes[1];
+    let register = |port: u16| {
+        let target = format!(
+            "/nacos/v1/ns/instance?serviceName={svc}&ip=127.0.0.1&port={port}&metadata={lasting}"
+        );
+        async move { owner.call(Method::Post, &target).await }
+    };
+    assert_eq!(register(9201).await, (200, "ok".to_owned()));
+    c.until_everywhere(&svc, &[(9201, true)], SECOND * 15).await;
+    let loaded = c.nodes[1]
+        .metric("registry_cluster_snapshots_loaded_total")
+        .await;
+    assert_eq!(register(9202).await, (200, "ok".to_owned()));
+    c.nodes[1].signal("STOP");
+    // Long enough for the peers to call it DOWN and take the service over
+    // (600 ms of missed probes), and for it to see its own stall (1.6 s).
+    tokio::time::sleep(SECOND * 3).await;
+    assert_eq!(
+        c.nodes[0].hosts(&svc).await,
+        Some(vec![(9201, true)]),
+        "the peers never got 9202 before the freeze"
+    );
+    c.nodes[1].signal("CONT");
+    c.until_all_up(SECOND * 15).await;
+    c.until_everywhere(&svc, &[(9201, true), (9202, true)], SECOND * 15)
+        .await;
+    assert!(
+        c.nodes[1]
+            .metric("registry_cluster_snapshots_loaded_total")
+            .await
+            > loaded,
+        "the owner reloaded its peers' state after the freeze\n{}",
+        c.logs()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_peer_traffic_is_refused_and_applies_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -225,12 +225,22 @@ fn encode_datums(cluster: &Cluster, items: Vec<Datum>) -> Vec<u8> {
 }
 
 /// The datum for a service: its state now, or its removal at `revision`.
+/// A state this node holds as a peer's replica goes with that peer's
+/// origin (writer and revision), not as this node's own: passed on in a
+/// snapshot or a hand-over, it must not look newer than what its writer
+/// holds (a node back from a freeze would take its own acked writes
+/// back to what it had replicated before it stopped).
 pub(super) fn datum_of(store: &Store, key: &ServiceKey, revision: u64, changed_ms: u64) -> Datum {
     match store.snapshot(key.as_ref()) {
         Some(snap) => Datum {
             ns: key.namespace().to_owned(),
             service: key.grouped_name().to_owned(),
-            revision: snap.revision(),
+            revision: if snap.origin() == Origin::LOCAL {
+                snap.revision()
+            } else {
+                snap.origin().revision
+            },
+            writer: snap.origin().node,
             changed_ms,
             state: Some(state_of(store, &snap)),
             part: 0,
@@ -240,6 +250,7 @@ pub(super) fn datum_of(store: &Store, key: &ServiceKey, revision: u64, changed_m
             ns: key.namespace().to_owned(),
             service: key.grouped_name().to_owned(),
             revision,
+            writer: 0,
             changed_ms,
             state: None,
             part: 0,
@@ -306,9 +317,15 @@ pub(crate) fn apply_datums(
     let whole = assemble(cluster, node, items, wall, &mut report);
     for d in whole.iter().map(|d| d.as_ref()) {
         let origin = Origin {
-            node,
+            node: if d.writer == 0 { node } else { d.writer },
             revision: d.revision,
         };
+        // This incarnation's own write, passed back by a peer: what it
+        // holds now is that write or a later one, never older.
+        if origin.node == cluster.node {
+            report.stale += 1;
+            continue;
+        }
         let service = ServiceRef::new(&d.ns, &d.service);
         let outcome = if cluster.raft_enabled() {
             // Raft owns the persistent part: merge under its apply lock so
