@@ -339,11 +339,11 @@ async fn an_owner_frozen_before_replicating_keeps_what_it_acked() {
     };
     assert_eq!(register(9201).await, (200, "ok".to_owned()));
     c.until_everywhere(&svc, &[(9201, true)], SECOND * 15).await;
-    let loaded = c.nodes[1]
+    let loaded = owner
         .metric("registry_cluster_snapshots_loaded_total")
         .await;
     assert_eq!(register(9202).await, (200, "ok".to_owned()));
-    c.nodes[1].signal("STOP");
+    owner.signal("STOP");
     // Long enough for the peers to call it DOWN and take the service over
     // (600 ms of missed probes), and for it to see its own stall (1.6 s).
     tokio::time::sleep(SECOND * 3).await;
@@ -352,12 +352,12 @@ async fn an_owner_frozen_before_replicating_keeps_what_it_acked() {
         Some(vec![(9201, true)]),
         "the peers never got 9202 before the freeze"
     );
-    c.nodes[1].signal("CONT");
+    owner.signal("CONT");
     c.until_all_up(SECOND * 15).await;
     c.until_everywhere(&svc, &[(9201, true), (9202, true)], SECOND * 15)
         .await;
     assert!(
-        c.nodes[1]
+        owner
             .metric("registry_cluster_snapshots_loaded_total")
             .await
             > loaded,

@@ -232,20 +232,24 @@ fn encode_datums(cluster: &Cluster, items: Vec<Datum>) -> Vec<u8> {
 /// back to what it had replicated before it stopped).
 pub(super) fn datum_of(store: &Store, key: &ServiceKey, revision: u64, changed_ms: u64) -> Datum {
     match store.snapshot(key.as_ref()) {
-        Some(snap) => Datum {
-            ns: key.namespace().to_owned(),
-            service: key.grouped_name().to_owned(),
-            revision: if snap.origin() == Origin::LOCAL {
-                snap.revision()
-            } else {
-                snap.origin().revision
-            },
-            writer: snap.origin().node,
-            changed_ms,
-            state: Some(state_of(store, &snap)),
-            part: 0,
-            parts: 1,
-        },
+        Some(snap) => {
+            let origin = snap.origin();
+            Datum {
+                ns: key.namespace().to_owned(),
+                service: key.grouped_name().to_owned(),
+                revision: if origin == Origin::LOCAL {
+                    snap.revision()
+                } else {
+                    origin.revision
+                },
+                // Origin::LOCAL's node is 0, the wire's "the sender".
+                writer: origin.node,
+                changed_ms,
+                state: Some(state_of(store, &snap)),
+                part: 0,
+                parts: 1,
+            }
+        }
         None => Datum {
             ns: key.namespace().to_owned(),
             service: key.grouped_name().to_owned(),
