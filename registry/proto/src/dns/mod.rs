@@ -247,7 +247,14 @@ impl Responder {
         {
             return Some(self.finish(out, Rcode::FormErr, transport, u16::MAX));
         }
-        let Ok(msg) = Message::from_vec(query) else {
+        // Decoded with the id and RD bit cleared: a compression pointer
+        // into the header would otherwise read them as a name, and the
+        // answer must not depend on them (the answer cache's key leaves
+        // them out).
+        let mut plain = query.to_vec();
+        plain[..2].fill(0);
+        plain[2] &= !1;
+        let Ok(msg) = Message::from_vec(&plain) else {
             return Some(self.finish(out, Rcode::FormErr, transport, u16::MAX));
         };
         let limit = match (transport, msg.extensions()) {

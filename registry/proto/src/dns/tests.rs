@@ -259,6 +259,21 @@ fn hostile_packets_get_formerr_or_nothing() {
     let resp = r.respond(&q, Transport::Udp, &zone, 0).unwrap();
     assert_eq!(resp.rcode, Rcode::FormErr);
     assert_eq!(Message::from_vec(&resp.bytes).unwrap().id(), 4242);
+    // A question name pointing into the header reads it with the id and
+    // RD bit cleared, so two ids get the same answer (the answer cache's
+    // rule), found by fuzzing: the id's first byte read as a label length.
+    let mut q = query("orders.nacos.", RecordType::A, None);
+    q.truncate(12);
+    q.extend_from_slice(&[0xc0, 0, 0, 12, 0, 1]);
+    q[0] = 0;
+    let first = r.respond(&q, Transport::Udp, &zone, 0).unwrap().bytes;
+    q[0] = 0x5a;
+    q[1] = 0x01;
+    q[2] ^= 1;
+    let mut second = r.respond(&q, Transport::Udp, &zone, 0).unwrap().bytes;
+    second[..2].copy_from_slice(&first[..2]);
+    second[2] ^= 1;
+    assert_eq!(second, first, "only the id and RD bit differ");
     // A response is never answered.
     let mut q = query("orders.nacos.", RecordType::A, None);
     q[2] |= 0x80;
