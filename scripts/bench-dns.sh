@@ -7,7 +7,8 @@
 # scripts/bench-http.sh's list case) is registered, then, in one run holding
 # the bench lock ($BENCH_LOCK, default target/bench.lock): DNS A and SRV
 # queries for bench-list.nacos. over UDP with EDNS (benches' dns-rate,
-# WINDOW queries in flight from one thread) and
+# WINDOW queries in flight from one thread), DNS A over one TCP connection
+# with 16 queries pipelined (RFC 7766), and
 # GET instance/list for the same service (wrk, 32 connections, plain and
 # pipelined 16 deep, as bench-http). Prints each rate, the server's CPU share
 # and its answers per second of server CPU, and each DNS figure as a ratio of
@@ -57,13 +58,14 @@ figures() { # rate count ticks
     awk -v r="$1" -v n="$2" -v t="$3" -v hz="$hz" -v s="$secs" 'BEGIN {
         cpu = t / hz; printf "%.0f %.0f %.0f\n", r, 100 * cpu / s, (cpu > 0 ? n / cpu : 0) }'
 }
-dns() { # qtype -> "rate cpu% per-cpu-s bytes"
+dns() { # qtype [window [--tcp]] -> "rate cpu% per-cpu-s bytes"
     local t0 t1 out rate bytes
     t0=$(ticks)
     out=$(taskset -c 1 "$rate_bin" --dns "127.0.0.1:$port_dns" --service bench-list \
-        --instances 0 --qtype "$1" --edns "${EDNS:-1232}" --seconds "$secs" --window "$window")
+        --instances 0 --qtype "$1" --edns "${EDNS:-1232}" --seconds "$secs" \
+        --window "${2:-$window}" ${3:-})
     t1=$(ticks)
-    rate=$(echo "$out" | sed 's/.*"dns_udp_queries_per_s":\([0-9.]*\).*/\1/')
+    rate=$(echo "$out" | sed 's/.*"dns_queries_per_s":\([0-9.]*\).*/\1/')
     bytes=$(echo "$out" | sed 's/.*"answer_bytes":\([0-9]*\).*/\1/')
     echo "$(figures "$rate" "$(awk -v r="$rate" -v s="$secs" 'BEGIN { print r * s }')" \
         $((t1 - t0))) $bytes"
@@ -88,6 +90,7 @@ echo "uptime: $(uptime)"
 echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo +dirty)"
 a=$(dns A)
 srv=$(dns SRV)
+tcp_a=$(dns A 16 --tcp)
 plain=$(list 1)
 piped=$(list 16)
 flock -u 9
@@ -104,6 +107,7 @@ row() { # name figures
 }
 row "DNS A (UDP, window $window)" "$a"
 row "DNS SRV (UDP, window $window)" "$srv"
+row "DNS A (TCP, piped16)" "$tcp_a"
 row "GET instance/list plain" "$plain"
 row "GET instance/list piped16" "$piped"
 echo "ratios are of answers per server CPU-second; raw rates: DNS A $(echo "$a" | cut -d' ' -f1)/s" \

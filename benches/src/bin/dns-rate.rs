@@ -5,7 +5,8 @@
 //! `--window` requests in flight from one thread, first `--qtype` (A, AAAA
 //! or SRV) queries for `SERVICE.nacos.` over UDP (with EDNS offering
 //! `--edns` bytes, 1232 as dig and current resolvers do; 0: no EDNS, 512
-//! bytes at most), then, with `--http`,
+//! bytes at most), or with `--tcp` over one TCP connection, `--window`
+//! queries pipelined (RFC 7766), then, with `--http`,
 //! `GET /nacos/v1/ns/instance/list` pipelined on one keep-alive
 //! connection, and prints one JSON line with the rates. Run the registry
 //! pinned to one core (`--workers 1`) and this on another;
@@ -27,7 +28,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const USAGE: &str =
     "usage: dns-rate --dns ADDR [--http ADDR] [--service NAME] [--qtype A|AAAA|SRV] \
-     [--edns SIZE] [--instances N] [--seconds S] [--window W]";
+     [--edns SIZE] [--instances N] [--seconds S] [--window W] [--tcp]";
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: Option<T>) -> T {
     match (opt(args, name), default) {
@@ -131,6 +132,48 @@ fn dns_rate(dns: SocketAddr, mut query: Vec<u8>, seconds: u64, window: usize) ->
     }
 }
 
+/// TCP queries answered per second, `window` pipelined on one connection
+/// (RFC 7766), each framed by its two-byte length.
+fn dns_tcp_rate(dns: SocketAddr, mut query: Vec<u8>, seconds: u64, window: usize) -> DnsRun {
+    let mut conn = TcpStream::connect(dns).expect("connect");
+    conn.set_nodelay(true).expect("nodelay");
+    let mut id = 0u16;
+    let mut frame = |out: &mut Vec<u8>| {
+        id = id.wrapping_add(1);
+        query[..2].copy_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&(query.len() as u16).to_be_bytes());
+        out.extend_from_slice(&query);
+    };
+    let mut pending = Vec::new();
+    (0..window).for_each(|_| frame(&mut pending));
+    conn.write_all(&pending).expect("write");
+    let (mut buf, mut chunk) = (Vec::new(), vec![0u8; 1 << 16]);
+    let (started, mut answered, mut size) = (Instant::now(), 0u64, 0);
+    while started.elapsed() < Duration::from_secs(seconds) {
+        let n = conn.read(&mut chunk).expect("read");
+        assert!(n > 0, "the registry closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+        let (mut at, mut again) = (0, Vec::new());
+        while buf.len() - at >= 2 {
+            let len = usize::from(u16::from_be_bytes([buf[at], buf[at + 1]]));
+            let Some(answer) = buf.get(at + 2..at + 2 + len) else {
+                break;
+            };
+            assert!(len > 12 && answer[3] & 0x0f == 0, "NOERROR answers");
+            assert!(u16::from_be_bytes([answer[6], answer[7]]) > 0, "records");
+            (answered, size, at) = (answered + 1, len, at + 2 + len);
+            frame(&mut again);
+        }
+        buf.drain(..at);
+        conn.write_all(&again).expect("write");
+    }
+    DnsRun {
+        per_s: answered as f64 / started.elapsed().as_secs_f64(),
+        bytes: size,
+        truncated: 0,
+    }
+}
+
 /// HTTP list responses per second, `window` pipelined on one connection.
 fn http_rate(http: SocketAddr, service: &str, seconds: u64, window: usize) -> f64 {
     let mut conn = TcpStream::connect(http).expect("connect");
@@ -191,6 +234,7 @@ fn main() {
     let seconds: u64 = arg(&args, "--seconds", Some(5));
     let window: usize = arg(&args, "--window", Some(32));
     let edns: u16 = arg(&args, "--edns", Some(1232));
+    let tcp = args.iter().any(|a| a == "--tcp");
     if instances > 0 {
         let http = http.unwrap_or_else(|| {
             eprintln!("dns-rate: --instances needs --http\n{USAGE}");
@@ -198,12 +242,12 @@ fn main() {
         });
         register(http, &service, instances);
     }
-    let run = dns_rate(
-        dns,
-        query(&service, qtype_code(&qtype), edns),
-        seconds,
-        window,
-    );
+    let query = query(&service, qtype_code(&qtype), edns);
+    let run = if tcp {
+        dns_tcp_rate(dns, query, seconds, window)
+    } else {
+        dns_rate(dns, query, seconds, window)
+    };
     let dns_qps = run.per_s;
     let mut out = serde_json::json!({
         "service": service,
@@ -213,7 +257,8 @@ fn main() {
         "seconds": seconds,
         "answer_bytes": run.bytes,
         "truncated": run.truncated,
-        "dns_udp_queries_per_s": dns_qps.round(),
+        "transport": if tcp { "tcp" } else { "udp" },
+        "dns_queries_per_s": dns_qps.round(),
     });
     if let Some(http) = http {
         let http_qps = http_rate(http, &service, seconds, window);

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use registry_core::{ServiceRef, Store, View};
 use registry_proto::dns::name::{Parent, ServiceName};
 use registry_proto::dns::{Host, Rcode, Responder, Transport, Zone};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -446,35 +446,54 @@ pub async fn serve_tcp(dns: Arc<Dns>, listener: TcpListener, stop: CancellationT
     connections.wait().await;
 }
 
-/// One TCP connection: length-prefixed queries, answered in order.
-async fn serve_connection(dns: Arc<Dns>, mut stream: TcpStream, stop: CancellationToken) {
+/// One TCP connection: length-prefixed queries, answered in order. Reads
+/// are buffered and answers gathered while the next query is already in
+/// the buffer, so a client that pipelines (RFC 7766 §6.2.1.1) costs one
+/// read and one write per batch, not two reads and a write per query.
+async fn serve_connection(dns: Arc<Dns>, stream: TcpStream, stop: CancellationToken) {
     let _ = stream.set_nodelay(true);
-    let (mut query, mut answer, mut framed) = (Vec::new(), Vec::new(), Vec::new());
+    let (read, mut write) = stream.into_split();
+    let mut read = BufReader::with_capacity(TCP_BUFFER, read);
+    let (mut query, mut answer, mut out) = (Vec::new(), Vec::new(), Vec::new());
     loop {
-        let mut len = [0u8; 2];
-        let read = async {
-            stream.read_exact(&mut len).await?;
-            query.resize(usize::from(u16::from_be_bytes(len)), 0);
-            stream.read_exact(&mut query).await
+        let next = async {
+            let len = read.read_u16().await?;
+            query.resize(usize::from(len), 0);
+            read.read_exact(&mut query).await
         };
         tokio::select! {
             _ = stop.cancelled() => return,
-            r = tokio::time::timeout(TCP_IDLE, read) => match r {
+            r = tokio::time::timeout(TCP_IDLE, next) => match r {
                 Ok(Ok(_)) => {}
                 _ => return,
             },
         }
         if !dns.answer_into(&query, Transport::Tcp, &mut answer) {
+            // Unanswerable: the answers gathered so far still go out.
+            let _ = write.write_all(&out).await;
             return;
         }
         // The responder keeps a TCP answer within 65,535 bytes.
-        framed.clear();
-        framed.extend_from_slice(&(answer.len() as u16).to_be_bytes());
-        framed.extend_from_slice(&answer);
-        if stream.write_all(&framed).await.is_err() {
+        out.extend_from_slice(&(answer.len() as u16).to_be_bytes());
+        out.extend_from_slice(&answer);
+        if holds_a_query(read.buffer()) && out.len() < TCP_BUFFER {
+            continue; // answered with the next one
+        }
+        if write.write_all(&out).await.is_err() {
             return;
         }
+        out.clear();
     }
+}
+
+/// How much of a TCP connection's input is read, and of its answers
+/// gathered, at once.
+const TCP_BUFFER: usize = 64 * 1024;
+
+/// Whether `buffered` holds a whole length-prefixed query.
+fn holds_a_query(buffered: &[u8]) -> bool {
+    buffered.len() >= 2
+        && buffered.len() - 2 >= usize::from(u16::from_be_bytes([buffered[0], buffered[1]]))
 }
 
 /// The DNS door as the server registers it (`lib.rs`'s `DOORS`): off

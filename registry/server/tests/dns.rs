@@ -418,3 +418,56 @@ async fn a_node_answers_for_another_nodes_registration() {
         ["0 100 7001 7f000001-7001._.replicated._._.nacos."]
     );
 }
+
+/// A query with `id` for `name` (labels joined by dots, no trailing dot) of
+/// `qtype`, framed for TCP by its two-byte length.
+fn framed_query(id: u16, name: &str, qtype: u16) -> Vec<u8> {
+    let mut q = id.to_be_bytes().to_vec();
+    q.extend_from_slice(&[1, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, (qtype >> 8) as u8, qtype as u8, 0, 1]);
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    framed
+}
+
+/// Reads one framed answer: its id and rcode.
+async fn read_answer(stream: &mut tokio::net::TcpStream) -> (u16, u8) {
+    use tokio::io::AsyncReadExt as _;
+    let read = async {
+        let len = stream.read_u16().await.expect("length");
+        let mut answer = vec![0; usize::from(len)];
+        stream.read_exact(&mut answer).await.expect("answer");
+        (u16::from_be_bytes([answer[0], answer[1]]), answer[3] & 0x0f)
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("an answer within 10 s")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_tcp_queries_are_answered_in_order() {
+    use tokio::io::AsyncWriteExt as _;
+    let (registry, dns, _dir) = start("pipelined").await;
+    let mut conn = Conn::open(registry.addr).await.expect("connect");
+    register(&mut conn, "serviceName=orders&ip=10.0.0.1&port=80").await;
+    let mut stream = tokio::net::TcpStream::connect(dns).await.expect("tcp");
+    // Three whole queries and the start of a fourth in one write (RFC 7766
+    // pipelining): the three are answered in order without waiting for the
+    // fourth, which is answered once its last bytes arrive.
+    let fourth = framed_query(4, "orders.nacos", 1);
+    let mut batch = framed_query(1, "orders.nacos", 1);
+    batch.extend(framed_query(2, "missing.nacos", 1));
+    batch.extend(framed_query(3, "orders.nacos", 33));
+    batch.extend_from_slice(&fourth[..5]);
+    stream.write_all(&batch).await.expect("write");
+    assert_eq!(read_answer(&mut stream).await, (1, 0));
+    assert_eq!(read_answer(&mut stream).await, (2, 3), "NXDOMAIN");
+    assert_eq!(read_answer(&mut stream).await, (3, 0));
+    stream.write_all(&fourth[5..]).await.expect("write");
+    assert_eq!(read_answer(&mut stream).await, (4, 0));
+    registry.terminate().await;
+}
