@@ -53,8 +53,10 @@
 # Cost: both sides build into target/gates, which keeps dependencies between
 # runs. hotpaths calls the server's handlers, so it needs registry-server's
 # graph (~175 crates when cold; a base that runs its own older program without
-# the server builds with --no-default-features, ~55); then each side rebuilds
-# the workspace's crates and links with fat LTO (see clean_workspace_crates).
+# the server builds with --no-default-features, ~55), cold ~330 s on 2 cores
+# (jemalloc's C build and registry-server's one codegen unit the longest
+# steps); then each side rebuilds the workspace's crates, ~130 s, mostly
+# registry-server (see clean_workspace_crates and the `gates` profile below).
 # The measurement runs the two sides in parallel, ~40 s, the self-test ~15 s.
 set -Eeuo pipefail
 # Any unexpected failure exits 2, so that 1 always means "a hot path regressed".
@@ -182,6 +184,21 @@ fi
 [[ -f "$harness" ]] || { say "no $harness_rel in $head_dir or $ROOT"; exit 2; }
 cp "$harness" "$out/hotpaths.rs"
 
+# The profile both sides build with, `gates`: release's code generation for
+# the workspace's crates (opt-level 3, one codegen unit, so a change in one
+# function does not move its neighbours between units, and their counts with
+# them) without release's fat LTO, a whole-program pass over the server's
+# ~175 crates that was a long single-threaded step of each side's build (CI
+# builds both, cold); dependencies, the same on both sides, build in parallel
+# units. Given here rather than in Cargo.toml so that a base from before it
+# builds with exactly head's settings. Counts measured with it differ from a
+# release binary's: head, base and the pinned baseline all use it.
+profile=(--profile gates
+    --config 'profile.gates.inherits="release"'
+    --config 'profile.gates.lto=false'
+    --config 'profile.gates.debug=false'
+    --config 'profile.gates.package."*".codegen-units=16')
+
 # Both sides build into one target folder so dependencies compile once. But
 # cargo gives a workspace crate the same artifact name in every checkout and
 # judges freshness by mtimes, so a tree checked out before the other side's
@@ -193,7 +210,7 @@ clean_workspace_crates() {
     local -a pkgs
     mapfile -t pkgs < <(cd "$dir" && cargo metadata --no-deps --format-version 1 |
         python3 -c 'import json, sys; [print("-p", p["name"], sep="\n") for p in json.load(sys.stdin)["packages"]]')
-    (cd "$dir" && CARGO_TARGET_DIR="$target" cargo clean --release --quiet "${pkgs[@]}")
+    (cd "$dir" && CARGO_TARGET_DIR="$target" cargo clean "${profile[@]}" --quiet "${pkgs[@]}")
 }
 
 # The wire-to-core mapping hotpaths measures (encode_list, ip) is the crate
@@ -250,11 +267,11 @@ build() {
     {
         clean_workspace_crates "$dir" &&
             (cd "$dir" && CARGO_TARGET_DIR="$target" env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
-                cargo build --release -p benches --bin hotpaths "${features[@]}")
+                cargo build "${profile[@]}" -p benches --bin hotpaths "${features[@]}")
     } >"$out/build-$side.log" 2>&1 && built=1
     restore_adopted "$dir"
     ((built)) || return 1
-    cp "$target/release/hotpaths" "$out/hotpaths-$side"
+    cp "$target/gates/hotpaths" "$out/hotpaths-$side"
 }
 
 drop_missing_members "$head_dir"
@@ -305,6 +322,16 @@ fi
 # REPORT_BIN names one already built: scripts/test.sh runs this script beside
 # `cargo test`, which holds the target folder's lock until the last test ends.
 report="${REPORT_BIN:-}"
+# scripts/test.sh starts this script beside its own build, which makes
+# REPORT_BIN: wait for it (bounded; that build failing ends the whole run).
+if [[ -n "$report" && ! -x "$report" ]]; then
+    say "waiting for $report (built by the caller)"
+    for _ in $(seq 1 1800); do
+        [[ -x "$report" ]] && break
+        sleep 1
+    done
+    [[ -x "$report" ]] || { say "$report did not appear within 30 min"; exit 2; }
+fi
 if [[ -z "$report" ]]; then
     say "building report"
     (cd "$ROOT" && cargo build --workspace --profile test --bin report) \
