@@ -86,6 +86,9 @@ pub trait Exchange {
     /// A queued request was never sent (the server stayed unreachable, it waited
     /// longer than the timeout, or the run ended); declared failed at `declared`.
     fn abandon(&self, req: &Request, failure: &Failure, declared: Nanos);
+    /// Whether the worker's driver is due to run (see [`crate::schedule::DriverDue`]):
+    /// the lane then yields the thread before its next read.
+    fn driver_due(&self) -> bool;
 }
 
 /// The queue between a worker's scheduler and one connection task.
@@ -757,6 +760,9 @@ async fn session<E: Exchange>(
                 }
             }
             _ = lane.notify.notified() => {}
+        }
+        if ex.driver_due() {
+            tokio::task::yield_now().await;
         }
         if lane.gave_up.get() {
             return End::GaveUp;

@@ -121,6 +121,9 @@ pub trait Inbox {
     /// `socket` (acking it). `Ok(false)`: the subscriber was replaced, stop.
     /// `Err(WouldBlock)`: nothing more to read.
     fn receive(&self, index: u32, generation: u32, socket: &UdpSocket) -> io::Result<bool>;
+    /// Whether the worker's driver is due to run (see [`crate::schedule::DriverDue`]):
+    /// the receiver then yields the thread before its next datagram.
+    fn driver_due(&self) -> bool;
 }
 
 /// Receives pushes on one subscriber's socket until it is replaced or aborted.
@@ -131,7 +134,11 @@ pub async fn receive<I: Inbox>(inbox: Rc<I>, socket: UdpSocket, index: u32, gene
         }
         loop {
             match inbox.receive(index, generation, &socket) {
-                Ok(true) => {}
+                Ok(true) => {
+                    if inbox.driver_due() {
+                        tokio::task::yield_now().await;
+                    }
+                }
                 Ok(false) => return,
                 // WouldBlock clears the readiness; anything else (an ICMP error
                 // reported on the socket) is not fatal for a receiver either.

@@ -44,7 +44,9 @@ use crate::grpc::{self, request};
 use crate::plan::{Phase, Plan};
 use crate::profile::{BeatStyle, Profile};
 use crate::recorder::{ErrorClass, Failure, Op, Progress, Recorder, Stats};
-use crate::schedule::{next_wake, share, wait_until, Clock, Nanos, Pacer, Waiter, MILLI, SECOND};
+use crate::schedule::{
+    next_wake, share, wait_until, Clock, DriverDue, Nanos, Pacer, Waiter, MILLI, SECOND,
+};
 use crate::subscriber::{self, HostList, Inbox};
 use crate::template::{self, Templates};
 
@@ -274,6 +276,8 @@ struct Ctx {
     scratch: RefCell<Scratch>,
     udp_buf: RefCell<Vec<u8>>,
     ack_buf: RefCell<Vec<u8>>,
+    /// When the driver wants the thread next (pushes and answers yield to it).
+    driver_due: DriverDue,
     beat_style: BeatStyle,
     /// Whole-request templates of the frequent requests (`None`: built the slow way).
     templates: Templates,
@@ -823,6 +827,10 @@ impl Ctx {
 }
 
 impl Exchange for Ctx {
+    fn driver_due(&self) -> bool {
+        self.driver_due.is_due()
+    }
+
     fn encode(&self, req: &Request, out: &mut Vec<u8>) {
         match req.op {
             Op::Query | Op::Subscribe => self.encode_list(req, out),
@@ -956,6 +964,10 @@ impl Ctx {
 }
 
 impl Inbox for Ctx {
+    fn driver_due(&self) -> bool {
+        self.driver_due.is_due()
+    }
+
     fn receive(&self, index: u32, generation: u32, socket: &UdpSocket) -> io::Result<bool> {
         let mut buf = self.udp_buf.borrow_mut();
         let (n, from) = socket.try_recv_from(&mut buf)?;
@@ -1088,6 +1100,7 @@ fn build(shared: &Arc<Shared>, index: u32) -> anyhow::Result<Rc<Ctx>> {
         scratch: RefCell::new(Scratch::default()),
         udp_buf: RefCell::new(vec![0; 64 * 1024]),
         ack_buf: RefCell::new(Vec::with_capacity(128)),
+        driver_due: DriverDue::new(shared.clock),
         beat_style: p.fleet.beat,
         templates: Templates::new(&shared.naming, &shared.host, dialect),
         dialect,
@@ -1270,6 +1283,7 @@ pub async fn drive(
         // Wake exactly when the next rate-driven item is due, or at the next tick
         // (the wheels' resolution): not at the tick after a mid-millisecond item.
         let next = next_wake(now, driver.pacers.peeks());
+        driver.ctx.driver_due.wait_for(next);
         wait_until(&mut waiter, next).await;
     }
     if let Some(s) = spinner {

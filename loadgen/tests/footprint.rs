@@ -67,6 +67,10 @@ impl Inbox for Sink {
         let mut buf = [0u8; 16];
         s.try_recv_from(&mut buf).map(|_| true)
     }
+
+    fn driver_due(&self) -> bool {
+        false
+    }
 }
 
 #[test]

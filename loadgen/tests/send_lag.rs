@@ -22,6 +22,10 @@ struct Ex {
 }
 
 impl Exchange for Ex {
+    fn driver_due(&self) -> bool {
+        false
+    }
+
     fn encode(&self, _: &Request, out: &mut Vec<u8>) {
         out.extend_from_slice(b"PUT /nacos/v1/ns/instance/beat HTTP/1.1\r\nHost: x\r\n\r\n");
     }
