@@ -91,16 +91,6 @@ python3 scripts/long_functions.py
 clippy_driver="$(command -v clippy-driver || rustup which clippy-driver)"
 linted=(env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__)
 
-# The instruction-count gates against the previous commit, from the start and
-# at the lowest priority: their counts do not depend on the CPU they get
-# (callgrind counts instructions), and their two builds in their own target
-# folder (target/gates, cold ~330 s + ~130 s) took the idle moments of the
-# build and the tests instead of ending the run ~8 minutes after them (cold
-# run at 59088c4: 1633 s, 489 s of it waiting for the gates). They run
-# without the lint wrapper (they measure code, see gates.sh) and compare with
-# the `report` this run's build makes (gates.sh waits for it; `cargo test`
-# holds this target folder's lock).
-background "gates" env REPORT_BIN="$PWD/target/debug/report" nice -n 19 scripts/gates.sh HEAD~1
 
 step "clippy -D warnings, building every target"
 "${linted[@]}" cargo build --workspace --all-targets --profile test
@@ -108,10 +98,18 @@ step "clippy -D warnings, building every target"
 step "test dependencies (installed during the build)"
 finish "test dependencies"
 
-# Beside the tests, at the lowest priority so that they get the CPU whenever
-# they want it (many of them mostly wait: on elections, timeouts, child
-# processes): the fuzz targets' build.
+# Beside the tests (many of them mostly wait: on elections, timeouts, child
+# processes): the fuzz targets' build, and the instruction-count gates
+# against the previous commit, whose counts do not depend on the CPU they get
+# (callgrind counts instructions; its two builds, in target/gates, are most
+# of its time). Gates run without the lint wrapper (it measures code, see
+# gates.sh) and with this build's `report`, as `cargo test` holds the target
+# lock. Started with the build instead, the gates took half the CPU from it
+# (each background job is its own session, and the kernel's autogroups
+# share CPU between sessions, so `nice` only orders a job's own processes):
+# the cold run at bba8278 took 1889 s against 1633 s at 59088c4.
 background "fuzz build" nice -n 19 scripts/fuzz.sh --build-only
+background "gates" env REPORT_BIN="$PWD/target/debug/report" nice -n 19 scripts/gates.sh HEAD~1
 
 # CI shows the tail of a run: a failed test run ends with each failure's
 # panic line and the start of its message, not only the failing names (the
@@ -147,5 +145,5 @@ finish "fuzz build"
 # run at 48c4972 took 1615 s with 8 s); long runs are `scripts/fuzz.sh SECONDS`.
 scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
 
-step "instruction-count gates against the previous commit (blocking; ran beside the build and the tests)"
+step "instruction-count gates against the previous commit (blocking; ran beside the tests)"
 finish "gates"
