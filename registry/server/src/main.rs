@@ -221,7 +221,12 @@ fn serve(loaded: Loaded) -> anyhow::Result<()> {
         listeners.http_addr(),
         others.join(", ")
     );
-    runtime.block_on(run_app(app, listeners, shutdown::signal()))
+    // Installed before anything is served (see `shutdown::signal`).
+    let stop = {
+        let _runtime = runtime.enter();
+        shutdown::signal()
+    };
+    runtime.block_on(run_app(app, listeners, stop))
 }
 
 fn manage_users(action: UsersAction) -> anyhow::Result<()> {

@@ -16,17 +16,28 @@
 
 use tokio_util::sync::CancellationToken;
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn signal() {
+/// A future that resolves on SIGINT or SIGTERM, with both handlers installed
+/// now rather than when it is first polled: a SIGTERM that arrives while
+/// the server starts (its doors already answer before `run_app` reaches the
+/// await) then shuts it down in order instead of killing it. Call it inside
+/// the runtime (`Runtime::enter`).
+pub fn signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        // Without a SIGTERM handler, Ctrl-C still works.
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async move {
+        let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = wait(term) => {}
+            _ = wait(int) => {}
+        }
     }
 }
 
