@@ -94,7 +94,46 @@ async fn v2_reads() {
         (info["name"].clone(), info["groupName"].clone()),
         (json!("G@@orders"), json!("G"))
     );
+    // Nacos 3's ServiceInfo (api/naming/pojo/ServiceInfo.java, filled by
+    // naming/core/InstanceOperatorClientImpl.java `listInstance`): its ten
+    // fields and none of 1.x's; hosts are api/naming/pojo/Instance.java,
+    // without 1.x's `marked`/`valid`, and `instanceIdGenerator` only for
+    // empty metadata.
+    let mut keys: Vec<&str> = info
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "allIps",
+            "cacheMillis",
+            "checksum",
+            "clusters",
+            "groupName",
+            "hosts",
+            "lastRefTime",
+            "name",
+            "reachProtectionThreshold",
+            "valid"
+        ],
+        "{info}"
+    );
+    assert_eq!(
+        (
+            info["checksum"].clone(),
+            info["cacheMillis"].clone(),
+            info["clusters"].clone()
+        ),
+        (json!(""), json!(10000), json!(""))
+    );
     let host = &info["hosts"][0];
+    for gone in ["marked", "valid", "instanceIdGenerator"] {
+        assert!(host.get(gone).is_none(), "{gone} in {host}");
+    }
     assert_eq!(
         (
             host["ip"].clone(),
@@ -123,7 +162,8 @@ async fn v2_reads() {
         .await;
     assert_eq!(
         r.json(),
-        ok_envelope(json!({"count": 1, "services": ["G@@orders"]}))
+        // naming/utils/ServiceUtil.java `pageServiceName` cuts the group off.
+        ok_envelope(json!({"count": 1, "services": ["orders"]}))
     );
     let r = s
         .call(
@@ -176,8 +216,9 @@ async fn v3_reads() {
         "instanceId": "10.0.0.2#9000#DEFAULT#DEFAULT_GROUP@@pay", "ip": "10.0.0.2", "port": 9000,
         "weight": 1.0, "healthy": true, "enabled": true, "ephemeral": true, "clusterName": "DEFAULT",
         "serviceName": "DEFAULT_GROUP@@pay", "metadata": {"zone": "a"},
+        // No `instanceIdGenerator`: Instance.getInstanceIdGenerator reads it
+        // from metadata once metadata is set (api/naming/pojo/Instance.java).
         "instanceHeartBeatInterval": 5000, "instanceHeartBeatTimeOut": 15000, "ipDeleteTimeout": 30000,
-        "instanceIdGenerator": "simple",
     });
     // The v3 list forms default the cluster to DEFAULT (InstanceListForm).
     let r = s
@@ -733,13 +774,14 @@ async fn v2_round_trip() {
         )
         .await;
     assert_eq!(r.json()["code"], 10200, "{}", r.body);
-    // ServiceControllerV2.list: grouped names in `services`.
+    // ServiceControllerV2.list: names without their group in `services`.
     let r = s
         .call(Method::Get, &format!("{V2}/service/list?groupName=G"))
         .await;
     assert_eq!(
         r.json(),
-        ok_envelope(json!({"count": 1, "services": ["G@@orders"]}))
+        // naming/utils/ServiceUtil.java `pageServiceName` cuts the group off.
+        ok_envelope(json!({"count": 1, "services": ["orders"]}))
     );
     // InstanceControllerV2.deregister.
     let r = s.call(Method::Delete, &format!("{V2}/instance?{q}")).await;
@@ -946,8 +988,9 @@ async fn v3_round_trip() {
         "instanceId": "10.0.0.2#9000#DEFAULT#DEFAULT_GROUP@@pay", "ip": "10.0.0.2", "port": 9000,
         "weight": 1.0, "healthy": true, "enabled": true, "ephemeral": true, "clusterName": "DEFAULT",
         "serviceName": "DEFAULT_GROUP@@pay", "metadata": {"zone": "a"},
+        // No `instanceIdGenerator`: Instance.getInstanceIdGenerator reads it
+        // from metadata once metadata is set (api/naming/pojo/Instance.java).
         "instanceHeartBeatInterval": 5000, "instanceHeartBeatTimeOut": 15000, "ipDeleteTimeout": 30000,
-        "instanceIdGenerator": "simple",
     });
     assert_eq!(r.json(), ok_envelope(json!([expected.clone()])));
     // The admin detail is the same `Instance`.

@@ -101,7 +101,10 @@ pub fn detail_cluster<'a>(
 
 /// One instance as Nacos's `api/naming/pojo/Instance` serializes it
 /// (Jackson, `NON_NULL`): the fields in declaration order, then the
-/// heartbeat getters.
+/// heartbeat getters. `getInstanceIdGenerator` is `"simple"` for empty
+/// metadata and otherwise the metadata's `instanceIdGenerator` entry, so
+/// the field is absent when metadata is set without that key. No
+/// `marked` or `valid`: those are 1.x's.
 #[derive(Debug, Clone, Copy)]
 pub struct InstanceView<'a, M> {
     /// `ip`.
@@ -124,7 +127,25 @@ pub struct InstanceView<'a, M> {
     pub metadata: M,
     /// Heartbeat settings.
     pub heartbeat: HeartbeatTimes,
+    /// `instanceIdGenerator`: see [`id_generator`]; `None` omits it.
+    pub id_generator: Option<&'a str>,
 }
+
+/// What Nacos's `Instance.getInstanceIdGenerator` reads from metadata:
+/// `"simple"` when there is none, else the `instanceIdGenerator` entry.
+pub fn id_generator(metadata_is_empty: bool, entry: Option<&str>) -> Option<&str> {
+    if metadata_is_empty {
+        Some(DEFAULT_ID_GENERATOR)
+    } else {
+        entry
+    }
+}
+
+/// `Constants.DEFAULT_INSTANCE_ID_GENERATOR`.
+pub const DEFAULT_ID_GENERATOR: &str = "simple";
+
+/// `PreservedMetadataKeys.INSTANCE_ID_GENERATOR`.
+pub const ID_GENERATOR_KEY: &str = "instanceIdGenerator";
 
 impl<M: Serialize> Serialize for InstanceView<'_, M> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -148,7 +169,51 @@ impl<M: Serialize> Serialize for InstanceView<'_, M> {
         st.serialize_field("instanceHeartBeatInterval", &self.heartbeat.interval_ms)?;
         st.serialize_field("instanceHeartBeatTimeOut", &self.heartbeat.timeout_ms)?;
         st.serialize_field("ipDeleteTimeout", &self.heartbeat.delete_timeout_ms)?;
-        st.serialize_field("instanceIdGenerator", "simple")?;
+        if let Some(g) = self.id_generator {
+            st.serialize_field("instanceIdGenerator", g)?;
+        }
+        st.end()
+    }
+}
+
+/// The data of v2 `GET /instance/list`: Nacos 3's `api/naming/pojo/ServiceInfo`
+/// as `InstanceOperatorClientImpl.listInstance` fills it (through
+/// `ServiceUtil.selectInstancesWithHealthyProtection`): `name` grouped (the
+/// "adapt for v1.x sdk" rename), `groupName`, `clusters` as requested,
+/// `cacheMillis` (the switch `defaultPushCacheMillis`), `hosts`,
+/// `lastRefTime`, `checksum` never computed on this path (`""`), `allIps`
+/// (3.x's spelling; 2.x wrote `allIPs`), `reachProtectionThreshold` and
+/// `valid` (`hosts != null`). None of 1.x's `dom`, `env`, `metadata` or
+/// `useSpecifiedURL`.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceInfoView<'a, M> {
+    /// The service.
+    pub service: ServiceName<'a>,
+    /// `clusters`, echoed as requested.
+    pub clusters: &'a str,
+    /// `cacheMillis`.
+    pub cache_millis: u64,
+    /// `hosts`.
+    pub hosts: &'a [InstanceView<'a, M>],
+    /// `lastRefTime`: wall-clock ms of this answer.
+    pub last_ref_time: u64,
+    /// `reachProtectionThreshold`.
+    pub reach_protection_threshold: bool,
+}
+
+impl<M: Serialize> Serialize for ServiceInfoView<'_, M> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("ServiceInfo", 10)?;
+        st.serialize_field("name", &self.service)?;
+        st.serialize_field("groupName", self.service.group)?;
+        st.serialize_field("clusters", self.clusters)?;
+        st.serialize_field("cacheMillis", &self.cache_millis)?;
+        st.serialize_field("hosts", self.hosts)?;
+        st.serialize_field("lastRefTime", &self.last_ref_time)?;
+        st.serialize_field("checksum", "")?;
+        st.serialize_field("allIps", &false)?;
+        st.serialize_field("reachProtectionThreshold", &self.reach_protection_threshold)?;
+        st.serialize_field("valid", &true)?;
         st.end()
     }
 }
@@ -222,11 +287,14 @@ mod tests {
         assert!(!heart_beat(&Params::parse("x=1", None).unwrap()));
     }
 
-    #[test]
-    fn instance_body_is_nacos_instance() {
-        let p = Params::parse("serviceName=demo", None).unwrap();
-        let service = ServiceName::from_params(&p, &ParseLimits::default()).unwrap();
-        let v = InstanceView {
+    fn demo_view<'a>(
+        service: ServiceName<'a>,
+        metadata: &'static [(&'static str, &'static str)],
+    ) -> InstanceView<'a, std::collections::BTreeMap<&'static str, &'static str>> {
+        let metadata: std::collections::BTreeMap<_, _> = metadata.iter().copied().collect();
+        let id_generator =
+            id_generator(metadata.is_empty(), metadata.get(ID_GENERATOR_KEY).copied());
+        InstanceView {
             ip: "10.0.0.1",
             port: 80,
             weight: 1.0,
@@ -235,14 +303,67 @@ mod tests {
             ephemeral: true,
             cluster_name: "DEFAULT",
             service,
-            metadata: std::collections::BTreeMap::from([("k", "v")]),
+            metadata,
             heartbeat: HeartbeatTimes::default(),
-        };
+            id_generator,
+        }
+    }
+
+    /// `api/naming/pojo/Instance.java`: `getInstanceIdGenerator` is
+    /// "simple" only for empty metadata, else the metadata's entry (absent
+    /// under `NON_NULL` when there is none).
+    #[test]
+    fn instance_body_is_nacos_instance() {
+        let p = Params::parse("serviceName=demo", None).unwrap();
+        let service = ServiceName::from_params(&p, &ParseLimits::default()).unwrap();
         let mut out = Vec::new();
-        encode_instance(&mut out, &v);
+        encode_instance(&mut out, &demo_view(service, &[("k", "v")]));
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            r#"{"instanceId":"10.0.0.1#80#DEFAULT#DEFAULT_GROUP@@demo","ip":"10.0.0.1","port":80,"weight":1.0,"healthy":true,"enabled":true,"ephemeral":true,"clusterName":"DEFAULT","serviceName":"DEFAULT_GROUP@@demo","metadata":{"k":"v"},"instanceHeartBeatInterval":5000,"instanceHeartBeatTimeOut":15000,"ipDeleteTimeout":30000,"instanceIdGenerator":"simple"}"#
+            r#"{"instanceId":"10.0.0.1#80#DEFAULT#DEFAULT_GROUP@@demo","ip":"10.0.0.1","port":80,"weight":1.0,"healthy":true,"enabled":true,"ephemeral":true,"clusterName":"DEFAULT","serviceName":"DEFAULT_GROUP@@demo","metadata":{"k":"v"},"instanceHeartBeatInterval":5000,"instanceHeartBeatTimeOut":15000,"ipDeleteTimeout":30000}"#
         );
+        let empty = serde_json::to_value(demo_view(service, &[])).unwrap();
+        assert_eq!(empty["instanceIdGenerator"], "simple");
+        let named =
+            serde_json::to_value(demo_view(service, &[(ID_GENERATOR_KEY, "snowflake")])).unwrap();
+        assert_eq!(named["instanceIdGenerator"], "snowflake");
+    }
+
+    /// `api/naming/pojo/ServiceInfo.java` as `InstanceOperatorClientImpl.listInstance`
+    /// fills it: Nacos 3's fields only, `checksum` empty, `allIps` spelt as 3.x does.
+    #[test]
+    fn service_info_is_nacos_3s() {
+        let p = Params::parse("serviceName=demo&groupName=G", None).unwrap();
+        let service = ServiceName::from_params(&p, &ParseLimits::default()).unwrap();
+        let hosts = [demo_view(service, &[])];
+        let info = ServiceInfoView {
+            service,
+            clusters: "",
+            cache_millis: 10_000,
+            hosts: &hosts,
+            last_ref_time: 7,
+            reach_protection_threshold: false,
+        };
+        let v = serde_json::to_value(info).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut want = vec![
+            "name",
+            "groupName",
+            "clusters",
+            "cacheMillis",
+            "hosts",
+            "lastRefTime",
+            "checksum",
+            "allIps",
+            "reachProtectionThreshold",
+            "valid",
+        ];
+        want.sort_unstable();
+        assert_eq!(keys, want);
+        assert_eq!(v["name"], "G@@demo");
+        assert_eq!(v["groupName"], "G");
+        assert_eq!(v["checksum"], "");
+        assert_eq!(v["hosts"][0]["ip"], "10.0.0.1");
+        assert!(v["hosts"][0].get("marked").is_none() && v["hosts"][0].get("valid").is_none());
     }
 }

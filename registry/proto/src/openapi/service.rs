@@ -116,7 +116,9 @@ impl<'a> ListForm<'a> {
     }
 }
 
-/// Appends v2's `{"count":N,"services":["group@@name",...]}`.
+/// Appends v2's `{"count":N,"services":["name",...]}` from a page of
+/// grouped names: `ServiceUtil.pageServiceName` cuts each name after its
+/// first `@@` (when that is not at the start), so the group is not listed.
 pub fn encode_v2_list<I>(out: &mut Vec<u8>, count: usize, grouped_names: I)
 where
     I: IntoIterator,
@@ -129,7 +131,12 @@ where
         if i > 0 {
             out.push(b',');
         }
-        json::write_str(out, name.as_ref().as_bytes());
+        let grouped = name.as_ref();
+        let name = match grouped.find(crate::naming::GROUP_SEPARATOR) {
+            Some(at) if at > 0 => &grouped[at + crate::naming::GROUP_SEPARATOR.len()..],
+            _ => grouped,
+        };
+        json::write_str(out, name.as_bytes());
     }
     out.extend_from_slice(b"]}");
 }
@@ -312,10 +319,12 @@ mod tests {
         assert_eq!(pages(11, 10), 2);
     }
 
+    /// `naming/utils/ServiceUtil.java` `pageServiceName`: the group is cut
+    /// off after the first `@@` that does not start the name.
     #[test]
     fn v2_list_body() {
         let mut out = Vec::new();
-        encode_v2_list(&mut out, 3, ["G@@a"]);
-        assert_eq!(out, br#"{"count":3,"services":["G@@a"]}"#);
+        encode_v2_list(&mut out, 3, ["G@@a", "G@@b@@c", "@@d"]);
+        assert_eq!(out, br#"{"count":3,"services":["a","b@@c","@@d"]}"#);
     }
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use registry_core::{Instance, ServiceKey, ServiceRef, ServiceSnapshot, View};
 use registry_proto::naming::list::HeartbeatTimes;
 use registry_proto::naming::ServiceName;
-use registry_proto::openapi::instance::InstanceView;
+use registry_proto::openapi::instance::{self as instance_body, InstanceView, ServiceInfoView};
 
 use crate::convert::MetadataJson;
 use crate::state::App;
@@ -46,13 +46,7 @@ impl Rows {
             return Vec::new();
         };
         match selection {
-            Selection::Client => {
-                s.select(&View {
-                    clusters,
-                    healthy_only,
-                })
-                .hosts
-            }
+            Selection::Client => self.client_list(clusters, healthy_only).rows,
             Selection::Admin => s
                 .instances()
                 .iter()
@@ -92,7 +86,67 @@ pub(crate) fn view<'a>(
             timeout_ms: u64::from(i.timeouts.beat_timeout_ms),
             delete_timeout_ms: u64::from(i.timeouts.delete_timeout_ms),
         },
+        id_generator: instance_body::id_generator(
+            i.metadata.is_empty(),
+            i.metadata.get(instance_body::ID_GENERATOR_KEY),
+        ),
     }
+}
+
+/// What a client's list shows of a service: [`Selection::Client`]'s rows
+/// and whether the protect threshold was reached.
+pub(crate) struct ClientList<'a> {
+    /// The selected instances with the health they are reported with.
+    pub rows: Vec<(&'a Instance, bool)>,
+    /// `reachProtectionThreshold`.
+    pub reach_protection_threshold: bool,
+}
+
+impl Rows {
+    /// The client selection with its protect-threshold flag.
+    pub fn client_list(&self, clusters: &[&str], healthy_only: bool) -> ClientList<'_> {
+        let Some(s) = &self.snapshot else {
+            return ClientList {
+                rows: Vec::new(),
+                reach_protection_threshold: false,
+            };
+        };
+        let selected = s.select(&View {
+            clusters,
+            healthy_only,
+        });
+        ClientList {
+            rows: selected.hosts,
+            reach_protection_threshold: selected.reach_protection_threshold,
+        }
+    }
+}
+
+/// Appends `list` as Nacos 3's `ServiceInfo` (the v2 list's data).
+pub(crate) fn encode_service_info(
+    list: &ClientList<'_>,
+    service: ServiceName<'_>,
+    clusters: &str,
+    out: &mut Vec<u8>,
+) {
+    let ips: Vec<String> = list.rows.iter().map(|(i, _)| i.ip.to_string()).collect();
+    let hosts: Vec<_> = list
+        .rows
+        .iter()
+        .zip(&ips)
+        .map(|((i, h), ip)| view(i, *h, ip, service))
+        .collect();
+    let info = ServiceInfoView {
+        service,
+        clusters,
+        // The switch `defaultPushCacheMillis` (`SwitchDomain`), which
+        // `ServiceStorage` copies into every ServiceInfo.
+        cache_millis: 10_000,
+        hosts: &hosts,
+        last_ref_time: crate::clock::Clock::wall_ms(),
+        reach_protection_threshold: list.reach_protection_threshold,
+    };
+    instance_body::encode_instance(out, &info);
 }
 
 /// Appends `rows` as a JSON array of `Instance` bodies.

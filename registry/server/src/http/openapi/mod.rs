@@ -100,23 +100,16 @@ fn api(e: impl Into<ApiError>) -> Failure {
     Failure::from(e.into())
 }
 
-/// v2 `GET /instance/list` (`InstanceControllerV2.list`): the 1.x
+/// v2 `GET /instance/list` (`InstanceControllerV2.list`): Nacos 3's
 /// `ServiceInfo` in the envelope; enabled instances, protect threshold.
 fn list_v2(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let form = ListForm::parse(&ex.params, &ex.app.parse_limits, ListKind::V2).map_err(api)?;
     let grouped = form.service.grouped();
     let rows = query::service(ex.app, form.namespace_id, &grouped);
     let clusters: Vec<&str> = form.cluster_list().collect();
-    let view = convert::ListView {
-        service: form.service,
-        clusters: form.clusters,
-        cluster_list: &clusters,
-        healthy_only: form.healthy_only,
-        cache_millis: 10_000,
-        last_ref_time: crate::clock::Clock::wall_ms(),
-    };
+    let list = rows.client_list(&clusters, form.healthy_only);
     envelope::success(&mut scratch.body, |o| {
-        convert::encode_list(rows.snapshot.as_deref(), &view, o);
+        query::encode_service_info(&list, form.service, form.clusters, o);
     });
     Ok(Reply::Json)
 }
