@@ -369,7 +369,7 @@ fn baseline(
             match (grpc, dialect) {
                 (true, _) => "the gRPC lists of the fleet's services",
                 (false, Dialect::V1) => "/nacos/v1/ns/operator/metrics",
-                (false, Dialect::V3) => "/nacos/v3/admin/ns/ops/metrics",
+                (false, Dialect::V3) => "/nacos/v3/admin/ns/ops/metrics?onlyStatus=false",
             }
         )
     })?;

@@ -29,8 +29,9 @@ use crate::fleet::Naming;
 use crate::host;
 use crate::subscriber::HostList;
 
-/// The v3 admin metrics path (`/nacos/v3/admin/ns/ops/metrics`).
-const V3_METRICS: &str = "/nacos/v3/admin/ns/ops/metrics";
+/// The v3 admin metrics with their counts: Nacos 3 answers only the status
+/// unless `onlyStatus=false` (`OperatorControllerV3.metrics`).
+const V3_METRICS: &str = "/nacos/v3/admin/ns/ops/metrics?onlyStatus=false";
 
 /// How to reach or start the server.
 #[derive(Debug, Clone, Default)]

@@ -77,6 +77,7 @@ pub mod grpc;
 pub mod health;
 pub mod http;
 pub mod hub;
+pub mod ip_port_clients;
 pub mod list_cache;
 pub mod log_levels;
 pub mod metrics;

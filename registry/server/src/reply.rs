@@ -66,6 +66,9 @@ pub struct Failure {
     pub text: Cow<'static, str>,
     /// The body's type.
     pub content: ContentType,
+    /// Plain text on every door, never put in the envelope: Nacos's
+    /// parameter checker answers v2/v3 requests so (see `http::error`).
+    pub filter: bool,
 }
 
 impl Failure {
@@ -75,6 +78,7 @@ impl Failure {
             status,
             text: text.into(),
             content: ContentType::Text,
+            filter: false,
         }
     }
 
@@ -87,6 +91,7 @@ impl Failure {
             // The envelope is written from UTF-8 texts.
             text: String::from_utf8_lossy(&body).into_owned().into(),
             content: ContentType::Json,
+            filter: false,
         }
     }
 
@@ -94,7 +99,7 @@ impl Failure {
     /// handler ran (auth, overload, routing, framing) keep their status
     /// and say what they said as the detail.
     pub fn into_envelope(self) -> Failure {
-        if self.content == ContentType::Json {
+        if self.content == ContentType::Json || self.filter {
             return self;
         }
         let code = match self.status {

@@ -325,6 +325,13 @@ pub(crate) trait ClusterHook: Send + Sync {
     /// (see `cluster::subscribers`).
     fn peer_subscribers(&self, query: SubscribersQuery) -> PeerSubscribers;
 
+    /// Where every 2.x client this node holds (its own and the synced
+    /// copies of its peers') has its instances.
+    fn connection_places(&self) -> std::collections::HashSet<registry_core::Place>;
+
+    /// The 2.x clients this node holds: (its own, synced copies).
+    fn connection_counts(&self) -> (usize, usize);
+
     /// Starts the cluster's tasks; each ends when `cancel` fires.
     fn start(&self, app: &Arc<App>, cancel: &CancellationToken)
         -> Vec<tokio::task::JoinHandle<()>>;

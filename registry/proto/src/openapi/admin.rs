@@ -349,6 +349,75 @@ impl SubscriberPage {
     }
 }
 
+/// `onlyStatus` of v2/v3 `GET /ops/metrics`: true unless sent otherwise
+/// (`@RequestParam(defaultValue = "true")`; Spring reads `true`/`on`/`yes`/`1`).
+pub fn only_status(params: &Params<'_>) -> bool {
+    params.optional("onlyStatus").is_none_or(|v| {
+        ["true", "on", "yes", "1"]
+            .iter()
+            .any(|t| v.eq_ignore_ascii_case(t))
+    })
+}
+
+/// The data of v2/v3 `GET /ops/metrics`: v2's `MetricsInfoVo`
+/// (naming/model/vo/MetricsInfoVo.java) and v3's `MetricsInfo`
+/// (api/naming/pojo/maintainer/MetricsInfo.java, which has no
+/// cpu/load/mem), both `NON_NULL`, filled by `OperatorV2Impl.metrics`:
+/// only `status` when `onlyStatus`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsInfo {
+    /// `UP` (or the server's status).
+    pub status: &'static str,
+    /// The counts, absent for `onlyStatus`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<MetricsCounts>,
+    /// v2 only: `EnvUtil.getCpu()`, `getLoad()`, `getMem()`.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostLoad>,
+}
+
+/// The counts of a full metrics answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsCounts {
+    /// `MetricsMonitor.getDomCountMonitor()`: services.
+    pub service_count: u64,
+    /// `getIpCountMonitor()`: instances.
+    pub instance_count: u64,
+    /// `getSubscriberCount()`: subscriptions.
+    pub subscribe_count: u64,
+    /// Every client id: connections and addresses.
+    pub client_count: u64,
+    /// gRPC connections' clients.
+    pub connection_based_client_count: u64,
+    /// `ip:port#true` clients.
+    pub ephemeral_ip_port_client_count: u64,
+    /// `ip:port#false` clients.
+    pub persistent_ip_port_client_count: u64,
+    /// Clients this node is responsible for.
+    pub responsible_client_count: u64,
+}
+
+/// v2's host figures.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct HostLoad {
+    /// CPU use, 0..1.
+    pub cpu: f32,
+    /// The 1-minute load average.
+    pub load: f32,
+    /// Memory use, 0..1.
+    pub mem: f32,
+}
+
+impl MetricsInfo {
+    /// Appends the JSON body.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        // Strings and numbers: serialising cannot fail.
+        let _ = serde_json::to_writer(out, self);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,5 +518,50 @@ mod tests {
         assert_eq!(distro_form(&p).unwrap_err().code.code(), 10000);
         let p = Params::parse("pageNo=0", None).unwrap();
         assert_eq!(SubscriberPage::parse(&p).unwrap_err().code.code(), 20002);
+    }
+
+    /// `OperatorControllerV2/V3.metrics`: `onlyStatus` defaults to true, and
+    /// v3's `MetricsInfo` has no host figures.
+    #[test]
+    fn metrics_bodies() {
+        let only = |q: &str| only_status(&Params::parse(q, None).unwrap());
+        assert!(only(""));
+        assert!(!only("onlyStatus=false"));
+        let status = MetricsInfo {
+            status: "UP",
+            counts: None,
+            host: None,
+        };
+        let mut out = Vec::new();
+        status.encode(&mut out);
+        assert_eq!(out, br#"{"status":"UP"}"#);
+        let counts = MetricsCounts {
+            service_count: 1,
+            instance_count: 2,
+            subscribe_count: 3,
+            client_count: 4,
+            connection_based_client_count: 1,
+            ephemeral_ip_port_client_count: 2,
+            persistent_ip_port_client_count: 1,
+            responsible_client_count: 4,
+        };
+        let v3 = MetricsInfo {
+            counts: Some(counts),
+            ..status.clone()
+        };
+        let v = serde_json::to_value(&v3).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 9, "{v}");
+        assert_eq!(v["ephemeralIpPortClientCount"], 2);
+        let v2 = MetricsInfo {
+            host: Some(HostLoad {
+                cpu: 0.5,
+                load: 1.0,
+                mem: 0.25,
+            }),
+            ..v3
+        };
+        let v = serde_json::to_value(&v2).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 12, "{v}");
+        assert_eq!(v["mem"], 0.25);
     }
 }

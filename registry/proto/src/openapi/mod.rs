@@ -14,10 +14,13 @@
 //! - [`service`]: list forms, the v2 list, the v3 page, the service detail.
 //! - [`namespace`]: namespace forms and bodies of every generation.
 //! - [`admin`]: cluster, health-checker, log, 2.x client and status forms.
+//! - [`param_check`]: Nacos's parameter checker, which answers before any
+//!   v2/v3 naming controller.
 
 pub mod admin;
 pub mod envelope;
 pub mod instance;
 pub mod namespace;
+pub mod param_check;
 pub mod route;
 pub mod service;

@@ -93,6 +93,15 @@ impl ClientSync {
         self.table.lock().counts()
     }
 
+    /// Where every held client's instances sit.
+    pub fn places(&self) -> std::collections::HashSet<registry_core::Place> {
+        let table = self.table.lock();
+        table
+            .iter()
+            .flat_map(|(_, c)| c.instances.iter().map(ClientInstance::place))
+            .collect()
+    }
+
     /// Synced clients per owning member.
     pub fn synced_by_owner(&self) -> HashMap<String, usize> {
         let mut out = HashMap::new();

@@ -103,6 +103,14 @@ impl ClusterHook for Hook {
         Box::pin(super::subscribers::ask_peers(self.0.clone(), query))
     }
 
+    fn connection_places(&self) -> std::collections::HashSet<registry_core::Place> {
+        self.0.clients.places()
+    }
+
+    fn connection_counts(&self) -> (usize, usize) {
+        self.0.clients.counts()
+    }
+
     fn start(
         &self,
         app: &Arc<App>,

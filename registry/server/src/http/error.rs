@@ -125,6 +125,16 @@ impl Failure {
         Failure::new(500, "Server failed,login aborted")
     }
 
+    /// A v2/v3 naming request refused by Nacos's parameter checker: 400 and
+    /// the message on a line of its own (`ParamCheckerFilter.generate400Response`
+    /// writes it with `println`).
+    pub fn param_check(message: String) -> Failure {
+        Failure {
+            filter: true,
+            ..Failure::new(400, message + "\r\n")
+        }
+    }
+
     /// `GET /service` for a service that does not exist.
     pub fn no_such_service(grouped: &str) -> Failure {
         Failure::new(404, format!("service {grouped} is not found!"))

@@ -57,6 +57,7 @@ use registry_proto::http1::{
     write_response, write_response_head, Connection, ContentType, Method, Request,
 };
 use registry_proto::naming::route::{Route, RouteError};
+use registry_proto::openapi::param_check;
 use registry_proto::openapi::route::route;
 use registry_proto::params::Params;
 
@@ -357,6 +358,22 @@ fn needs_token(route: Route) -> bool {
     )
 }
 
+/// Nacos's filters, in their order: auth, then the parameter checker
+/// (`CheckConfiguration`'s order 8 after `NacosAuthConfig`'s 6), which
+/// refuses before every v2/v3 naming controller, relayed or not.
+fn admit(app: &App, route: Route, params: &Params<'_>) -> Result<(), Failure> {
+    if let Some(auth) = &app.auth {
+        if needs_token(route) {
+            auth.check(params.get("accessToken"))
+                .map_err(Failure::denied)?;
+        }
+    }
+    if let Some(extractor) = param_check::extractor(route) {
+        param_check::check(extractor, params).map_err(Failure::param_check)?;
+    }
+    Ok(())
+}
+
 fn dispatch(
     app: &App,
     route: Route,
@@ -366,12 +383,7 @@ fn dispatch(
     started: Instant,
 ) -> Result<Reply, Failure> {
     let params = Params::from_request(request)?;
-    if let Some(auth) = &app.auth {
-        if needs_token(route) {
-            auth.check(params.get("accessToken"))
-                .map_err(Failure::denied)?;
-        }
-    }
+    admit(app, route, &params)?;
     let ex = Exchange {
         app,
         peer,

@@ -1,6 +1,7 @@
 //! `/operator/metrics`, `/operator/switches` and the Prometheus `/metrics`.
 
 use registry_proto::naming::operator::{Metrics, ServerStatus, Switches};
+use registry_proto::openapi::admin::{only_status, HostLoad, MetricsCounts, MetricsInfo};
 
 use super::error::Failure;
 use super::{Exchange, Reply, Scratch};
@@ -25,6 +26,61 @@ pub(crate) fn metrics(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply,
     };
     m.encode(&mut scratch.body);
     Ok(Reply::Json)
+}
+
+/// v2/v3 `GET /ops/metrics` (`OperatorControllerV2/V3.metrics`, filled by
+/// `OperatorV2Impl.metrics`): the status alone unless `onlyStatus=false`,
+/// then the counts with the clients of both kinds (see `ip_port_clients`);
+/// v2 adds the host figures. The body goes in the envelope.
+pub(crate) fn metrics_v2_v3(ex: &Exchange<'_>, scratch: &mut Scratch, v2: bool) {
+    let mut info = MetricsInfo {
+        status: "UP",
+        counts: None,
+        host: None,
+    };
+    if !only_status(&ex.params) {
+        info.counts = Some(client_counts(ex.app));
+        info.host = v2.then(|| HostLoad {
+            cpu: 0.0,
+            load: load_average(),
+            mem: memory_used_fraction(),
+        });
+    }
+    info.encode(&mut scratch.body);
+}
+
+/// The counts of a full v2/v3 metrics answer. A connection client is this
+/// node's responsibility when it is native (`ConnectionBasedClient.isNative`);
+/// an address client when Distro maps its `ip:port` here.
+fn client_counts(app: &crate::state::App) -> MetricsCounts {
+    let stats = app.store.stats();
+    let (native, synced) = match &app.cluster {
+        Some(c) => c.connection_counts(),
+        None => (app.grpc.hub.len(), 0),
+    };
+    let addresses = crate::ip_port_clients::address_clients(app);
+    let ephemeral = addresses.iter().filter(|c| c.ephemeral).count();
+    let responsible_addresses = match &app.cluster {
+        Some(c) => addresses
+            .iter()
+            .filter(|a| {
+                let tag = a.id.split(crate::ip_port_clients::ID_DELIMITER).next();
+                tag.is_some_and(|t| c.responsible_for(t) == c.me())
+            })
+            .count(),
+        None => addresses.len(),
+    };
+    let n = |v: usize| v as u64;
+    MetricsCounts {
+        service_count: n(stats.services),
+        instance_count: n(stats.instances),
+        subscribe_count: app.metrics.push.subscribers.get(),
+        client_count: n(native + synced + addresses.len()),
+        connection_based_client_count: n(native + synced),
+        ephemeral_ip_port_client_count: n(ephemeral),
+        persistent_ip_port_client_count: n(addresses.len() - ephemeral),
+        responsible_client_count: n(native + responsible_addresses),
+    }
 }
 
 /// `GET /operator/switches`: the switch values this server runs with.

@@ -49,7 +49,9 @@ pub(crate) fn handle(
             wrap(super::operator::switches(ex, scratch)?, scratch)
         }
         Route::V2Metrics | Route::V3Metrics => {
-            wrap(super::operator::metrics(ex, scratch)?, scratch)
+            let v2 = route == Route::V2Metrics;
+            super::operator::metrics_v2_v3(ex, scratch, v2);
+            wrap(Reply::Json, scratch)
         }
         Route::V2ClientList | Route::V3ClientListAdmin => client_list(ex, scratch),
         Route::V2NamespaceList | Route::V3NamespaceList => {
@@ -294,10 +296,17 @@ fn service_list_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
     Ok(Reply::Json)
 }
 
-/// v2/v3 `GET /client/list` (`ClientInfoControllerV2.getClientList`): the
-/// ids of the connected 2.x clients. Ours are the gRPC connection ids.
+/// v2/v3 `GET /client/list` (`ClientInfoControllerV2.getClientList`,
+/// `clientManager.allClientId()`): this node's gRPC connection ids, then
+/// the address clients (`ip:port#true`, `ip:port#false`).
 fn client_list(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
-    let ids = ex.app.grpc.hub.ids();
+    let mut ids = ex.app.grpc.hub.ids();
+    // HTTP registrations are clients too (`IpPortBasedClient`).
+    ids.extend(
+        crate::ip_port_clients::address_clients(ex.app)
+            .into_iter()
+            .map(|c| c.id),
+    );
     envelope::success(&mut scratch.body, |o| {
         let _ = serde_json::to_writer(o, &ids);
     });

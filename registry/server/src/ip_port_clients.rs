@@ -1,0 +1,93 @@
+//! Nacos's address clients, derived from the store: every address that
+//! publishes an instance without a 2.x connection behind it is one client.
+//!
+//! Nacos 2.x/3.x keeps two kinds of clients
+//! (`naming/core/v2/client/impl/`): a `ConnectionBasedClient` per gRPC
+//! connection, and an `IpPortBasedClient` per address that registered over
+//! HTTP, with the id `ip:port#true` for its ephemeral instances and
+//! `ip:port#false` for persistent ones (every persistent instance, whatever
+//! door it came through: `PersistentClientOperationServiceImpl`). The
+//! admin views (`client/list`, the operator's metrics) count both. We keep
+//! no table for the second kind: a 1.x or v2/v3 registration is an
+//! instance and a lease, so the address clients are read off the store
+//! when asked, leaving out the ephemeral instances a connection holds.
+//! That costs a walk over every instance per question, which is what the
+//! admin views that ask are for.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
+
+use registry_core::Place;
+
+use crate::state::App;
+
+/// `IpPortBasedClient.ID_DELIMITER`, between the address and the flag.
+pub const ID_DELIMITER: char = '#';
+
+/// One address client: its id and how many instances it publishes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddressClient {
+    /// `ip:port#true` or `ip:port#false`.
+    pub id: String,
+    /// Ephemeral (`#true`) or persistent (`#false`).
+    pub ephemeral: bool,
+    /// Instances it publishes.
+    pub instances: usize,
+}
+
+/// The address clients, ordered by id.
+pub fn address_clients(app: &App) -> Vec<AddressClient> {
+    let held = connection_places(app);
+    let mut by_id: BTreeMap<String, AddressClient> = BTreeMap::new();
+    app.store.for_each_service(|snap| {
+        for i in snap.instances() {
+            if i.ephemeral && held.contains(&place(snap.key(), &i.cluster, i.ip, i.port)) {
+                continue;
+            }
+            let id = client_id(i.ip, i.port, i.ephemeral);
+            by_id
+                .entry(id.clone())
+                .or_insert(AddressClient {
+                    id,
+                    ephemeral: i.ephemeral,
+                    instances: 0,
+                })
+                .instances += 1;
+        }
+    });
+    by_id.into_values().collect()
+}
+
+/// `IpPortBasedClient.getClientId`: `ip:port#ephemeral` (IPv6 as written,
+/// without brackets, as Nacos joins them).
+pub fn client_id(ip: IpAddr, port: u16, ephemeral: bool) -> String {
+    format!("{ip}:{port}{ID_DELIMITER}{ephemeral}")
+}
+
+/// Where the 2.x connections' instances sit: this node's connections, and
+/// in a cluster every client the cluster table holds (native and synced).
+fn connection_places(app: &App) -> HashSet<Place> {
+    if let Some(cluster) = &app.cluster {
+        return cluster.connection_places();
+    }
+    let mut out = HashSet::new();
+    for conn in app.grpc.hub.all() {
+        let owned = conn.owned.lock();
+        out.extend(owned.instances.iter().map(|o| Place {
+            service: o.service.clone(),
+            cluster: o.cluster.clone(),
+            ip: o.ip,
+            port: o.port,
+        }));
+    }
+    out
+}
+
+fn place(service: &registry_core::ServiceKey, cluster: &str, ip: IpAddr, port: u16) -> Place {
+    Place {
+        service: service.clone(),
+        cluster: cluster.into(),
+        ip,
+        port,
+    }
+}
