@@ -30,7 +30,7 @@ use crate::model::DEFAULT_NAMESPACE;
 /// The display name of the default namespace (Nacos `DEFAULT_NAMESPACE_SHOW_NAME`).
 pub const DEFAULT_NAMESPACE_NAME: &str = "public";
 /// The description of the default namespace (Nacos `DEFAULT_NAMESPACE_DESCRIPTION`).
-pub const DEFAULT_NAMESPACE_DESC: &str = "Public Namespace";
+pub const DEFAULT_NAMESPACE_DESC: &str = "Default Namespace";
 /// The `quota` Nacos reports for every namespace (its config-count quota,
 /// `DEFAULT_QUOTA`); kept on the wire for clients that read it.
 pub const NACOS_REPORTED_QUOTA: u32 = 200;

@@ -14,6 +14,10 @@ pub enum ProtoError {
     /// A required parameter is absent or blank. Fix: send `<name>` with a value.
     #[error("Param '{0}' is required.")]
     Required(&'static str),
+    /// A parameter a Nacos form requires is absent (`NamespaceForm.validate`'s
+    /// own text, not Spring's). Fix: send `<name>`.
+    #[error("required parameter '{0}' is missing")]
+    FormMissing(&'static str),
     /// A grouped service name without a service part (`G@@`, `@@`). Fix: send
     /// `groupName@@serviceName`, or an ungrouped name plus `groupName`.
     #[error("Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName'")]

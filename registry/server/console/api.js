@@ -22,10 +22,12 @@ export function setToken(value) {
   else sessionStorage.removeItem(TOKEN_KEY);
 }
 
-function query(params) {
+// Empty values are left out, except the names in `keep` (a form that
+// must send a parameter even when it is empty).
+function query(params, keep = []) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
-    if (v !== undefined && v !== null && v !== '') q.set(k, String(v));
+    if (v !== undefined && v !== null && (v !== '' || keep.includes(k))) q.set(k, String(v));
   }
   const t = token();
   if (t) q.set('accessToken', t);
@@ -53,8 +55,8 @@ export async function get(path, params = {}) {
 
 // A change through the Nacos API (`PATCH`, `PUT`, `DELETE` …), parameters in
 // the query as Nacos clients send them.
-export async function change(method, path, params) {
-  return answer(await fetch(`${path}?${query(params)}`, { method, cache: 'no-store' }));
+export async function change(method, path, params, keep = []) {
+  return answer(await fetch(`${path}?${query(params, keep)}`, { method, cache: 'no-store' }));
 }
 
 // Logs in; the password goes in the form body, never the URL.

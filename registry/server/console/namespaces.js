@@ -27,9 +27,10 @@ function createForm(reload) {
     onsubmit: async (event) => {
       event.preventDefault();
       try {
+        // The form wants `namespaceId` sent; empty asks the server to make one up.
         await change('POST', NS_API, {
           namespaceId: id.value.trim(), namespaceName: name.value.trim(), namespaceDesc: desc.value.trim(),
-        });
+        }, ['namespaceId']);
         notify(`Namespace ${name.value.trim()} created.`, 'ok');
         await reload();
       } catch (e) {

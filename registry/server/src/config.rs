@@ -93,6 +93,14 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_MAX_SERVICES", default_value_t = 4_000_000)]
     pub max_services: usize,
 
+    /// Refuse to delete a namespace that still holds services. Off by
+    /// default: Nacos 3 deletes the namespace record and leaves its
+    /// services in place, reachable by the id.
+    #[arg(long, env = "REGISTRY_NAMESPACE_DELETE_PROTECTION", num_args = 0..=1,
+          default_missing_value = "true", default_value_t = false,
+          action = clap::ArgAction::Set)]
+    pub namespace_delete_protection: bool,
+
     /// Most open HTTP connections; past it new ones get a 503 and are closed.
     #[arg(long, env = "REGISTRY_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,

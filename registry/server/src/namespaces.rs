@@ -48,6 +48,9 @@ pub struct NamespaceBook {
     /// its store write, so two concurrent registers cannot both pass a
     /// quota that has room for one (see [`NamespaceBook::gate`]).
     quota_gate: parking_lot::Mutex<()>,
+    /// Refuse to delete a namespace that still holds services
+    /// (`--namespace-delete-protection`; Nacos deletes it).
+    protect_non_empty: bool,
 }
 
 /// Per id, the stamp of its last change and whether that was a delete
@@ -162,9 +165,17 @@ impl NamespaceBook {
         self.remove(id)
     }
 
+    /// With `on`, a namespace that still holds services is not deleted.
+    /// Off by default, as in Nacos 3 (`NamespaceOperationService.removeNamespace`
+    /// removes the record and leaves the services where they are).
+    pub fn with_delete_protection(mut self, on: bool) -> NamespaceBook {
+        self.protect_non_empty = on;
+        self
+    }
+
     /// Whether this node would delete `id` now: it exists, is not the
-    /// default namespace, and the store (which holds every member's
-    /// services, replicated) has no service in it.
+    /// default namespace, and (with delete protection) the store, which
+    /// holds every member's services, replicated, has no service in it.
     ///
     /// # Errors
     /// Why not.
@@ -174,6 +185,9 @@ impl NamespaceBook {
         }
         if !self.table.exists(id) {
             return Err(NamespaceError::NotFound(id.to_owned()));
+        }
+        if !self.protect_non_empty {
+            return Ok(());
         }
         match services_in(store, id) {
             0 => Ok(()),

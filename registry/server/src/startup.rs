@@ -74,9 +74,10 @@ impl App {
             None => None,
         };
         let mut app = App::build(config, clock, persist, auth, raft);
-        app.namespaces = Arc::new(crate::namespaces::NamespaceBook::open(
-            app.config.data_dir.as_deref(),
-        )?);
+        app.namespaces = Arc::new(
+            crate::namespaces::NamespaceBook::open(app.config.data_dir.as_deref())?
+                .with_delete_protection(app.config.namespace_delete_protection),
+        );
         app.writer = app.writer.clone().with_namespaces(app.namespaces.clone());
         if let Some(c) = cluster {
             // Replication consumes the same change events as the notifier.

@@ -3,7 +3,8 @@
 //! stamped tables: a namespace created through one node's v3 admin API is
 //! listed by the others' v1 and v3 lists, a v3 register into it through
 //! another node is accepted, an update and a delete made anywhere reach
-//! every node, a namespace holding services is refused on every node, a
+//! every node, a namespace holding services is refused on every node (with
+//! `--namespace-delete-protection`; Nacos itself deletes it), a
 //! restarted node (empty table) has the cluster's namespaces after its
 //! first exchange, and a bad table on the peer route is refused with the
 //! reason, nothing of it applied. With Raft (`--data-dir`) the changes are
@@ -110,7 +111,7 @@ async fn ports_in(node: &Node, ns: &str, service: &str) -> Option<Vec<u64>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_reach_every_member_without_raft() {
-    let mut c = TestCluster::start(3, &[]).await;
+    let mut c = TestCluster::start(3, &["--namespace-delete-protection=true"]).await;
 
     // Created through node 0's v3 admin API: listed by all three, both doors.
     let (status, code, body) = v3(
@@ -159,7 +160,8 @@ async fn namespaces_reach_every_member_without_raft() {
     )
     .await;
 
-    // It holds a service: a delete is refused on every node, v3 and v1.
+    // It holds a service: with the protection on, a delete is refused on
+    // every node, v3 and v1.
     for (i, n) in c.nodes.iter().enumerate() {
         let (status, code, body) = v3(n, Method::Delete, "namespaceId=dev").await;
         assert_ne!(
@@ -311,7 +313,7 @@ async fn create_logged(node: &Node, id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_are_raft_log_entries_with_a_data_dir() {
-    let (_dir, mut nodes) = raft_nodes(&[]).await;
+    let (_dir, mut nodes) = raft_nodes(&["--namespace-delete-protection=true"]).await;
     // A write through a node that has no leader yet answers 503: retried.
     create_logged(&nodes[0], "dev").await;
     until_listed(&nodes.iter().collect::<Vec<_>>(), &[("dev", "dev", "")]).await;

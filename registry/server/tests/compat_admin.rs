@@ -127,7 +127,10 @@ async fn use_nacos_0_1_6() {
         "use-nacos: all checks passed",
     )
     .await;
-    assert!(s.app.namespaces.table().exists("ops"));
+    // Both deleted, `ops` with its services still in it (Nacos 3's
+    // NamespaceOperationService.removeNamespace).
+    assert!(!s.app.namespaces.table().exists("ops"));
     assert!(!s.app.namespaces.table().exists("lab"));
+    assert!(s.app.store.stats().instances >= 2, "the services stay");
     s.stop().await;
 }

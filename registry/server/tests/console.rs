@@ -77,7 +77,14 @@ async fn browser(mode: &str, base: &str, extra: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_in_a_real_browser() {
     selenium_python();
-    let server = TestServer::spawn().await;
+    // With the delete protection on, so that the namespace page's refusal
+    // (and the reason it shows) is seen; Nacos itself deletes such a
+    // namespace, as the server does by default.
+    let server = TestServer::with(Config {
+        namespace_delete_protection: true,
+        ..Config::for_test()
+    })
+    .await;
     browser("open", &server.base(), &[]).await;
 
     // What the browser did, read back from the store itself: 10.0.0.2 was

@@ -184,13 +184,36 @@ async fn v2_reads() {
         d["clusterMap"]["DEFAULT"]["healthChecker"],
         json!({"type": "TCP"})
     );
-    // The 2.x switches and metrics, in the envelope.
-    assert_eq!(
-        s.call(Method::Get, &format!("{V2}/operator/switches"))
-            .await
-            .json()["data"]["clientBeatInterval"],
-        5000
+    // The 2.x switches and metrics, in the envelope: SwitchDomain's 2.x/3.x
+    // names for the push versions (naming/misc/SwitchDomain.java).
+    let switches = s
+        .call(Method::Get, &format!("{V2}/operator/switches"))
+        .await
+        .json();
+    assert_eq!(switches["data"]["clientBeatInterval"], 5000);
+    assert_eq!(switches["data"]["pushVersionOfJava"], "0.1.0", "{switches}");
+    assert!(
+        switches["data"].get("pushJavaVersion").is_none(),
+        "{switches}"
     );
+    // SwitchManager.update refuses a threshold <= 0 with an
+    // IllegalArgumentException, which OperatorControllerV3.updateSwitch
+    // answers as 500 / 30000; an unchanged push version is accepted.
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V3A}/ops/switches?entry=distroThreshold&value=0"),
+        )
+        .await;
+    let detail = assert_error(&r, 500, 30000, "distroThreshold 0");
+    assert_eq!(detail, "distroThreshold can not be zero or negative: 0");
+    let r = s
+        .call(
+            Method::Put,
+            &format!("{V3A}/ops/switches?entry=pushVersionOfJava&value=0.1.0"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
     assert_eq!(
         s.call(Method::Get, &format!("{V2}/ops/metrics"))
             .await
@@ -377,12 +400,14 @@ async fn read_errors_get_the_envelope() {
             22002,
             "namespaceId [public] is default namespace id and already exist.",
         ),
+        // console/controller/v2/NamespaceControllerV2.java: the form's own
+        // `NamespaceForm.validate` text, not Spring's.
         (
             Method::Post,
             "/nacos/v2/console/namespace?namespaceId=x",
             400,
             10000,
-            "Required parameter 'namespaceName' type String is not present",
+            "required parameter 'namespaceName' is missing",
         ),
         (
             Method::Get,
@@ -606,8 +631,11 @@ async fn v1_completion_reads() {
 
 /// One namespace table behind every door: v1 console (`NamespaceController`:
 /// `RestResult` list, `true`/`false` writes), v2 console and v3 admin
-/// (`NamespaceControllerV3`); `""` is `public`; a namespace holding services
-/// is not deleted.
+/// (`NamespaceControllerV3`, `NamespaceForm.validate`); `""` is `public`,
+/// described and typed as core/service/NamespaceOperationService.java and
+/// core/namespace/model/NamespaceTypeEnum.java say; a namespace holding
+/// services is deleted as `removeNamespace` deletes it (its services stay),
+/// unless `--namespace-delete-protection` is on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_through_every_door() {
     let s = TestServer::spawn().await;
@@ -615,7 +643,7 @@ async fn namespaces_through_every_door() {
     assert_eq!(
         r.json(),
         json!({"code": 200, "message": null, "data": [
-            {"namespace": "public", "namespaceShowName": "public", "namespaceDesc": "Public Namespace", "quota": 200, "configCount": 0, "serviceCount": 0, "type": 0}
+            {"namespace": "public", "namespaceShowName": "public", "namespaceDesc": "Default Namespace", "quota": 200, "configCount": 0, "serviceCount": 0, "type": 0}
         ]})
     );
     let r = s
@@ -641,7 +669,7 @@ async fn namespaces_through_every_door() {
     assert_eq!(
         r.json(),
         ok_envelope(
-            json!({"namespace": "dev", "namespaceShowName": "Dev", "namespaceDesc": "d", "quota": 200, "configCount": 0, "type": 2})
+            json!({"namespace": "dev", "namespaceShowName": "Dev", "namespaceDesc": "d", "quota": 200, "configCount": 0, "type": 1})
         )
     );
     let r = s
@@ -667,10 +695,24 @@ async fn namespaces_through_every_door() {
         .json(),
         ok_envelope(json!(1))
     );
+    // The form wants both parameters; an empty id is made up (a UUID).
+    for (query, missing) in [
+        ("namespaceName=Anon", "namespaceId"),
+        ("namespaceId=x", "namespaceName"),
+    ] {
+        let r = s
+            .call(
+                Method::Post,
+                &format!("/nacos/v3/admin/core/namespace?{query}"),
+            )
+            .await;
+        let detail = assert_error(&r, 400, 10000, query);
+        assert_eq!(detail, format!("required parameter '{missing}' is missing"));
+    }
     let r = s
         .call(
             Method::Post,
-            "/nacos/v3/admin/core/namespace?namespaceName=Anon",
+            "/nacos/v3/admin/core/namespace?namespaceId=&namespaceName=Anon",
         )
         .await;
     assert_eq!(r.json(), ok_envelope(json!(true)));
@@ -691,17 +733,126 @@ async fn namespaces_through_every_door() {
         )
         .await;
     assert_eq!(r.json()["data"]["hosts"].as_array().unwrap().len(), 1);
-    // A namespace holding services is not deleted, through any door.
+    // A namespace holding services is deleted (the record; its services
+    // stay reachable by the id).
     v1_register(&s, "serviceName=held&ip=10.0.0.9&port=1&namespaceId=dev").await;
+    let r = s
+        .call(
+            Method::Delete,
+            "/nacos/v3/admin/core/namespace?namespaceId=dev",
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!(true)));
+    assert!(!s.app.namespaces.table().exists("dev"));
+    assert_eq!(instances(&s, "dev", "DEFAULT_GROUP@@held"), 1);
+    // The default namespace cannot be deleted.
     assert_eq!(
         s.call(
             Method::Delete,
-            "/nacos/v1/console/namespaces?namespaceId=dev"
+            "/nacos/v1/console/namespaces?namespaceId=public"
         )
         .await
         .body,
         "false"
     );
+    s.stop().await;
+}
+
+/// v2/v3 health updates (naming/core/HealthOperatorV2Impl.java
+/// `updateHealthStatusForPersistentInstance`): refused with 400 / 30000
+/// unless the cluster's checker is NONE; then only a persistent instance
+/// changes, and an ephemeral one's update is a quiet "ok".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_updates_are_the_operators_only_under_a_none_checker() {
+    let s = TestServer::spawn().await;
+    // Loopback: the server probes persistent instances until NONE is set.
+    // A v2 registration with `ephemeral=false` is persistent
+    // (InstanceControllerV2.register builds the instance from the form).
+    let r = s
+        .call(
+            Method::Post,
+            &format!("{V2}/instance?serviceName=h&ip=127.0.0.1&port=1&ephemeral=false"),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")), "{}", r.body);
+    let persistent = s
+        .app
+        .store
+        .snapshot(ServiceRef::new("public", "DEFAULT_GROUP@@h"))
+        .is_some_and(|snap| snap.instances().iter().any(|i| !i.ephemeral));
+    assert!(
+        persistent,
+        "a v2 ephemeral=false registration is persistent"
+    );
+    v1_register(&s, "serviceName=h&ip=127.0.0.2&port=2").await;
+    let update = |prefix: &str, ip: &str, port: u16, healthy: bool| {
+        format!("{prefix}/health/instance?serviceName=h&ip={ip}&port={port}&healthy={healthy}")
+    };
+    let r = s
+        .call(Method::Put, &update(V2, "127.0.0.1", 1, false))
+        .await;
+    assert_eq!(
+        assert_error(&r, 400, 30000, "a checked cluster"),
+        "health check is still working, service: DEFAULT_GROUP@@h, cluster: DEFAULT"
+    );
+    let none = "%7B%22type%22%3A%22NONE%22%7D";
+    let r = s
+        .call(
+            Method::Put,
+            &format!(
+                "{V3A}/cluster?serviceName=h&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true&healthChecker={none}"
+            ),
+        )
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")), "{}", r.body);
+    let health = |ip: &str| {
+        s.app
+            .store
+            .snapshot(ServiceRef::new("public", "DEFAULT_GROUP@@h"))
+            .and_then(|snap| {
+                snap.instances()
+                    .iter()
+                    .find(|i| i.ip.to_string() == ip)
+                    .map(|i| i.healthy)
+            })
+    };
+    for healthy in [true, false] {
+        let r = s
+            .call(Method::Put, &update(V3A, "127.0.0.1", 1, healthy))
+            .await;
+        assert_eq!(r.json(), ok_envelope(json!("ok")), "{}", r.body);
+        eventually("the persistent instance's health", || {
+            health("127.0.0.1") == Some(healthy)
+        })
+        .await;
+    }
+    let r = s
+        .call(Method::Put, &update(V2, "127.0.0.2", 2, false))
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")), "{}", r.body);
+    assert_eq!(
+        health("127.0.0.2"),
+        Some(true),
+        "an ephemeral instance is its beats'"
+    );
+    s.stop().await;
+}
+
+/// With `--namespace-delete-protection` (ours; Nacos has no such setting),
+/// a namespace that holds services is kept, through every door, until it
+/// is empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_protection_keeps_a_namespace_that_holds_services() {
+    let s = TestServer::with(registry_server::Config {
+        namespace_delete_protection: true,
+        ..registry_server::Config::for_test()
+    })
+    .await;
+    let create = "/nacos/v1/console/namespaces?customNamespaceId=dev&namespaceName=Dev";
+    assert_eq!(s.call(Method::Post, create).await.body, "true");
+    v1_register(&s, "serviceName=held&ip=10.0.0.9&port=1&namespaceId=dev").await;
+    let v1_delete = "/nacos/v1/console/namespaces?namespaceId=dev";
+    assert_eq!(s.call(Method::Delete, v1_delete).await.body, "false");
     let r = s
         .call(
             Method::Delete,
@@ -714,26 +865,8 @@ async fn namespaces_through_every_door() {
         .store
         .delete_service(ServiceRef::new("dev", "DEFAULT_GROUP@@held"))
         .unwrap();
-    assert_eq!(
-        s.call(
-            Method::Delete,
-            "/nacos/v1/console/namespaces?namespaceId=dev"
-        )
-        .await
-        .body,
-        "true"
-    );
+    assert_eq!(s.call(Method::Delete, v1_delete).await.body, "true");
     assert!(!s.app.namespaces.table().exists("dev"));
-    // The default namespace cannot be deleted.
-    assert_eq!(
-        s.call(
-            Method::Delete,
-            "/nacos/v1/console/namespaces?namespaceId=public"
-        )
-        .await
-        .body,
-        "false"
-    );
     s.stop().await;
 }
 
@@ -929,6 +1062,30 @@ async fn v2_round_trip() {
         )
         .await;
     assert_eq!(r.json()["code"], 10200, "{}", r.body);
+    // ... and NamingUtils.checkServiceNameFormat wants the name grouped
+    // (api/naming/utils/NamingUtils.java): 400 / 20002 otherwise.
+    for (name, detail) in [
+        (
+            "orders",
+            "Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName'",
+        ),
+        (
+            "G%40%40",
+            "Param 'serviceName' is illegal, it should be format as 'groupName@@serviceName'",
+        ),
+        (
+            "%40%40orders",
+            "Param 'serviceName' is illegal, groupName can't be empty",
+        ),
+    ] {
+        let r = s
+            .call(
+                Method::Put,
+                &format!("{V2}/instance/beat?serviceName={name}&ip=10.0.0.1&port=8080"),
+            )
+            .await;
+        assert_eq!(assert_error(&r, 400, 20002, name), detail);
+    }
     // ServiceControllerV2.list: names without their group in `services`.
     let r = s
         .call(Method::Get, &format!("{V2}/service/list?groupName=G"))

@@ -215,11 +215,35 @@ impl Default for Switches {
     }
 }
 
+/// The push-version switches as 1.x names them and as Nacos 2.x/3.x's
+/// `SwitchDomain` does (`pushVersionOfGo` ..., naming/misc/SwitchDomain.java).
+pub const PUSH_VERSION_NAMES: [(&str, &str); 5] = [
+    ("pushGoVersion", "pushVersionOfGo"),
+    ("pushJavaVersion", "pushVersionOfJava"),
+    ("pushPythonVersion", "pushVersionOfPython"),
+    ("pushCVersion", "pushVersionOfC"),
+    ("pushCSharpVersion", "pushVersionOfCsharp"),
+];
+
 impl Switches {
     /// Appends the JSON body.
     pub fn encode(&self, out: &mut Vec<u8>) {
         // Strings, numbers, maps with string keys: serializing cannot fail.
         let _ = serde_json::to_writer(out, self);
+    }
+
+    /// Appends the body as Nacos 2.x/3.x's `SwitchDomain` writes it: the
+    /// same fields but for the push versions' names.
+    pub fn encode_3x(&self, out: &mut Vec<u8>) {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(map) = v.as_object_mut() {
+            for (old, new) in PUSH_VERSION_NAMES {
+                if let Some(value) = map.remove(old) {
+                    map.insert(new.to_owned(), value);
+                }
+            }
+        }
+        let _ = serde_json::to_writer(out, &v);
     }
 
     /// Parses a body.

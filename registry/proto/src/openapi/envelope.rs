@@ -163,6 +163,7 @@ impl From<ProtoError> for ApiError {
     fn from(e: ProtoError) -> ApiError {
         let code = match &e {
             ProtoError::Required(param) => return ApiError::missing(param),
+            ProtoError::FormMissing(_) => ErrorCode::ParameterMissing,
             ProtoError::ServiceNameFormat
             | ProtoError::GroupNameEmpty
             | ProtoError::ServiceNameSyntax(_) => ErrorCode::ServiceNameError,

@@ -56,36 +56,35 @@ fn quota(params: &Params<'_>, name: &'static str) -> Result<Option<u32>, ProtoEr
 }
 
 impl<'a> NamespaceForm<'a> {
-    /// Reads a create request. The id may be absent (v3: present but
-    /// empty is the same).
+    /// Reads a create request. On v1 the id may be absent; on v2/v3 it
+    /// must be sent, and empty means "make one up".
     pub fn parse_create(params: &'a Params<'_>, door: Door) -> Result<Self, ProtoError> {
-        let (id_param, name_param) = match door {
-            Door::V1 => ("customNamespaceId", "namespaceName"),
-            Door::Open => ("namespaceId", "namespaceName"),
-        };
-        Self::parse(params, id_param, name_param, false)
+        Self::parse(params, door, false)
     }
 
     /// Reads an update request: the id is required.
     pub fn parse_update(params: &'a Params<'_>, door: Door) -> Result<Self, ProtoError> {
-        let (id_param, name_param) = match door {
-            Door::V1 => ("namespace", "namespaceShowName"),
-            Door::Open => ("namespaceId", "namespaceName"),
-        };
-        Self::parse(params, id_param, name_param, true)
+        Self::parse(params, door, true)
     }
 
-    fn parse(
-        params: &'a Params<'_>,
-        id_param: &'static str,
-        name_param: &'static str,
-        id_required: bool,
-    ) -> Result<Self, ProtoError> {
-        let id = if id_required {
-            params.required(id_param)?
-        } else {
-            params.optional_or(id_param, "")
+    fn parse(params: &'a Params<'_>, door: Door, update: bool) -> Result<Self, ProtoError> {
+        let id = match (door, update) {
+            // `NamespaceForm.validate` (Nacos 3): both present, with its own
+            // text when not; the controller trims the id.
+            (Door::Open, _) => params
+                .get("namespaceId")
+                .map(crate::params::java_trim)
+                .ok_or(ProtoError::FormMissing("namespaceId"))?,
+            (Door::V1, true) => params.required("namespace")?,
+            (Door::V1, false) => params.optional_or("customNamespaceId", ""),
         };
+        let name_param = match (door, update) {
+            (Door::V1, true) => "namespaceShowName",
+            _ => "namespaceName",
+        };
+        if door == Door::Open && params.get(name_param).is_none() {
+            return Err(ProtoError::FormMissing(name_param));
+        }
         Ok(NamespaceForm {
             id,
             name: params.required(name_param)?,
@@ -117,8 +116,8 @@ pub struct NamespaceView<'a> {
     pub quota: u32,
     /// `configCount`: we hold no configs, so 0.
     pub config_count: u32,
-    /// `type`: 0 for the default namespace, 2 for a custom one
-    /// (`NamespaceTypeEnum.GLOBAL`/`CUSTOM`).
+    /// `type`: 0 for the default namespace, 1 for a custom one (Nacos 3's
+    /// `NamespaceTypeEnum.GLOBAL`/`CUSTOM`; 2.x numbered custom ones 2).
     #[serde(rename = "type")]
     pub kind: u8,
     /// Our quota of services, when set.
@@ -131,8 +130,8 @@ pub struct NamespaceView<'a> {
 
 /// `type` of the default namespace.
 pub const TYPE_GLOBAL: u8 = 0;
-/// `type` of a custom namespace.
-pub const TYPE_CUSTOM: u8 = 2;
+/// `type` of a custom namespace (core/namespace/model/NamespaceTypeEnum.java).
+pub const TYPE_CUSTOM: u8 = 1;
 
 /// Appends a v1 `RestResult` success around `data` (one JSON value).
 pub fn rest_result(out: &mut Vec<u8>, data: impl FnOnce(&mut Vec<u8>)) {
@@ -196,11 +195,25 @@ mod tests {
         let p = Params::parse("namespace=dev&namespaceShowName=D2&namespaceDesc=x", None).unwrap();
         let f = NamespaceForm::parse_update(&p, Door::V1).unwrap();
         assert_eq!((f.id, f.name, f.desc), ("dev", "D2", "x"));
+        // core/namespace/model/form/NamespaceForm.java `validate`: both sent,
+        // with its own text; an empty id is a create's "make one up".
         let p = Params::parse("namespaceName=Dev", None).unwrap();
+        for parse in [NamespaceForm::parse_create, NamespaceForm::parse_update] {
+            assert_eq!(
+                parse(&p, Door::Open),
+                Err(ProtoError::FormMissing("namespaceId"))
+            );
+        }
+        let p = Params::parse("namespaceId=&namespaceName=Dev", None).unwrap();
         assert_eq!(NamespaceForm::parse_create(&p, Door::Open).unwrap().id, "");
+        let p = Params::parse("namespaceId=dev", None).unwrap();
         assert_eq!(
-            NamespaceForm::parse_update(&p, Door::Open),
-            Err(ProtoError::Required("namespaceId"))
+            NamespaceForm::parse_create(&p, Door::Open),
+            Err(ProtoError::FormMissing("namespaceName"))
+        );
+        assert_eq!(
+            ProtoError::FormMissing("namespaceName").to_string(),
+            "required parameter 'namespaceName' is missing"
         );
         let p = Params::parse("namespaceId=a&namespaceName=A&maxInstances=x", None).unwrap();
         assert!(NamespaceForm::parse_create(&p, Door::Open).is_err());
@@ -215,7 +228,7 @@ mod tests {
                 &[NamespaceView {
                     namespace: "public",
                     namespace_show_name: "public",
-                    namespace_desc: "Public Namespace",
+                    namespace_desc: "Default Namespace",
                     quota: 200,
                     config_count: 0,
                     kind: TYPE_GLOBAL,
@@ -226,7 +239,7 @@ mod tests {
         });
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            r#"{"code":200,"message":null,"data":[{"namespace":"public","namespaceShowName":"public","namespaceDesc":"Public Namespace","quota":200,"configCount":0,"type":0}]}"#
+            r#"{"code":200,"message":null,"data":[{"namespace":"public","namespaceShowName":"public","namespaceDesc":"Default Namespace","quota":200,"configCount":0,"type":0}]}"#
         );
     }
 }

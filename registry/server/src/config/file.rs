@@ -43,6 +43,11 @@ pub const PLACES: &[(&str, &str, &str)] = &[
         "max_instances_per_service",
     ),
     ("max_services", "limits", "max_services"),
+    (
+        "namespace_delete_protection",
+        "limits",
+        "namespace_delete_protection",
+    ),
     ("max_connections", "limits", "max_connections"),
     ("max_inflight", "limits", "max_inflight"),
     ("max_url_bytes", "limits", "max_url_bytes"),

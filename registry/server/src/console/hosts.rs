@@ -85,7 +85,11 @@ fn row(namespace: &str, service_count: usize) -> NamespaceRow {
         quota: registry_core::namespace::NACOS_REPORTED_QUOTA,
         config_count: 0,
         service_count,
-        kind: if namespace == DEFAULT_NAMESPACE { 0 } else { 2 },
+        kind: if namespace == DEFAULT_NAMESPACE {
+            registry_proto::openapi::namespace::TYPE_GLOBAL
+        } else {
+            registry_proto::openapi::namespace::TYPE_CUSTOM
+        },
     }
 }
 

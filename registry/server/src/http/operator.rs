@@ -89,6 +89,11 @@ pub(crate) fn switches(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply
     Ok(Reply::Json)
 }
 
+/// v2/v3 `GET /ops/switches`: the same values under 2.x/3.x's names.
+pub(crate) fn switches_3x(ex: &Exchange<'_>, scratch: &mut Scratch) {
+    current_switches(ex.app).encode_3x(&mut scratch.body);
+}
+
 /// The switch values this server runs with (fixed by its configuration).
 pub(crate) fn current_switches(app: &crate::state::App) -> Switches {
     Switches {
@@ -98,19 +103,51 @@ pub(crate) fn current_switches(app: &crate::state::App) -> Switches {
     }
 }
 
+/// Why a switch update was not made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SwitchRefusal {
+    /// A value Nacos's `SwitchManager.update` refuses (an
+    /// `IllegalArgumentException`: 500 / 30000 on v2/v3).
+    Invalid(String),
+    /// An entry Nacos does not have, or one fixed by our configuration.
+    Refused(String),
+}
+
+impl SwitchRefusal {
+    /// The text.
+    pub(crate) fn text(self) -> String {
+        match self {
+            SwitchRefusal::Invalid(t) | SwitchRefusal::Refused(t) => t,
+        }
+    }
+}
+
 /// `PUT /operator/switches` (Nacos `OperatorController.updateSwitch`):
 /// `entry`*, `value`*. Our switches are fixed by the configuration, so a
 /// value equal to the current one is accepted (`ok`, nothing changes) and
 /// any other is refused saying so; an entry Nacos does not have is
-/// `update entry not found: <entry>`.
+/// `update entry not found: <entry>`. The push versions answer to their
+/// 1.x and their 2.x/3.x names.
 pub(crate) fn update_switch(
     app: &crate::state::App,
     entry: &str,
     value: &str,
-) -> Result<(), String> {
+) -> Result<(), SwitchRefusal> {
+    // SwitchManager.update checks the value before anything else.
+    if entry == "distroThreshold" && value.parse::<f32>().is_ok_and(|t| t <= 0.0) {
+        return Err(SwitchRefusal::Invalid(format!(
+            "distroThreshold can not be zero or negative: {value}"
+        )));
+    }
     let current = serde_json::to_value(current_switches(app)).unwrap_or_default();
-    let Some(now) = current.get(entry) else {
-        return Err(format!("update entry not found: {entry}"));
+    let field = registry_proto::naming::operator::PUSH_VERSION_NAMES
+        .iter()
+        .find(|(_, new)| *new == entry)
+        .map_or(entry, |(old, _)| old);
+    let Some(now) = current.get(field) else {
+        return Err(SwitchRefusal::Refused(format!(
+            "update entry not found: {entry}"
+        )));
     };
     let same = match now {
         serde_json::Value::String(s) => s == value,
@@ -121,9 +158,9 @@ pub(crate) fn update_switch(
     if same {
         Ok(())
     } else {
-        Err(format!(
+        Err(SwitchRefusal::Refused(format!(
             "switch {entry} is fixed by this server's configuration at {now}; restart with other flags to change it"
-        ))
+        )))
     }
 }
 

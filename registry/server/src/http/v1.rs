@@ -39,7 +39,8 @@ pub(crate) fn handle(
 fn switch(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let entry = ex.params.required("entry")?;
     let value = ex.params.required("value")?;
-    super::operator::update_switch(ex.app, entry, value).map_err(|e| Failure::new(400, e))?;
+    super::operator::update_switch(ex.app, entry, value)
+        .map_err(|e| Failure::new(400, e.text()))?;
     Ok(Reply::Text("ok"))
 }
 

@@ -106,7 +106,8 @@ pub(crate) fn apply(
 
 /// `PUT /health/instance` of every door (`HealthController`,
 /// `HealthControllerV2`, `HealthControllerV3`): the persistent instance at
-/// the address if there is one, else the ephemeral one.
+/// the address if there is one, else (v1 only) the ephemeral one; v2/v3
+/// only where the cluster's checker is `NONE` ([`health_allowed`]).
 pub(crate) fn health(
     ex: &Exchange<'_>,
     scratch: &mut Scratch,
@@ -130,6 +131,15 @@ pub(crate) fn health(
         .store
         .read(svc, |s| s.find(addr, false).is_some())
         .unwrap_or(false);
+    if door == Door::Envelope {
+        health_allowed(ex, svc, &grouped, addr.cluster)?;
+        if !persistent {
+            // HealthOperatorV2Impl: only an address client's persistent
+            // instance is updated; none is no error.
+            envelope::success_str(&mut scratch.body, "ok");
+            return Ok(Reply::Json);
+        }
+    }
     let command = Command::Health {
         service: svc,
         addr,
@@ -137,6 +147,34 @@ pub(crate) fn health(
         healthy: req.healthy,
     };
     apply(ex, command, door, scratch)
+}
+
+/// v2/v3 (`HealthOperatorV2Impl.updateHealthStatusForPersistentInstance`):
+/// a health update is the operator's only where the cluster's checker is
+/// `NONE`; anywhere else the checker decides, and Nacos refuses with 400 /
+/// 30000. The checker is the `preserved.health.checker.<cluster>` service
+/// metadata `PUT /v3/admin/ns/cluster` writes; a cluster without one is
+/// checked (Nacos's `ClusterMetadata` defaults to TCP).
+fn health_allowed(
+    ex: &Exchange<'_>,
+    svc: ServiceRef<'_>,
+    grouped: &str,
+    cluster: &str,
+) -> Result<(), Failure> {
+    let key = format!("{}.{cluster}", crate::health::CHECKER_KEY);
+    let none = ex
+        .app
+        .store
+        .read(svc, |s| s.metadata().get(&key) == Some("NONE"))
+        .unwrap_or(false);
+    if none {
+        return Ok(());
+    }
+    Err(api(ApiError::new(
+        400,
+        ErrorCode::ServerError,
+        format!("health check is still working, service: {grouped}, cluster: {cluster}"),
+    )))
 }
 
 /// `PUT`/`DELETE /instance/metadata/batch` of every door: the named

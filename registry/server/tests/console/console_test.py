@@ -306,7 +306,8 @@ def check_open(console, api):
         console.notice("Namespace CI space created")
         ids = [n["namespace"] for n in api.json("/nacos/v3/admin/core/namespace/list", {})["data"]]
         assert "ci-space" in ids, ids
-        # A namespace holding a service is not deleted; the reason is shown.
+        # A namespace holding a service is not deleted (the server runs with
+        # --namespace-delete-protection here); the reason is shown.
         api.call("POST", "/nacos/v1/ns/instance", {
             "namespaceId": "ci-space", "serviceName": "held", "ip": "10.0.0.9", "port": 1,
             "metadata": json.dumps({"preserved.heart.beat.timeout": "600000",

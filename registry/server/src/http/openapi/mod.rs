@@ -46,7 +46,8 @@ pub(crate) fn handle(
         Route::V2ServiceList => service_list_v2(ex, scratch),
         Route::V3ServiceList => service_list_v3(ex, scratch),
         Route::V2Switches | Route::V3Switches => {
-            wrap(super::operator::switches(ex, scratch)?, scratch)
+            super::operator::switches_3x(ex, scratch);
+            wrap(Reply::Json, scratch)
         }
         Route::V2Metrics | Route::V3Metrics => {
             let v2 = route == Route::V2Metrics;

@@ -14,9 +14,11 @@ use registry_proto::naming::service::{Selector, ServiceRequest};
 use registry_proto::openapi::envelope::{self, ApiError, ErrorCode};
 use registry_proto::openapi::instance::heart_beat;
 use registry_proto::params::parse_bool;
+use registry_proto::ProtoError;
 
 use super::api;
 use crate::http::error::{self, Failure};
+use crate::http::operator::SwitchRefusal;
 use crate::http::writes::{apply, health, metadata_batch, refused, Door};
 use crate::http::{later, Done, Exchange, Reply, Scratch};
 use crate::write::{Command, Outcome};
@@ -58,8 +60,16 @@ pub(crate) fn handle(
                 .params
                 .optional("value")
                 .ok_or_else(|| api(ApiError::missing("value")))?;
-            crate::http::operator::update_switch(ex.app, entry, value)
-                .map_err(|e| api(ApiError::new(400, ErrorCode::ParameterValidate, e)))?;
+            // OperatorControllerV3.updateSwitch turns SwitchManager's
+            // IllegalArgumentException into 500 / 30000.
+            crate::http::operator::update_switch(ex.app, entry, value).map_err(|e| {
+                api(match e {
+                    SwitchRefusal::Invalid(t) => ApiError::new(500, ErrorCode::ServerError, t),
+                    SwitchRefusal::Refused(t) => {
+                        ApiError::new(400, ErrorCode::ParameterValidate, t)
+                    }
+                })
+            })?;
             ok(scratch)
         }
         other => Err(api(ApiError::new(
@@ -67,6 +77,16 @@ pub(crate) fn handle(
             ErrorCode::ResourceNotFound,
             format!("no such api: {}", other.name()),
         ))),
+    }
+}
+
+/// Why `name` is not `group@@service` as Java's `split("@@")` reads it.
+fn ungrouped(name: &str) -> Option<ProtoError> {
+    use registry_proto::naming::{ServiceName, GROUP_SEPARATOR};
+    match ServiceName::parse(name, None, &Default::default()) {
+        Err(e @ (ProtoError::ServiceNameFormat | ProtoError::GroupNameEmpty)) => Some(e),
+        _ if !name.contains(GROUP_SEPARATOR) => Some(ProtoError::ServiceNameFormat),
+        _ => None,
     }
 }
 
@@ -250,6 +270,16 @@ fn partial_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure
 /// instance with a `beat` body is registered from it.
 fn beat_v2(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let app = ex.app;
+    // InstanceControllerV2.beat: `NamingUtils.checkServiceNameFormat` on the
+    // name as sent, so it must be `group@@service`; its
+    // IllegalArgumentException is 400 / 20002.
+    if let Some(e) = ex.params.optional("serviceName").and_then(ungrouped) {
+        return Err(api(ApiError::new(
+            400,
+            ErrorCode::ParameterValidate,
+            e.to_string(),
+        )));
+    }
     let req = BeatRequest::parse(&ex.params, &app.parse_limits).map_err(api)?;
     let grouped = req.service.grouped();
     let svc = ServiceRef::new(req.namespace_id, &grouped);
