@@ -24,15 +24,31 @@ use crate::state::App;
 /// `IpPortBasedClient.ID_DELIMITER`, between the address and the flag.
 pub const ID_DELIMITER: char = '#';
 
-/// One address client: its id and how many instances it publishes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One address client: its id and what it publishes.
+#[derive(Clone, Debug, PartialEq)]
 pub struct AddressClient {
     /// `ip:port#true` or `ip:port#false`.
     pub id: String,
     /// Ephemeral (`#true`) or persistent (`#false`).
     pub ephemeral: bool,
-    /// Instances it publishes.
-    pub instances: usize,
+    /// The instances it publishes, ordered by service, cluster and address.
+    pub published: Vec<Published>,
+    /// The latest beat of its instances on this node's monotonic clock
+    /// (`None` for persistent instances, which have no beat).
+    pub last_beat: Option<registry_core::Millis>,
+}
+
+/// One instance an address client publishes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// The service.
+    pub service: registry_core::ServiceKey,
+    /// Its cluster.
+    pub cluster: String,
+    /// Its address.
+    pub ip: IpAddr,
+    /// Its port.
+    pub port: u16,
 }
 
 /// The address clients, ordered by id.
@@ -45,17 +61,48 @@ pub fn address_clients(app: &App) -> Vec<AddressClient> {
                 continue;
             }
             let id = client_id(i.ip, i.port, i.ephemeral);
-            by_id
-                .entry(id.clone())
-                .or_insert(AddressClient {
-                    id,
-                    ephemeral: i.ephemeral,
-                    instances: 0,
-                })
-                .instances += 1;
+            let client = by_id.entry(id.clone()).or_insert(AddressClient {
+                id,
+                ephemeral: i.ephemeral,
+                published: Vec::new(),
+                last_beat: None,
+            });
+            client.published.push(Published {
+                service: snap.key().clone(),
+                cluster: i.cluster.to_string(),
+                ip: i.ip,
+                port: i.port,
+            });
+            let beat = app.store.last_beat(snap.key().as_ref(), i);
+            client.last_beat = client.last_beat.max(beat);
         }
     });
-    by_id.into_values().collect()
+    let mut clients: Vec<AddressClient> = by_id.into_values().collect();
+    for c in &mut clients {
+        c.published.sort_by(|a, b| {
+            let key = |p: &Published| {
+                (
+                    p.service.namespace().to_owned(),
+                    p.service.grouped_name().to_owned(),
+                    p.cluster.clone(),
+                    p.ip,
+                    p.port,
+                )
+            };
+            key(a).cmp(&key(b))
+        });
+    }
+    clients
+}
+
+/// The address client `id` names, if it publishes anything now.
+pub fn address_client(app: &App, id: &str) -> Option<AddressClient> {
+    // Only an id of the form `ip:port#bool` can name one: spare the walk.
+    let (_, flag) = id.rsplit_once(ID_DELIMITER)?;
+    if flag != "true" && flag != "false" {
+        return None;
+    }
+    address_clients(app).into_iter().find(|c| c.id == id)
 }
 
 /// `IpPortBasedClient.getClientId`: `ip:port#ephemeral` (IPv6 as written,

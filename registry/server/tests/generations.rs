@@ -942,12 +942,64 @@ async fn later_doors_see_v1_and_grpc_instances() {
     // registered over HTTP (naming/core/v2/client/impl/IpPortBasedClient.java:
     // `ip:port#true`, `#false` for persistent instances), but not the
     // address of the connection's own instance.
-    v1_register(&s, "serviceName=y&ip=10.1.0.2&port=2&ephemeral=false").await;
+    // Persistent: probed by the server, so on loopback.
+    v1_register(&s, "serviceName=y&ip=127.0.0.1&port=2&ephemeral=false").await;
     let r = s.call(Method::Get, &format!("{V3A}/client/list")).await;
     let ids: Vec<String> = serde_json::from_value(r.json()["data"].clone()).unwrap();
     assert_eq!(ids.len(), 3, "{ids:?}");
     assert!(ids[0].contains('_'), "a connection id first: {ids:?}");
-    assert_eq!(ids[1..], ["10.1.0.1:1#true", "10.1.0.2:2#false"]);
+    assert_eq!(ids[1..], ["10.1.0.1:1#true", "127.0.0.1:2#false"]);
+    // An address client's detail and lists (naming/core/ClientServiceImpl.java:
+    // `clientType` "ipPort", no connection fields; what it publishes; the
+    // service's publishers name it).
+    let d = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client?clientId=10.1.0.1:1%23true"),
+        )
+        .await
+        .json();
+    assert_eq!(
+        (
+            d["data"]["clientType"].clone(),
+            d["data"]["ephemeral"].clone(),
+            d["data"]["clientIp"].clone()
+        ),
+        (json!("ipPort"), json!(true), Value::Null),
+        "{d}"
+    );
+    assert!(
+        d["data"]["lastUpdatedTime"].as_u64().unwrap() > 0,
+        "its beat: {d}"
+    );
+    let p = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client/publish/list?clientId=127.0.0.1:2%23false"),
+        )
+        .await
+        .json();
+    assert_eq!(
+        p["data"],
+        json!([{"namespaceId": "public", "groupName": "DEFAULT_GROUP", "serviceName": "y",
+                "publisherInfo": {"clientId": null, "ip": "127.0.0.1", "port": 2, "clusterName": "DEFAULT"},
+                "subscriberInfo": null}])
+    );
+    let p = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/client/service/publisher/list?serviceName=x"),
+        )
+        .await
+        .json();
+    let publishers: Vec<&str> = p["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["clientId"].as_str().unwrap())
+        .collect();
+    assert_eq!(publishers.len(), 2, "{p}");
+    assert_eq!(publishers[1], "10.1.0.1:1#true", "{p}");
     // Metrics (OperatorV2Impl.metrics): the status alone by default, the
     // counts of both kinds of client on `onlyStatus=false`; v3's
     // MetricsInfo has no cpu/load/mem, v2's MetricsInfoVo has.

@@ -196,6 +196,9 @@ fn client(ex: &Exchange<'_>) -> Result<Arc<Connection>, Failure> {
 /// `GET /client` (`ClientServiceImpl.getClientDetail`): a connection-based
 /// client's summary.
 fn client_detail(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    if let Some(address) = address_client(ex)? {
+        return address_detail(ex, scratch, &address);
+    }
     let conn = client(ex)?;
     let idle = ex
         .now
@@ -218,35 +221,85 @@ fn client_detail(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fail
     )
 }
 
+/// An address client's summary (`ClientSummaryInfo` of an
+/// `IpPortBasedClient`: `clientType` "ipPort", no connection fields). Its
+/// `lastUpdatedTime` is its instances' latest beat; persistent instances
+/// have none kept here, so theirs is 0.
+fn address_detail(
+    ex: &Exchange<'_>,
+    scratch: &mut Scratch,
+    c: &crate::ip_port_clients::AddressClient,
+) -> Result<Reply, Failure> {
+    let wall = crate::clock::Clock::wall_ms();
+    let last_updated = c
+        .last_beat
+        .map_or(0, |at| wall.saturating_sub(ex.now.0.saturating_sub(at.0)));
+    data(
+        scratch,
+        &json!({
+            "clientId": c.id,
+            "ephemeral": c.ephemeral,
+            "lastUpdatedTime": last_updated,
+            "clientType": "ipPort",
+            "connectType": null,
+            "appName": null,
+            "version": null,
+            "clientIp": null,
+            "clientPort": null,
+        }),
+    )
+}
+
+/// The address client `clientId` names (`ip:port#true`/`#false`), if any.
+fn address_client(
+    ex: &Exchange<'_>,
+) -> Result<Option<crate::ip_port_clients::AddressClient>, Failure> {
+    let id = admin::client_id(&ex.params).map_err(api)?;
+    Ok(crate::ip_port_clients::address_client(ex.app, id))
+}
+
 /// `GET /client/publish/list`: what a client registered, one row per
 /// instance. v3 (`getPublishedServiceList`): `ClientServiceInfo` rows; v2
 /// (`getPublishedServiceListAdapt`): `{namespace, group, serviceName,
 /// registeredInstance}`.
 fn published(ex: &Exchange<'_>, scratch: &mut Scratch, v3: bool) -> Result<Reply, Failure> {
-    let conn = client(ex)?;
-    let mut owned: Vec<_> = conn.owned.lock().instances.iter().cloned().collect();
-    owned.sort_by(|a, b| {
-        (a.service.grouped_name(), &a.cluster, a.ip, a.port).cmp(&(
-            b.service.grouped_name(),
-            &b.cluster,
-            b.ip,
-            b.port,
-        ))
-    });
-    let rows: Vec<Value> = owned
+    let rows: Vec<(ServiceKey, String, std::net::IpAddr, u16)> = match address_client(ex)? {
+        Some(c) => c
+            .published
+            .into_iter()
+            .map(|p| (p.service, p.cluster, p.ip, p.port))
+            .collect(),
+        None => {
+            let conn = client(ex)?;
+            let mut owned: Vec<_> = conn.owned.lock().instances.iter().cloned().collect();
+            owned.sort_by(|a, b| {
+                (a.service.grouped_name(), &a.cluster, a.ip, a.port).cmp(&(
+                    b.service.grouped_name(),
+                    &b.cluster,
+                    b.ip,
+                    b.port,
+                ))
+            });
+            owned
+                .into_iter()
+                .map(|o| (o.service, o.cluster.to_string(), o.ip, o.port))
+                .collect()
+        }
+    };
+    let rows: Vec<Value> = rows
         .iter()
-        .map(|o| {
-            let (ns, group, name) = names(&o.service);
+        .map(|(service, cluster, ip, port)| {
+            let (ns, group, name) = names(service);
             if v3 {
                 json!({
                     "namespaceId": ns, "groupName": group, "serviceName": name,
-                    "publisherInfo": {"clientId": null, "ip": o.ip.to_string(), "port": o.port, "clusterName": &*o.cluster},
+                    "publisherInfo": {"clientId": null, "ip": ip.to_string(), "port": port, "clusterName": cluster},
                     "subscriberInfo": null,
                 })
             } else {
                 json!({
                     "namespace": ns, "group": group, "serviceName": name,
-                    "registeredInstance": {"ip": o.ip.to_string(), "port": o.port, "cluster": &*o.cluster},
+                    "registeredInstance": {"ip": ip.to_string(), "port": port, "cluster": cluster},
                 })
             }
         })
@@ -306,6 +359,12 @@ fn facts(
 /// `ClientServiceInfo` rows with `subscriberInfo`; v2 (`...Adapt`):
 /// `{namespace, group, serviceName, subscriberInfo: {app, agent, addr}}`.
 fn subscribed(ex: &Exchange<'_>, scratch: &mut Scratch, v3: bool) -> Result<Reply, Failure> {
+    // A 1.x subscriber is an address client of its UDP address in Nacos;
+    // ours are not kept as clients, so a publishing address subscribes to
+    // nothing here.
+    if address_client(ex)?.is_some() {
+        return data(scratch, &Value::Array(Vec::new()));
+    }
     let conn = client(ex)?;
     let mut subs: Vec<_> = conn.owned.lock().subscriptions.iter().cloned().collect();
     subs.sort_by(|a, b| a.service.grouped_name().cmp(b.service.grouped_name()));
@@ -361,14 +420,34 @@ fn publishers(ex: &Exchange<'_>, scratch: &mut Scratch, v3: bool) -> Result<Repl
             if !matches {
                 continue;
             }
-            rows.push(if v3 {
-                json!({"clientId": conn.id, "ip": ip, "port": o.port, "clusterName": &*o.cluster})
+            rows.push(publisher_row(v3, &conn.id, &ip, o.port, &o.cluster));
+        }
+    }
+    // The address clients that publish into it (`IpPortBasedClient`s).
+    for c in crate::ip_port_clients::address_clients(ex.app) {
+        for p in c.published.iter().filter(|p| p.service == key) {
+            let ip = p.ip.to_string();
+            let matches = if v3 {
+                form.ip.is_none_or(|want| want == ip) && form.port.is_none_or(|want| want == p.port)
             } else {
-                json!({"ip": ip, "port": o.port, "cluster": &*o.cluster, "clientId": conn.id})
-            });
+                form.ip == Some(ip.as_str()) && form.port == Some(p.port)
+            };
+            if matches {
+                rows.push(publisher_row(v3, &c.id, &ip, p.port, &p.cluster));
+            }
         }
     }
     data(scratch, &Value::Array(rows))
+}
+
+/// One row of `client/service/publisher/list`: v3 `ClientPublisherInfo`,
+/// v2 `{ip, port, cluster, clientId}`.
+fn publisher_row(v3: bool, client_id: &str, ip: &str, port: u16, cluster: &str) -> Value {
+    if v3 {
+        json!({"clientId": client_id, "ip": ip, "port": port, "clusterName": cluster})
+    } else {
+        json!({"ip": ip, "port": port, "cluster": cluster, "clientId": client_id})
+    }
 }
 
 /// `GET /client/service/subscriber/list`: the clients subscribed to the
