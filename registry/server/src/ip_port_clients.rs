@@ -11,8 +11,9 @@
 //! no table for the second kind: a 1.x or v2/v3 registration is an
 //! instance and a lease, so the address clients are read off the store
 //! when asked, leaving out the ephemeral instances a connection holds.
-//! That costs a walk over every instance per question, which is what the
-//! admin views that ask are for.
+//! That costs a walk over every instance for the views of all clients
+//! (the list, a client's detail, the metrics) and over one service's for
+//! its publishers: admin views, asked rarely, never on a client's path.
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
@@ -55,28 +56,8 @@ pub struct Published {
 pub fn address_clients(app: &App) -> Vec<AddressClient> {
     let held = connection_places(app);
     let mut by_id: BTreeMap<String, AddressClient> = BTreeMap::new();
-    app.store.for_each_service(|snap| {
-        for i in snap.instances() {
-            if i.ephemeral && held.contains(&place(snap.key(), &i.cluster, i.ip, i.port)) {
-                continue;
-            }
-            let id = client_id(i.ip, i.port, i.ephemeral);
-            let client = by_id.entry(id.clone()).or_insert(AddressClient {
-                id,
-                ephemeral: i.ephemeral,
-                published: Vec::new(),
-                last_beat: None,
-            });
-            client.published.push(Published {
-                service: snap.key().clone(),
-                cluster: i.cluster.to_string(),
-                ip: i.ip,
-                port: i.port,
-            });
-            let beat = app.store.last_beat(snap.key().as_ref(), i);
-            client.last_beat = client.last_beat.max(beat);
-        }
-    });
+    app.store
+        .for_each_service(|snap| add_service(app, &held, snap, &mut by_id));
     let mut clients: Vec<AddressClient> = by_id.into_values().collect();
     for c in &mut clients {
         c.published.sort_by(|a, b| {
@@ -93,6 +74,51 @@ pub fn address_clients(app: &App) -> Vec<AddressClient> {
         });
     }
     clients
+}
+
+/// The address clients publishing into `service`, ordered by id, each
+/// with only what it publishes there.
+pub fn publishing_into(app: &App, service: registry_core::ServiceRef<'_>) -> Vec<AddressClient> {
+    let Some(snap) = app.store.snapshot(service) else {
+        return Vec::new();
+    };
+    let held = connection_places(app);
+    let mut by_id = BTreeMap::new();
+    add_service(app, &held, &snap, &mut by_id);
+    by_id.into_values().collect()
+}
+
+/// Adds `snap`'s instances that no connection holds to their clients.
+fn add_service(
+    app: &App,
+    held: &HashSet<Place>,
+    snap: &registry_core::ServiceSnapshot,
+    by_id: &mut BTreeMap<String, AddressClient>,
+) {
+    for i in snap.instances() {
+        // A place only to look up: skipped when no connection holds anything.
+        let connection_held = i.ephemeral
+            && !held.is_empty()
+            && held.contains(&place(snap.key(), &i.cluster, i.ip, i.port));
+        if connection_held {
+            continue;
+        }
+        let id = client_id(i.ip, i.port, i.ephemeral);
+        let client = by_id.entry(id.clone()).or_insert(AddressClient {
+            id,
+            ephemeral: i.ephemeral,
+            published: Vec::new(),
+            last_beat: None,
+        });
+        client.published.push(Published {
+            service: snap.key().clone(),
+            cluster: i.cluster.to_string(),
+            ip: i.ip,
+            port: i.port,
+        });
+        let beat = app.store.last_beat(snap.key().as_ref(), i);
+        client.last_beat = client.last_beat.max(beat);
+    }
 }
 
 /// The address client `id` names, if it publishes anything now.

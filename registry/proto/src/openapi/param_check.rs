@@ -18,6 +18,8 @@
 //! a beat or an instance list that does not parse), that part is left to
 //! the controller, which refuses it in its own words.
 
+use std::borrow::Cow;
+
 use crate::naming::metadata::Metadata;
 use crate::naming::route::Route;
 use crate::naming::{parse_java_int, ParseLimits, GROUP_SEPARATOR};
@@ -119,23 +121,29 @@ struct ParamInfo<'a> {
     service_name: Option<&'a str>,
     group: Option<&'a str>,
     clusters: Option<&'a str>,
-    cluster: Option<String>,
-    ip: Option<String>,
-    port: Option<String>,
+    // Borrowed from the parameters; owned when read from a beat's or a
+    // batch's JSON.
+    cluster: Option<Cow<'a, str>>,
+    ip: Option<Cow<'a, str>>,
+    port: Option<Cow<'a, str>>,
     metadata: Option<Metadata>,
 }
 
 /// Checks `params` as `extractor` reads them: `Err` with Nacos's message
 /// (without the CRLF the filter appends) for the first illegal value.
 pub fn check(extractor: Extractor, params: &Params<'_>) -> Result<(), String> {
-    for info in extract(extractor, params) {
-        check_info(&info)?;
-    }
-    Ok(())
+    let (first, more) = extract(extractor, params);
+    check_info(&first)?;
+    more.iter().try_for_each(check_info)
 }
 
-/// The `ParamInfo`s of a request, in the extractor's order.
-fn extract<'a>(extractor: Extractor, params: &'a Params<'_>) -> Vec<ParamInfo<'a>> {
+/// The `ParamInfo`s of a request, in the extractor's order: the request's
+/// own, then those of a beat's or a batch's JSON (none, unallocated, for
+/// the other extractors).
+fn extract<'a>(
+    extractor: Extractor,
+    params: &'a Params<'_>,
+) -> (ParamInfo<'a>, Vec<ParamInfo<'a>>) {
     let mut info = ParamInfo {
         namespace_id: params.get("namespaceId"),
         ..ParamInfo::default()
@@ -157,16 +165,16 @@ fn extract<'a>(extractor: Extractor, params: &'a Params<'_>) -> Vec<ParamInfo<'a
     let mut more = Vec::new();
     match extractor {
         Extractor::Default => {
-            info.ip = params.get("ip").map(str::to_owned);
-            info.port = or_alias(params, params.get("port"), "checkPort").map(str::to_owned);
+            info.ip = params.get("ip").map(Cow::Borrowed);
+            info.port = or_alias(params, params.get("port"), "checkPort").map(Cow::Borrowed);
             info.cluster =
-                or_alias(params, params.get("clusterName"), "cluster").map(str::to_owned);
+                or_alias(params, params.get("clusterName"), "cluster").map(Cow::Borrowed);
             info.metadata = metadata(params);
         }
         Extractor::InstanceList => info.clusters = params.get("clusters"),
         Extractor::Beat => {
-            info.ip = params.get("ip").map(str::to_owned);
-            info.port = params.get("port").map(str::to_owned);
+            info.ip = params.get("ip").map(Cow::Borrowed);
+            info.port = params.get("port").map(Cow::Borrowed);
             more.extend(beat_info(params));
         }
         Extractor::MetadataBatch => {
@@ -174,9 +182,7 @@ fn extract<'a>(extractor: Extractor, params: &'a Params<'_>) -> Vec<ParamInfo<'a
             more.extend(batch_instances(params));
         }
     }
-    let mut infos = vec![info];
-    infos.append(&mut more);
-    infos
+    (info, more)
 }
 
 /// `value`, or `alias`'s value when `value` is blank.
@@ -188,11 +194,19 @@ fn or_alias<'a>(params: &'a Params<'_>, value: Option<&'a str>, alias: &str) -> 
 }
 
 /// `UtilsAndCommons.parseMetadata(metadata)`; `None` when it does not parse
-/// (the controller then refuses it).
+/// (the controller then refuses it) or cannot be over the limit: its keys
+/// and values are parts of the text (JSON escapes only shorten them), so a
+/// text within the limit needs no parse.
 fn metadata(params: &Params<'_>) -> Option<Metadata> {
     let text = params.get("metadata")?;
+    if java_len(text) <= MAX_METADATA_LEN {
+        return None;
+    }
     Metadata::parse(text, &ParseLimits::default()).ok()
 }
+
+/// `ParamCheckRule.maxMetadataLength`.
+const MAX_METADATA_LEN: usize = 1024;
 
 /// The beat's `RsInfo` (read by Jackson, so as plain JSON here: the beat
 /// reader's own checks come later, in the controller): ip,
@@ -225,14 +239,14 @@ fn address<'a>(object: &serde_json::Value, cluster_key: &str) -> ParamInfo<'a> {
         other => Some(other.to_string()),
     };
     ParamInfo {
-        ip: object.get("ip").and_then(text_of),
+        ip: object.get("ip").and_then(text_of).map(Cow::Owned),
         port: Some(
             object
                 .get("port")
                 .and_then(text_of)
-                .unwrap_or_else(|| "0".into()),
+                .map_or(Cow::Borrowed("0"), Cow::Owned),
         ),
-        cluster: object.get(cluster_key).and_then(text_of),
+        cluster: object.get(cluster_key).and_then(text_of).map(Cow::Owned),
         ..ParamInfo::default()
     }
 }
@@ -277,7 +291,7 @@ fn check_info(info: &ParamInfo<'_>) -> Result<(), String> {
             .filter(|s| !is_blank(s))
             .map(java_len)
             .sum();
-        if total > 1024 {
+        if total > MAX_METADATA_LEN {
             return Err(
                 "Param 'Metadata' is illegal, the param length should not exceed 1024.".into(),
             );
@@ -435,6 +449,8 @@ mod tests {
             "the alias"
         );
         let long = format!("metadata=%7B%22k%22%3A%22{}%22%7D", "v".repeat(1024));
+        let at_limit = format!("metadata=%7B%22k%22%3A%22{}%22%7D", "v".repeat(1023));
+        assert_eq!(refused(d, &at_limit), None, "1 + 1023 units is the limit");
         assert_eq!(
             refused(d, &long),
             Some("Param 'Metadata' is illegal, the param length should not exceed 1024.".into())

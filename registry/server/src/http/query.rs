@@ -35,6 +35,24 @@ pub(crate) struct Rows {
 }
 
 impl Rows {
+    /// The client selection with its protect-threshold flag.
+    pub fn client_list(&self, clusters: &[&str], healthy_only: bool) -> ClientList<'_> {
+        let Some(s) = &self.snapshot else {
+            return ClientList {
+                rows: Vec::new(),
+                reach_protection_threshold: false,
+            };
+        };
+        let selected = s.select(&View {
+            clusters,
+            healthy_only,
+        });
+        ClientList {
+            rows: selected.hosts,
+            reach_protection_threshold: selected.reach_protection_threshold,
+        }
+    }
+
     /// The rows: each instance with the health it is reported with.
     pub fn each(
         &self,
@@ -102,26 +120,6 @@ pub(crate) struct ClientList<'a> {
     pub reach_protection_threshold: bool,
 }
 
-impl Rows {
-    /// The client selection with its protect-threshold flag.
-    pub fn client_list(&self, clusters: &[&str], healthy_only: bool) -> ClientList<'_> {
-        let Some(s) = &self.snapshot else {
-            return ClientList {
-                rows: Vec::new(),
-                reach_protection_threshold: false,
-            };
-        };
-        let selected = s.select(&View {
-            clusters,
-            healthy_only,
-        });
-        ClientList {
-            rows: selected.hosts,
-            reach_protection_threshold: selected.reach_protection_threshold,
-        }
-    }
-}
-
 /// Appends `list` as Nacos 3's `ServiceInfo` (the v2 list's data).
 pub(crate) fn encode_service_info(
     list: &ClientList<'_>,
@@ -129,13 +127,8 @@ pub(crate) fn encode_service_info(
     clusters: &str,
     out: &mut Vec<u8>,
 ) {
-    let ips: Vec<String> = list.rows.iter().map(|(i, _)| i.ip.to_string()).collect();
-    let hosts: Vec<_> = list
-        .rows
-        .iter()
-        .zip(&ips)
-        .map(|((i, h), ip)| view(i, *h, ip, service))
-        .collect();
+    let ips = ips_of(&list.rows);
+    let hosts = views(&list.rows, &ips, service);
     let info = ServiceInfoView {
         service,
         clusters,
@@ -151,13 +144,25 @@ pub(crate) fn encode_service_info(
 
 /// Appends `rows` as a JSON array of `Instance` bodies.
 pub(crate) fn encode_rows(rows: &[(&Instance, bool)], service: ServiceName<'_>, out: &mut Vec<u8>) {
-    let ips: Vec<String> = rows.iter().map(|(i, _)| i.ip.to_string()).collect();
-    let views: Vec<_> = rows
-        .iter()
-        .zip(&ips)
+    let ips = ips_of(rows);
+    registry_proto::openapi::instance::encode_instances(out, &views(rows, &ips, service));
+}
+
+/// The rows' addresses as text, which their views borrow.
+fn ips_of(rows: &[(&Instance, bool)]) -> Vec<String> {
+    rows.iter().map(|(i, _)| i.ip.to_string()).collect()
+}
+
+/// The rows as `Instance` bodies, their `ip` borrowed from `ips`.
+fn views<'a>(
+    rows: &[(&'a Instance, bool)],
+    ips: &'a [String],
+    service: ServiceName<'a>,
+) -> Vec<InstanceView<'a, MetadataJson<'a>>> {
+    rows.iter()
+        .zip(ips)
         .map(|((i, h), ip)| view(i, *h, ip, service))
-        .collect();
-    registry_proto::openapi::instance::encode_instances(out, &views);
+        .collect()
 }
 
 /// A service's name split back into group and name.

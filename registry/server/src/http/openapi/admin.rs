@@ -424,8 +424,8 @@ fn publishers(ex: &Exchange<'_>, scratch: &mut Scratch, v3: bool) -> Result<Repl
         }
     }
     // The address clients that publish into it (`IpPortBasedClient`s).
-    for c in crate::ip_port_clients::address_clients(ex.app) {
-        for p in c.published.iter().filter(|p| p.service == key) {
+    for c in crate::ip_port_clients::publishing_into(ex.app, key.as_ref()) {
+        for p in &c.published {
             let ip = p.ip.to_string();
             let matches = if v3 {
                 form.ip.is_none_or(|want| want == ip) && form.port.is_none_or(|want| want == p.port)

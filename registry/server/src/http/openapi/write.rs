@@ -80,16 +80,6 @@ pub(crate) fn handle(
     }
 }
 
-/// Why `name` is not `group@@service` as Java's `split("@@")` reads it.
-fn ungrouped(name: &str) -> Option<ProtoError> {
-    use registry_proto::naming::{ServiceName, GROUP_SEPARATOR};
-    match ServiceName::parse(name, None, &Default::default()) {
-        Err(e @ (ProtoError::ServiceNameFormat | ProtoError::GroupNameEmpty)) => Some(e),
-        _ if !name.contains(GROUP_SEPARATOR) => Some(ProtoError::ServiceNameFormat),
-        _ => None,
-    }
-}
-
 fn ok(scratch: &mut Scratch) -> Result<Reply, Failure> {
     envelope::success_str(&mut scratch.body, "ok");
     Ok(Reply::Json)
@@ -271,16 +261,18 @@ fn partial_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure
 fn beat_v2(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let app = ex.app;
     // InstanceControllerV2.beat: `NamingUtils.checkServiceNameFormat` on the
-    // name as sent, so it must be `group@@service`; its
-    // IllegalArgumentException is 400 / 20002.
-    if let Some(e) = ex.params.optional("serviceName").and_then(ungrouped) {
-        return Err(api(ApiError::new(
-            400,
-            ErrorCode::ParameterValidate,
-            e.to_string(),
-        )));
+    // name as sent, so it must be `group@@service` (the reader refuses
+    // `G@@` and `@@s` itself); that IllegalArgumentException is 400 / 20002,
+    // not the 21000 of the other doors.
+    let format = |e: ProtoError| ApiError::new(400, ErrorCode::ParameterValidate, e.to_string());
+    let name = ex.params.optional("serviceName");
+    if name.is_some_and(|n| !n.contains(registry_proto::naming::GROUP_SEPARATOR)) {
+        return Err(api(format(ProtoError::ServiceNameFormat)));
     }
-    let req = BeatRequest::parse(&ex.params, &app.parse_limits).map_err(api)?;
+    let req = BeatRequest::parse(&ex.params, &app.parse_limits).map_err(|e| match e {
+        ProtoError::ServiceNameFormat | ProtoError::GroupNameEmpty => api(format(e)),
+        e => api(e),
+    })?;
     let grouped = req.service.grouped();
     let svc = ServiceRef::new(req.namespace_id, &grouped);
     let addr = InstanceAddr {
