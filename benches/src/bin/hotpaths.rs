@@ -549,6 +549,7 @@ fn fill_in_one_write(f: &Fixture, service: ServiceRef<'_>, first: usize, count: 
         selector: None,
         explicit: false,
         instances,
+        overrides: Vec::new(),
     };
     f.store
         .apply_replica(service, &replica, Millis(0))

@@ -42,6 +42,7 @@ pub mod lease;
 pub mod metadata;
 pub mod model;
 pub mod namespace;
+pub mod overrides;
 mod service_index;
 pub mod shared_str;
 pub mod snapshot;
@@ -59,6 +60,7 @@ pub use model::{
     ServiceRef, ServiceSpec, DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE,
 };
 pub use namespace::{Namespace, NamespaceError, Namespaces, Quota};
+pub use overrides::{InstanceOverride, OverrideEdit, OverrideView};
 pub use shared_str::SharedStr;
 pub use snapshot::{Origin, Selection, ServiceSnapshot, View};
 pub use store::{

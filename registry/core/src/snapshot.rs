@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::instance_list::InstanceList;
 use crate::metadata::Metadata;
 use crate::model::{Instance, InstanceAddr, Millis, ServiceKey};
+use crate::overrides::{OverrideView, Overrides};
 
 /// One published state of a service.
 ///
@@ -63,6 +64,9 @@ pub(crate) struct ServiceSettings {
     pub(crate) selector: Option<Arc<str>>,
     /// Created through the service API: kept when it has no instances.
     pub(crate) explicit: bool,
+    /// The operator's layers over its instances (`crate::overrides`);
+    /// `None` for none. Carried by every write, like the rest.
+    pub(crate) overrides: Option<Arc<Overrides>>,
 }
 
 impl ServiceSettings {
@@ -72,6 +76,7 @@ impl ServiceSettings {
         metadata: Metadata::empty(),
         selector: None,
         explicit: false,
+        overrides: None,
     };
 
     /// These settings as a snapshot holds them: no allocation for
@@ -80,7 +85,8 @@ impl ServiceSettings {
         let plain = self.protect_threshold.to_bits() == 0
             && self.metadata.is_empty()
             && self.selector.is_none()
-            && !self.explicit;
+            && !self.explicit
+            && self.overrides.is_none();
         (!plain).then(|| Arc::new(self))
     }
 }
@@ -183,6 +189,15 @@ impl ServiceSnapshot {
     /// The service's settings, shared or the default.
     pub(crate) fn settings(&self) -> &ServiceSettings {
         self.settings.as_deref().unwrap_or(&PLAIN)
+    }
+
+    /// The operator's layers over the service's instances (already laid
+    /// over the instances this snapshot holds), by address.
+    pub fn overrides(&self) -> impl Iterator<Item = OverrideView<'_>> {
+        self.settings()
+            .overrides
+            .iter()
+            .flat_map(|o| o.iter().map(|e| e.view()))
     }
 
     /// Where this state came from (see [`Origin`]).

@@ -370,6 +370,28 @@ pub struct ServiceState {
     pub explicit: bool,
     /// Every instance.
     pub instances: Vec<InstanceState>,
+    /// The operator's layers over them (Nacos's instance metadata), by
+    /// address; absent from a sender that has none (or predates them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideState>,
+}
+
+/// The operator's layer of one address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverrideState {
+    /// IP address (text).
+    pub ip: String,
+    /// Port.
+    pub port: u16,
+    /// Cluster name.
+    pub cluster: String,
+    /// Weight laid over the client's.
+    pub weight: f64,
+    /// Enabled laid over the client's.
+    pub enabled: bool,
+    /// Metadata put over the client's, as key/value pairs.
+    #[serde(default)]
+    pub metadata: Vec<(String, String)>,
 }
 
 /// An `f32` within its range. serde reads a number beyond it as infinity,
@@ -810,6 +832,7 @@ mod tests {
                     metadata: vec![("k".into(), "v".into())],
                     selector: None,
                     explicit: false,
+                    overrides: Vec::new(),
                     instances: vec![InstanceState {
                         ip: "10.0.0.1".into(),
                         port: 80,

@@ -268,6 +268,16 @@ pub enum Write {
         #[serde(default)]
         remove: bool,
     },
+    /// Edit the operator's layer at several addresses (added after
+    /// format 2's first writes, like the namespaces).
+    Override {
+        /// The service.
+        service: Service,
+        /// The addresses.
+        addrs: Vec<Addr>,
+        /// The edit.
+        edit: LayerEdit,
+    },
     /// Create a namespace (added after format 2's first writes: a log
     /// written before holds none, so it reads as it did).
     NamespaceCreate {
@@ -284,6 +294,43 @@ pub enum Write {
     NamespaceDelete {
         /// The namespace id.
         id: String,
+    },
+}
+
+/// An edit of an operator's layer (`registry_core::OverrideEdit`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LayerEdit {
+    /// The whole layer.
+    Replace {
+        /// Weight.
+        weight: f64,
+        /// Enabled.
+        enabled: bool,
+        /// Metadata.
+        metadata: Pairs,
+    },
+    /// The given fields; metadata replaced whole.
+    Patch {
+        /// Weight.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        weight: Option<f64>,
+        /// Enabled.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        enabled: Option<bool>,
+        /// Metadata.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Pairs>,
+    },
+    /// Keys put into the layer.
+    Put {
+        /// The pairs.
+        metadata: Pairs,
+    },
+    /// Keys removed from the layer.
+    Remove {
+        /// The pairs whose keys go.
+        metadata: Pairs,
     },
 }
 

@@ -74,6 +74,12 @@ export async function metricsText() {
   return r.text();
 }
 
+// Where the console's instance edits go: Nacos 3's partial update, which
+// writes the operator's layer (weight, enabled) over what the client
+// registered, so an edit outlives the client's next registration. The form
+// resets what it is not sent, so each edit sends both fields.
+export const LAYER = '/nacos/v3/admin/ns/instance/partial';
+
 // The parameters that name one instance in the Nacos API.
 export function instanceParams(service, inst) {
   return {

@@ -4,7 +4,7 @@
 // member of a cluster). Every
 // change is a Nacos API call; the page then reads the service again.
 
-import { get, change, instanceParams } from './api.js';
+import { get, change, instanceParams, LAYER } from './api.js';
 import { el, table, badge, ago, notify, viewLink } from './dom.js';
 import { setIpEnabled } from './services.js';
 
@@ -90,15 +90,15 @@ function instanceRow(svc, inst, reload) {
   const setWeight = el('button', {
     type: 'button',
     class: 'act-weight',
-    onclick: () => act(`weight set to ${weight.value}`, () => change('PATCH', '/nacos/v1/ns/instance', {
-      ...instanceParams(svc, inst), weight: weight.value,
+    onclick: () => act(`weight set to ${weight.value}`, () => change('PUT', LAYER, {
+      ...instanceParams(svc, inst), weight: weight.value, enabled: inst.enabled,
     })),
   }, 'Set');
   const toggle = el('button', {
     type: 'button',
     class: inst.enabled ? 'act-disable danger' : 'act-enable',
-    onclick: () => act(inst.enabled ? 'disabled' : 'enabled', () => change('PATCH', '/nacos/v1/ns/instance', {
-      ...instanceParams(svc, inst), enabled: !inst.enabled,
+    onclick: () => act(inst.enabled ? 'disabled' : 'enabled', () => change('PUT', LAYER, {
+      ...instanceParams(svc, inst), weight: inst.weight, enabled: !inst.enabled,
     })),
   }, inst.enabled ? 'Disable' : 'Enable');
   const deregister = confirmButton('Deregister', 'Really deregister?', 'act-deregister danger',

@@ -3,7 +3,7 @@
 // "take an IP offline" action, which finds every instance of the IP and
 // changes each through the public API.
 
-import { get, change } from './api.js';
+import { get, change, LAYER } from './api.js';
 import { el, table, viewLink, notify } from './dom.js';
 
 const PAGE_SIZES = [10, 20, 50, 100];
@@ -44,7 +44,7 @@ export async function setIpEnabled(ip, enabled, namespaceId) {
   const failed = [];
   for (const i of todo) {
     try {
-      await change('PATCH', '/nacos/v1/ns/instance', {
+      await change('PUT', LAYER, {
         namespaceId: i.namespaceId,
         serviceName: i.serviceName,
         groupName: i.groupName,
@@ -52,6 +52,7 @@ export async function setIpEnabled(ip, enabled, namespaceId) {
         ip: i.ip,
         port: i.port,
         ephemeral: i.ephemeral,
+        weight: i.weight,
         enabled,
       });
       done += 1;

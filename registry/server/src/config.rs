@@ -556,6 +556,7 @@ impl Config {
             empty_service_ttl_ms: self.empty_service_ttl_ms,
             max_instances_per_service: self.max_instances_per_service,
             max_services: self.max_services,
+            ..StoreConfig::default()
         }
     }
 

@@ -54,7 +54,9 @@
 //! # On disk
 //! One file, `registry.redb`, with tables `meta` (schema version, the auth
 //! token key), `services` ((namespace, grouped name) → JSON settings) and
-//! `instances` ((namespace, grouped name, cluster, ip, port) → JSON fields).
+//! `instances` ((namespace, grouped name, cluster, ip, port) → JSON fields)
+//! and `overrides` (the same key → the operator's layer of the address:
+//! weight, enabled, metadata).
 
 use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
@@ -69,7 +71,8 @@ use anyhow::Context as _;
 use parking_lot::Mutex;
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 use registry_core::{
-    InstanceAddr, InstanceSpec, Metadata, Millis, ServiceKey, ServiceRef, ServiceSpec, Store,
+    InstanceAddr, InstanceOverride, InstanceSpec, Metadata, Millis, OverrideEdit, ServiceKey,
+    ServiceRef, ServiceSpec, Store,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -87,6 +90,10 @@ const SERVICES: TableDefinition<'_, (&str, &str), &[u8]> = TableDefinition::new(
 /// (namespace, grouped service name, cluster, ip, port).
 const INSTANCES: TableDefinition<'_, (&str, &str, &str, &str, u16), &[u8]> =
     TableDefinition::new("instances");
+/// The operator's layers, keyed as `instances` (added within schema 1: a
+/// database written before has none, and an older registry ignores it).
+const OVERRIDES: TableDefinition<'_, (&str, &str, &str, &str, u16), &[u8]> =
+    TableDefinition::new("overrides");
 
 /// Why a persistent write was not acknowledged.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -119,6 +126,12 @@ pub enum Change {
         ip: IpAddr,
         /// Its port.
         port: u16,
+    },
+    /// A service's operator layers (`registry_core::overrides`), stored
+    /// in full.
+    Overrides {
+        /// The service.
+        service: ServiceKey,
     },
     /// A service's settings and, reconciled in full, its persistent
     /// instances. `settings` is true after a create or update (the service
@@ -286,6 +299,8 @@ pub struct Restored {
     pub services: usize,
     /// Persistent instances registered.
     pub instances: usize,
+    /// Operator layers laid back.
+    pub overrides: usize,
     /// Records the store refused (limits lowered since they were written).
     pub skipped: usize,
     /// Time to read and apply them.
@@ -334,6 +349,7 @@ impl Persist {
             }
             txn.open_table(SERVICES)?;
             txn.open_table(INSTANCES)?;
+            txn.open_table(OVERRIDES)?;
         }
         txn.commit()?;
         let (queue, receiver) = mpsc::channel(max_pending);
@@ -464,6 +480,7 @@ impl Persist {
                 }
             }
         }
+        restore_overrides(&txn, store, now, &mut restored)?;
         restored.elapsed = started.elapsed();
         Ok(restored)
     }
@@ -564,6 +581,7 @@ fn commit(
         {
             let mut services = txn.open_table(SERVICES)?;
             let mut instances = txn.open_table(INSTANCES)?;
+            let mut overrides = txn.open_table(OVERRIDES)?;
             let mut buf = Vec::with_capacity(256);
             for (change, _) in batch {
                 match change {
@@ -601,6 +619,9 @@ fn commit(
                     }
                     Change::Service { service, settings } => {
                         sync_service(store, &mut services, &mut instances, service, *settings)?;
+                    }
+                    Change::Overrides { service } => {
+                        sync_overrides(store, &mut overrides, service)?;
                     }
                 }
             }
@@ -676,6 +697,97 @@ fn sync_service(
         }
     }
     Ok(())
+}
+
+/// Makes the stored layers of `service` equal to the store's.
+fn sync_overrides(
+    store: &Store,
+    table: &mut InstanceTable<'_>,
+    service: &ServiceKey,
+) -> Result<(), DbError> {
+    let (namespace, name) = (service.namespace(), service.grouped_name());
+    let after = format!("{name}\0");
+    let range = (namespace, name, "", "", 0u16)..(namespace, after.as_str(), "", "", 0u16);
+    table.retain_in(range, |_, _| false)?;
+    let Some(snapshot) = store.snapshot(service.as_ref()) else {
+        return Ok(());
+    };
+    let mut buf = Vec::with_capacity(128);
+    for o in snapshot.overrides() {
+        buf.clear();
+        // Finite numbers, booleans and strings: serialising cannot fail.
+        let _ = serde_json::to_writer(
+            &mut buf,
+            &OverrideOut {
+                weight: o.layer.weight,
+                enabled: o.layer.enabled,
+                metadata: MetadataJson(&o.layer.metadata),
+            },
+        );
+        let ip = o.addr.ip.to_string();
+        table.insert(
+            (namespace, name, o.addr.cluster, ip.as_str(), o.addr.port),
+            buf.as_slice(),
+        )?;
+    }
+    Ok(())
+}
+
+/// Lays every stored layer back over the restored store (after the
+/// instances, so they are laid over the persistent ones at once; the
+/// ephemeral ones meet theirs when their clients register again).
+fn restore_overrides(
+    txn: &redb::ReadTransaction,
+    store: &Store,
+    now: Millis,
+    restored: &mut Restored,
+) -> anyhow::Result<()> {
+    for entry in txn.open_table(OVERRIDES)?.iter()? {
+        let (key, value) = entry?;
+        let (namespace, name, cluster, ip, port) = key.value();
+        let what = || format!("layer of {ip}:{port} in {namespace}##{name} ({cluster})");
+        let record: OverrideIn = serde_json::from_slice(value.value())
+            .with_context(|| format!("decoding {}", what()))?;
+        let layer = InstanceOverride {
+            weight: record.weight,
+            enabled: record.enabled,
+            metadata: Metadata::from_pairs(&record.metadata)
+                .with_context(|| format!("metadata of {}", what()))?,
+        };
+        let addr = InstanceAddr {
+            cluster,
+            ip: ip
+                .parse()
+                .with_context(|| format!("address of {}", what()))?,
+            port,
+        };
+        let service = ServiceRef::new(namespace, name);
+        match store.edit_override(service, addr, OverrideEdit::Replace(&layer), now, true) {
+            Ok(_) => restored.overrides += 1,
+            Err(e) => {
+                tracing::warn!(layer = %what(), error = %e, "stored layer refused");
+                restored.skipped += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OverrideOut<'a> {
+    weight: f64,
+    enabled: bool,
+    metadata: MetadataJson<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OverrideIn {
+    weight: f64,
+    enabled: bool,
+    #[serde(default)]
+    metadata: BTreeMap<String, String>,
 }
 
 #[derive(Serialize)]

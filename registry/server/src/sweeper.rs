@@ -188,6 +188,7 @@ fn sweep_at(sweeps: &Sweeps, now: Millis) {
             break;
         }
     }
+    sweeps.writer.sweep_overrides(now);
     sweeps.metrics.expired_unhealthy.add(unhealthy as u64);
     sweeps.metrics.expired_removed.add(removed as u64);
     sweeps.metrics.services_removed.add(services as u64);

@@ -134,3 +134,59 @@ async fn use_nacos_0_1_6() {
     assert!(s.app.store.stats().instances >= 2, "the services stay");
     s.stop().await;
 }
+
+/// Issue 32's round trip: the maintainer SDK takes a 2.x client's instance
+/// offline and reweights it; the client's re-register and a redo on a new
+/// connection keep the operator's layer; a 1.x client registering the same
+/// address keeps it too (`InstanceOperatorClientImpl.updateInstance`,
+/// `ServiceStorage.parseInstance`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_change_outlives_the_clients_re_registration() {
+    let python = python(
+        "venv-maintainer",
+        "maintainer.transport.client_http_proxy",
+        "nacos-maintainer-sdk-python==0.5.3",
+    );
+    let s = TestServer::spawn().await;
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(script("python_maintainer_layer.py"))
+        .arg(s.http_addr.to_string())
+        .arg(s.grpc_addr.port().to_string())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .expect("client script finished in time")
+        .expect("client script started");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("layer: all checks passed"),
+        "layer script failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A 1.x client registers the address; the operator disables it; the
+    // client registers again, as its beat's 20404 makes it do.
+    let register = "/nacos/v1/ns/instance?serviceName=layered&ip=127.0.0.1&port=7100&weight=1";
+    assert_eq!(s.call(Method::Post, register).await.body, "ok");
+    let r = s
+        .call(
+            Method::Put,
+            "/nacos/v3/admin/ns/instance/partial?serviceName=layered&ip=127.0.0.1&port=7100&weight=4&enabled=false",
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(s.call(Method::Post, register).await.body, "ok");
+    let r = s
+        .call(
+            Method::Get,
+            "/nacos/v3/admin/ns/instance?serviceName=layered&ip=127.0.0.1&port=7100",
+        )
+        .await;
+    let one = &r.json()["data"];
+    assert_eq!(
+        (one["weight"].as_f64(), one["enabled"].as_bool()),
+        (Some(4.0), Some(false)),
+        "{one}"
+    );
+    s.stop().await;
+}

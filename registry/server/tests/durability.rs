@@ -448,3 +448,50 @@ async fn overload_sheds_with_503_and_loses_no_acknowledged_write() {
     assert_ledger(&ledger, &found);
     reg.terminate().await;
 }
+
+/// An operator's layer (v3 `PUT instance`, Nacos 3's instance metadata)
+/// acknowledged before a `kill -9` is laid over the client's registration
+/// after the restart: the ephemeral instance itself is gone with the
+/// process, and the client's re-register meets the stored layer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_layer_survives_kill_9() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf-8 path");
+    let args = ["--data-dir", data, "--health-check-interval-ms", "0"];
+    let mut reg = Registry::start(&args, &dir.path().join("run1.log")).await;
+    let register = "/nacos/v1/ns/instance?serviceName=dur-layer&ip=127.0.0.1&port=7300&weight=1";
+    assert_eq!(
+        reg.call(Method::Post, register).await,
+        (200, "ok".to_owned())
+    );
+    let (status, body) = reg
+        .call(
+            Method::Put,
+            "/nacos/v3/admin/ns/instance?serviceName=dur-layer&ip=127.0.0.1&port=7300&weight=3&enabled=false&metadata=%7B%22owner%22%3A%22ops%22%7D",
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    reg.kill9().await;
+
+    let reg = Registry::start(&args, &dir.path().join("run2.log")).await;
+    assert_eq!(
+        reg.call(Method::Post, register).await,
+        (200, "ok".to_owned())
+    );
+    let (status, body) = reg
+        .call(
+            Method::Get,
+            "/nacos/v3/admin/ns/instance?serviceName=dur-layer&ip=127.0.0.1&port=7300",
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let answer: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let one = &answer["data"];
+    assert_eq!(
+        (one["weight"].as_f64(), one["enabled"].as_bool()),
+        (Some(3.0), Some(false)),
+        "{one}"
+    );
+    assert_eq!(one["metadata"]["owner"], "ops", "{one}");
+}

@@ -7,7 +7,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{check_name, Store, Written};
+use super::layers::Layering;
+use super::{check_name, derive, Store, Written};
 use crate::error::RegistryError;
 use crate::lease;
 use crate::model::{check_weight, Instance, InstanceSpec, LeaseTimeouts, Millis, ServiceRef};
@@ -60,6 +61,7 @@ impl Store {
         }
         let mut instances = old.instances.clone();
         let mut changed = false;
+        let mut layering = Layering::new(&old, now, self.config.override_ttl_ms);
         for (spec, timeouts) in specs.iter().zip(timeouts) {
             let pos = instances.position((
                 spec.addr.cluster,
@@ -76,7 +78,8 @@ impl Store {
                 }
             }
             let metadata = w.interner.metadata(spec.metadata.clone());
-            let inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
+            let mut inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
+            layering.lay(&mut inst, &spec.metadata, &mut w.interner)?;
             if existing.is_some_and(|e| e.same_visible_state(&inst)) {
                 continue;
             }
@@ -91,13 +94,26 @@ impl Store {
             };
             changed = true;
         }
-        if !changed {
+        let settings = layering.settings(&old);
+        let mut next = derive(&old, instances);
+        if let Some(settings) = settings {
+            next.settings = settings;
+        } else if !changed {
             return Ok(Written {
                 revision: old.revision,
                 event: None,
             });
         }
-        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
+        if !changed {
+            // Only what a layer keeps of the registration changed.
+            // (`derive` keeps the old revision until `commit`.)
+            cell.snapshot.store(std::sync::Arc::new(next));
+            return Ok(Written {
+                revision: old.revision,
+                event: None,
+            });
+        }
+        Ok(self.publish_next(shard, &mut w, cell, &old, next, now))
     }
 }
 

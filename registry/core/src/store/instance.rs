@@ -5,7 +5,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{check_name, Store, Written};
+use super::layers::Layering;
+use super::{check_name, derive, Store, Written};
 use crate::error::RegistryError;
 use crate::event::ChangeEvent;
 use crate::intern::Interner;
@@ -14,6 +15,7 @@ use crate::model::{
     check_weight, Instance, InstanceAddr, InstancePatch, InstanceSpec, LeaseTimeouts, Millis,
     ServiceRef,
 };
+use crate::snapshot::ServiceSnapshot;
 
 /// The result of a beat.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,7 +146,9 @@ impl Store {
         let existing = pos.ok().map(|i| &old.instances[i]);
         let (cluster, lease) = w.place(existing, spec, cell);
         let metadata = w.interner.metadata(spec.metadata.clone());
-        let inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
+        let mut inst = Instance::from_spec(spec, cluster, metadata, timeouts, lease);
+        let mut layering = Layering::new(&old, now, self.config.override_ttl_ms);
+        layering.lay(&mut inst, &spec.metadata, &mut w.interner)?;
         if lease.is_some() {
             let deadline = lease::beat_deadline(now, &timeouts);
             match pos {
@@ -152,7 +156,17 @@ impl Store {
                 Err(_) => shard.leases.activate(lease, deadline),
             }
         }
+        let settings = layering.settings(&old);
         if existing.is_some_and(|e| e.same_visible_state(&inst)) {
+            if let Some(settings) = settings {
+                // Only what the layer keeps of the registration changed:
+                // readers see the same, so the revision stays.
+                // (`derive` keeps the old revision until `commit`.)
+                cell.snapshot.store(std::sync::Arc::new(ServiceSnapshot {
+                    settings,
+                    ..derive(&old, old.instances.clone())
+                }));
+            }
             return Ok(Written {
                 revision: old.revision,
                 event: None,
@@ -165,7 +179,11 @@ impl Store {
                 old.instances.with_inserted(i, inst)
             }
         };
-        Ok(self.publish(shard, &mut w, cell, &old, instances, now))
+        let mut next = derive(&old, instances);
+        if let Some(settings) = settings {
+            next.settings = settings;
+        }
+        Ok(self.publish_next(shard, &mut w, cell, &old, next, now))
     }
 
     /// Removes an instance. Removing what does not exist is not an error

@@ -54,6 +54,7 @@ use crate::snapshot::{EmptiedAt, ServiceId, ServiceSnapshot};
 mod expire;
 mod held;
 mod instance;
+mod layers;
 mod read;
 mod replica;
 mod service;
@@ -79,6 +80,9 @@ pub struct StoreConfig {
     pub max_instances_per_service: usize,
     /// Most services the store may hold.
     pub max_services: usize,
+    /// How long the operator's layer of an address outlives its last
+    /// instance (Nacos's `expired-metadata.expired-time`, 60 s).
+    pub override_ttl_ms: u64,
 }
 
 impl Default for StoreConfig {
@@ -89,6 +93,7 @@ impl Default for StoreConfig {
             empty_service_ttl_ms: 60_000,
             max_instances_per_service: 200_000,
             max_services: 4_000_000,
+            override_ttl_ms: 60_000,
         }
     }
 }
@@ -196,6 +201,8 @@ struct Shard {
     instances_count: AtomicUsize,
     /// The writer has empty auto-created services to look at in `expire`.
     has_emptied: AtomicBool,
+    /// The writer has services with operator layers for the sweep.
+    has_overrides: AtomicBool,
 }
 
 /// State only the shard's writer touches.
@@ -208,6 +215,8 @@ struct Writer {
     /// Auto-created services that became empty, oldest first (the
     /// sweeper puts ones not yet due back at the end).
     emptied: VecDeque<Arc<ServiceId>>,
+    /// Services holding operator layers (`layers`), for their sweep.
+    overridden: Vec<Arc<ServiceId>>,
 }
 
 impl Writer {
@@ -272,10 +281,12 @@ impl Store {
                     owners: Vec::new(),
                     interner: Interner::default(),
                     emptied: VecDeque::new(),
+                    overridden: Vec::new(),
                 }),
                 services_count: AtomicUsize::new(0),
                 instances_count: AtomicUsize::new(0),
                 has_emptied: AtomicBool::new(false),
+                has_overrides: AtomicBool::new(false),
             })
             .collect();
         Store {
@@ -372,7 +383,20 @@ impl Store {
         instances: InstanceList,
         now: Millis,
     ) -> Written {
-        let next = derive(old, instances);
+        self.publish_next(shard, w, cell, old, derive(old, instances), now)
+    }
+
+    /// Publishes `next` (settings and instances) as the service's next
+    /// revision.
+    fn publish_next(
+        &self,
+        shard: &Shard,
+        w: &mut Writer,
+        cell: &ServiceCell,
+        old: &ServiceSnapshot,
+        next: ServiceSnapshot,
+        now: Millis,
+    ) -> Written {
         let became_empty =
             next.instances.is_empty() && !old.instances.is_empty() && !old.is_explicit();
         let written = self.commit(w, cell, next, now);

@@ -11,13 +11,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::held::HELD;
+use super::layers::carried;
 use super::{check_name, Shard, Store, Written};
 use crate::error::RegistryError;
 use crate::instance_list::InstanceList;
 use crate::lease::{self, LeaseSlot};
 use crate::metadata::Metadata;
 use crate::model::{check_threshold, check_weight, Instance, InstanceSpec, LeaseTimeouts};
-use crate::model::{Millis, ServiceRef};
+use crate::model::{InstanceAddr, Millis, ServiceRef};
+use crate::overrides::InstanceOverride;
 use crate::snapshot::{Origin, ServiceSettings, ServiceSnapshot};
 use crate::store::ServiceCell;
 
@@ -36,6 +38,8 @@ pub struct Replica<'a> {
     pub explicit: bool,
     /// Every instance, in any order; a repeated address keeps its first.
     pub instances: Vec<InstanceSpec<'a>>,
+    /// The operator's layers (already laid over `instances`).
+    pub overrides: Vec<(InstanceAddr<'a>, InstanceOverride)>,
 }
 
 /// What [`Store::apply_replica`] did.
@@ -158,10 +162,16 @@ impl Store {
                 metadata: w.interner.metadata(replica.metadata.clone()),
                 selector: replica.selector.clone(),
                 explicit: replica.explicit,
+                overrides: carried(&replica.overrides, &mut w.interner),
             }
             .shared(),
             origin: (replica.origin != Origin::LOCAL).then(|| Box::new(replica.origin)),
         };
+        if !replica.overrides.is_empty() && !w.overridden.iter().any(|id| Arc::ptr_eq(id, &cell.id))
+        {
+            w.overridden.push(cell.id.clone());
+            shard.has_overrides.store(true, Ordering::Relaxed);
+        }
         if same_visible_state(&old, &next) {
             // Same revision: cached encodings of it stay valid.
             cell.snapshot.store(Arc::new(next));
@@ -188,6 +198,12 @@ impl Store {
             return Err(RegistryError::TooManyInstances {
                 limit: self.config.max_instances_per_service,
             });
+        }
+        for (addr, layer) in &replica.overrides {
+            check_weight(layer.weight)?;
+            if addr.cluster.is_empty() {
+                return Err(RegistryError::InvalidName);
+            }
         }
         let mut specs: Vec<Checked<'_, '_>> = Vec::with_capacity(replica.instances.len());
         for spec in &replica.instances {
@@ -336,6 +352,7 @@ mod tests {
 
     fn replica(node: u64, revision: u64, ports: &[u16]) -> Replica<'static> {
         Replica {
+            overrides: Vec::new(),
             origin: Origin { node, revision },
             protect_threshold: 0.0,
             metadata: Metadata::empty(),

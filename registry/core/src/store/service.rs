@@ -39,6 +39,7 @@ impl Store {
                 metadata: w.interner.metadata(spec.metadata.clone()),
                 selector: spec.selector.clone(),
                 explicit: true,
+                overrides: None,
             }
             .shared(),
             ..derive(&old, InstanceList::default())
@@ -74,6 +75,7 @@ impl Store {
                 metadata,
                 selector: selector.or_else(|| old.settings().selector.clone()),
                 explicit: true,
+                overrides: old.settings().overrides.clone(),
             }
             .shared(),
             ..derive(&old, old.instances.clone())

@@ -11,10 +11,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use registry_core::{
-    InstanceAddr, InstanceSpec, Metadata, Millis, Origin, Replica, ServiceKey, ServiceRef,
-    ServiceSnapshot, Store,
+    InstanceAddr, InstanceOverride, InstanceSpec, Metadata, Millis, Origin, Replica, ServiceKey,
+    ServiceRef, ServiceSnapshot, Store,
 };
-use registry_proto::distro::{self, Datum, Datums, InstanceState, ServiceState};
+use registry_proto::distro::{self, Datum, Datums, InstanceState, OverrideState, ServiceState};
 use registry_proto::http1::Method;
 use tokio_util::sync::CancellationToken;
 
@@ -292,6 +292,17 @@ pub(super) fn state_of(store: &Store, snap: &ServiceSnapshot) -> ServiceState {
                 metadata: pairs(&i.metadata),
             })
             .collect(),
+        overrides: snap
+            .overrides()
+            .map(|o| OverrideState {
+                ip: o.addr.ip.to_string(),
+                port: o.addr.port,
+                cluster: o.addr.cluster.to_owned(),
+                weight: o.layer.weight,
+                enabled: o.layer.enabled,
+                metadata: pairs(&o.layer.metadata),
+            })
+            .collect(),
     }
 }
 
@@ -431,6 +442,7 @@ fn empty_replica(origin: Origin) -> Replica<'static> {
         selector: None,
         explicit: false,
         instances: Vec::new(),
+        overrides: Vec::new(),
     }
 }
 
@@ -449,6 +461,8 @@ fn keep_persistent<'a>(
             replica.metadata = l.metadata().clone();
             replica.selector = l.selector().map(Arc::from);
             replica.explicit = l.is_explicit();
+            // The layers are in the log too: every node applied them.
+            replica.overrides = l.overrides().map(|o| (o.addr, o.layer.clone())).collect();
             for i in l.instances().iter().filter(|i| !i.ephemeral) {
                 replica.instances.push(InstanceSpec {
                     addr: InstanceAddr {
@@ -532,7 +546,23 @@ fn replica_of(state: &ServiceState, origin: Origin) -> Result<Replica<'_>, ()> {
                 .map_err(|_| ())?,
         });
     }
+    let mut overrides = Vec::with_capacity(state.overrides.len());
+    for o in &state.overrides {
+        let addr = InstanceAddr {
+            cluster: &o.cluster,
+            ip: o.ip.parse().map_err(|_| ())?,
+            port: o.port,
+        };
+        let layer = InstanceOverride {
+            weight: o.weight,
+            enabled: o.enabled,
+            metadata: Metadata::from_pairs(o.metadata.iter().map(|(k, v)| (k, v)))
+                .map_err(|_| ())?,
+        };
+        overrides.push((addr, layer));
+    }
     Ok(Replica {
+        overrides,
         origin,
         protect_threshold: state.protect_threshold,
         metadata: Metadata::from_pairs(state.metadata.iter().map(|(k, v)| (k, v)))

@@ -3,7 +3,7 @@
 //! (v2, v3). Each door parses its own form; the metadata batch and health
 //! forms are the same on every door, so their handlers live here once.
 
-use registry_core::{InstanceAddr, ServiceRef};
+use registry_core::{InstanceAddr, OverrideEdit, ServiceRef};
 use registry_proto::naming::batch::{encode_updated, updated_name, MetadataBatch};
 use registry_proto::naming::health::HealthUpdate;
 use registry_proto::openapi::envelope::{self, ApiError, ErrorCode};
@@ -238,12 +238,27 @@ pub(crate) fn metadata_batch(
         Door::Text => encode_updated(&mut body, &names),
     }
     if !addrs.is_empty() {
-        let command = Command::Metadata {
-            service: svc,
-            addrs: &addrs,
-            ephemeral,
-            metadata: &metadata,
-            remove,
+        // The v2/v3 doors write the operator's layer (Nacos 3's
+        // `batchUpdateMetadata`/`batchDeleteMetadata`); the 1.x door the
+        // instances' own metadata, as Nacos 1.x does.
+        let command = match (door, remove) {
+            (Door::Envelope, false) => Command::Override {
+                service: svc,
+                addrs: &addrs,
+                edit: OverrideEdit::Put(&metadata),
+            },
+            (Door::Envelope, true) => Command::Override {
+                service: svc,
+                addrs: &addrs,
+                edit: OverrideEdit::Remove(&metadata),
+            },
+            (Door::Text, _) => Command::Metadata {
+                service: svc,
+                addrs: &addrs,
+                ephemeral,
+                metadata: &metadata,
+                remove,
+            },
         };
         let (g, n) = (grouped.clone(), req.namespace_id.to_owned());
         let render = move |e: WriteError| match door {

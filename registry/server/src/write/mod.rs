@@ -53,7 +53,8 @@ use std::sync::{Arc, OnceLock};
 use registry_core::namespace::{check_id, check_name, NamespaceError};
 use registry_core::{
     ChangeEvent, ExpirePass, ExpireReport, InstanceAddr, InstancePatch, InstanceSpec, Metadata,
-    Millis, Namespace, RegistryError, Replica, ServiceKey, ServiceRef, ServiceSpec, Store,
+    Millis, Namespace, OverrideEdit, RegistryError, Replica, ServiceKey, ServiceRef, ServiceSpec,
+    Store,
 };
 
 use crate::events::ChangeFeed;
@@ -154,6 +155,17 @@ pub enum Command<'a> {
         /// Remove the keys instead of setting them.
         remove: bool,
     },
+    /// Edit the operator's layer at each address (Nacos 2.x/3.x's
+    /// instance metadata: v2/v3 instance updates and the metadata batch),
+    /// laid over what the clients register (`registry_core::overrides`).
+    Override {
+        /// The service.
+        service: ServiceRef<'a>,
+        /// The addresses.
+        addrs: &'a [InstanceAddr<'a>],
+        /// The edit, the same at each.
+        edit: OverrideEdit<'a>,
+    },
     /// A peer's replicated state of a service (Distro): in memory only.
     Replica {
         /// The service.
@@ -218,7 +230,8 @@ impl Command<'_> {
             } => durable(patches_persistent(store, service, addr, ephemeral)),
             Command::ServiceCreate { .. }
             | Command::ServiceUpdate { .. }
-            | Command::ServiceDelete { .. } => Durability::Durable,
+            | Command::ServiceDelete { .. }
+            | Command::Override { .. } => Durability::Durable,
             Command::Health { ephemeral, .. } if !ephemeral => Durability::LogOnly,
             // In the log with Raft, else in `namespaces.json` and
             // replicated by the cluster (see `Writer::namespace`).
@@ -256,6 +269,9 @@ impl Command<'_> {
                 settings(service, true)
             }
             Command::ServiceDelete { service } => settings(service, false),
+            Command::Override { service, .. } => Change::Overrides {
+                service: ServiceKey::new(service.namespace, service.name),
+            },
             // Several instances: reconcile the service's persistent part,
             // keeping its settings stored exactly when it is explicit.
             Command::Metadata { service, .. } => {
@@ -283,6 +299,7 @@ impl Command<'_> {
             | Command::ServiceDelete { service }
             | Command::Health { service, .. }
             | Command::Metadata { service, .. }
+            | Command::Override { service, .. }
             | Command::Replica { service, .. }
             | Command::Drop { service } => service,
         }
@@ -612,6 +629,35 @@ impl Writer {
         self.feed.publish(Some(event));
     }
 
+    /// Drops the operator's layers whose addresses stayed empty past
+    /// their time to live (`Store::sweep_overrides`), and, on a single
+    /// node, their stored records with them. Nothing is published:
+    /// readers see no change. In a Raft cluster every node sweeps its own
+    /// copy alike (the log's records of a layer are dropped with the log).
+    pub fn sweep_overrides(&self, now: Millis) -> usize {
+        let changed = self.store.sweep_overrides(now);
+        if let (Some(p), None) = (&self.persist, &self.log) {
+            for service in &changed {
+                match p.reserve() {
+                    // Durable at the next commit; nobody waits for it.
+                    Ok(ticket) => drop(ticket.submit(Change::Overrides {
+                        service: service.clone(),
+                    })),
+                    // Kept on disk until a later edit or sweep: a restart
+                    // then lays the layer back for another time to live.
+                    Err(e) => tracing::debug!(error = %e, "expired layers stay stored for now"),
+                }
+            }
+        }
+        changed.len()
+    }
+
+    /// Publishes what a store write made outside a command (a Raft
+    /// snapshot's layers laid back).
+    pub fn publish_written(&self, written: registry_core::Written) {
+        self.feed.publish(written.event);
+    }
+
     /// One bounded step of a lease sweep (see
     /// [`Store::expire_step_owned`]), its events published at once.
     pub fn expire_step(
@@ -699,6 +745,11 @@ impl Writer {
                 metadata,
                 remove,
             } => return self.metadata(service, addrs, ephemeral, metadata, remove, now),
+            Command::Override {
+                service,
+                addrs,
+                edit,
+            } => return self.edit_override(service, addrs, edit, now),
             Command::NamespaceCreate { .. }
             | Command::NamespaceUpdate { .. }
             | Command::NamespaceDelete { .. } => return self.namespace_write(command),
@@ -735,6 +786,29 @@ impl Writer {
                 applied.changed |= a.changed;
                 applied.revision = applied.revision.max(a.revision);
             }
+        }
+        Ok(applied)
+    }
+
+    /// Every address's layer edited: one revision each (the addresses of
+    /// one request are few), the service's check up front so that an
+    /// unknown service changes nothing.
+    fn edit_override(
+        &self,
+        service: ServiceRef<'_>,
+        addrs: &[InstanceAddr<'_>],
+        edit: OverrideEdit<'_>,
+        now: Millis,
+    ) -> Result<Applied, WriteError> {
+        if self.store.snapshot(service).is_none() {
+            return Err(RegistryError::ServiceNotFound.into());
+        }
+        let mut applied = Applied::default();
+        for addr in addrs {
+            let w = self.store.edit_override(service, *addr, edit, now, false)?;
+            let a = Unpublished::of(w).publish(&self.feed);
+            applied.changed |= a.changed;
+            applied.revision = applied.revision.max(a.revision);
         }
         Ok(applied)
     }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use registry_core::namespace::NamespaceError;
 use registry_core::{
-    model::preserved, InstanceAddr, InstancePatch, InstanceSpec, Metadata, Millis, Namespace,
-    Quota, RegistryError, ServiceRef, ServiceSpec,
+    model::preserved, InstanceAddr, InstanceOverride, InstancePatch, InstanceSpec, Metadata,
+    Millis, Namespace, OverrideEdit, Quota, RegistryError, ServiceRef, ServiceSpec,
 };
-use registry_proto::raft::{self, Addr, Outcome, Pairs, Refusal, Service, Write};
+use registry_proto::raft::{self, Addr, LayerEdit, Outcome, Pairs, Refusal, Service, Write};
 
 use super::{Applied, Command, WriteError, Writer};
 use crate::namespaces::BookError;
@@ -130,6 +130,15 @@ pub fn to_log(command: &Command<'_>) -> Option<raft::Command> {
             metadata: pairs(metadata),
             remove,
         },
+        Command::Override {
+            service: s,
+            addrs,
+            edit,
+        } => Write::Override {
+            service: service(s),
+            addrs: addrs.iter().map(|a| addr(*a)).collect(),
+            edit: layer_edit(edit),
+        },
         Command::NamespaceCreate { namespace } => Write::NamespaceCreate {
             namespace: logged_namespace(namespace),
         },
@@ -140,6 +149,84 @@ pub fn to_log(command: &Command<'_>) -> Option<raft::Command> {
         Command::Replace { .. } | Command::Replica { .. } | Command::Drop { .. } => return None,
     };
     Some(raft::Command::typed(write))
+}
+
+fn layer_edit(edit: OverrideEdit<'_>) -> LayerEdit {
+    match edit {
+        OverrideEdit::Replace(l) => LayerEdit::Replace {
+            weight: l.weight,
+            enabled: l.enabled,
+            metadata: pairs(&l.metadata),
+        },
+        OverrideEdit::Patch {
+            weight,
+            enabled,
+            metadata,
+        } => LayerEdit::Patch {
+            weight,
+            enabled,
+            metadata: metadata.map(pairs),
+        },
+        OverrideEdit::Put(m) => LayerEdit::Put { metadata: pairs(m) },
+        OverrideEdit::Remove(m) => LayerEdit::Remove { metadata: pairs(m) },
+    }
+}
+
+/// A logged layer edit applied at `addrs` of `service` (the edit borrows
+/// what this builds, so it is applied here).
+fn apply_layer_edit(
+    writer: &Writer,
+    service: &Service,
+    addrs: &[Addr],
+    edit: &LayerEdit,
+    now: Millis,
+) -> Result<Applied, WriteError> {
+    let addrs: Vec<InstanceAddr<'_>> = addrs.iter().map(at).collect();
+    let layer;
+    let m;
+    let pairs_of;
+    let edit = match edit {
+        LayerEdit::Replace {
+            weight,
+            enabled,
+            metadata: p,
+        } => {
+            layer = InstanceOverride {
+                weight: *weight,
+                enabled: *enabled,
+                metadata: metadata(p)?,
+            };
+            OverrideEdit::Replace(&layer)
+        }
+        LayerEdit::Patch {
+            weight,
+            enabled,
+            metadata: p,
+        } => {
+            m = p.as_ref().map(metadata).transpose()?;
+            OverrideEdit::Patch {
+                weight: *weight,
+                enabled: *enabled,
+                metadata: m.as_ref(),
+            }
+        }
+        LayerEdit::Put { metadata: p } => {
+            pairs_of = metadata(p)?;
+            OverrideEdit::Put(&pairs_of)
+        }
+        LayerEdit::Remove { metadata: p } => {
+            pairs_of = metadata(p)?;
+            OverrideEdit::Remove(&pairs_of)
+        }
+    };
+    writer.apply_committed(
+        Command::Override {
+            service: svc(service),
+            addrs: &addrs,
+            edit,
+        },
+        now,
+    )
 }
 
 /// The table's namespace as the log (and a Raft snapshot) carries it.
@@ -304,6 +391,11 @@ pub fn apply_logged(writer: &Writer, write: &Write, now: Millis) -> Result<Appli
                 remove: *remove,
             })
         }
+        Write::Override {
+            service,
+            addrs,
+            edit,
+        } => apply_layer_edit(writer, service, addrs, edit, now),
         Write::NamespaceCreate { namespace: n } => apply(Command::NamespaceCreate {
             namespace: &namespace(n),
         }),

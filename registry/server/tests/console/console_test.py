@@ -252,6 +252,17 @@ def check_open(console, api):
         detail = api.json("/nacos/v1/ns/instance", {"serviceName": "orders", "ip": "10.0.0.1", "port": 8080})
         assert detail["weight"] == 5.0, detail
 
+        step("edits-outlive-re-register")
+        # The console writes the operator's layer (Nacos 3's
+        # InstanceOperatorClientImpl.patchInstance): the clients registering
+        # again, as they do, keep neither the old weight nor the old enabled.
+        api.register("orders", "10.0.0.1", 8080, metadata={"version": "1.4.2"})
+        api.register("orders", "10.0.0.2", 8080)
+        detail = api.json("/nacos/v1/ns/instance", {"serviceName": "orders", "ip": "10.0.0.1", "port": 8080})
+        assert detail["weight"] == 5.0, detail
+        healthy = api.hosts("orders", healthy_only=True)
+        assert ("10.0.0.2", 8080) not in healthy, healthy
+
         step("deregister")
         button = row(console, '.instance-row[data-addr="10.0.0.3:8080"]').find_element(
             By.CSS_SELECTOR, ".act-deregister")

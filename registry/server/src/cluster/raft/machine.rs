@@ -59,6 +59,22 @@ pub struct Image {
     /// the node's table (its `namespaces.json`) as it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<Vec<registry_proto::raft::Namespace>>,
+    /// The operator's layers (absent from snapshots taken before them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideRecord>,
+}
+
+/// The operator's layer of one address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverrideRecord {
+    ns: String,
+    name: String,
+    cluster: String,
+    ip: String,
+    port: u16,
+    weight: f64,
+    enabled: bool,
+    metadata: Vec<(String, String)>,
 }
 
 /// An explicit service.
@@ -115,6 +131,18 @@ impl Image {
                     threshold: s.protect_threshold(),
                     metadata: pairs(s.metadata()),
                     selector: s.selector().map(str::to_owned),
+                });
+            }
+            for o in s.overrides() {
+                image.overrides.push(OverrideRecord {
+                    ns: key.namespace().to_owned(),
+                    name: key.grouped_name().to_owned(),
+                    cluster: o.addr.cluster.to_owned(),
+                    ip: o.addr.ip.to_string(),
+                    port: o.addr.port,
+                    weight: o.layer.weight,
+                    enabled: o.layer.enabled,
+                    metadata: pairs(&o.layer.metadata),
                 });
             }
             for i in s.instances().iter().filter(|i| !i.ephemeral) {
@@ -264,6 +292,42 @@ impl Image {
             };
             if writer.apply_committed(command, now).is_err() {
                 refused += 1;
+            }
+        }
+        refused + self.install_overrides(writer, now)
+    }
+
+    /// Lays the image's layers over the installed store (creating a
+    /// service one names, as a restore does); the records refused.
+    fn install_overrides(
+        &self,
+        writer: &crate::write::Writer,
+        now: registry_core::Millis,
+    ) -> usize {
+        let mut refused = 0;
+        for o in &self.overrides {
+            let (Ok(ip), Ok(metadata)) = (
+                o.ip.parse::<IpAddr>(),
+                Metadata::from_pairs(o.metadata.iter().map(|(k, v)| (k, v))),
+            ) else {
+                refused += 1;
+                continue;
+            };
+            let layer = registry_core::InstanceOverride {
+                weight: o.weight,
+                enabled: o.enabled,
+                metadata,
+            };
+            let addr = InstanceAddr {
+                cluster: &o.cluster,
+                ip,
+                port: o.port,
+            };
+            let edit = registry_core::OverrideEdit::Replace(&layer);
+            let service = ServiceRef::new(&o.ns, &o.name);
+            match writer.store().edit_override(service, addr, edit, now, true) {
+                Ok(w) => writer.publish_written(w),
+                Err(_) => refused += 1,
             }
         }
         refused

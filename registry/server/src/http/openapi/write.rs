@@ -5,7 +5,8 @@
 //! ([`crate::http::writes`]).
 
 use registry_core::{
-    BeatOutcome, InstanceAddr, InstancePatch, InstanceSpec, ServiceRef, ServiceSpec,
+    BeatOutcome, InstanceAddr, InstanceOverride, InstanceSpec, OverrideEdit, ServiceRef,
+    ServiceSpec,
 };
 use registry_proto::naming::beat::{beat_not_found, beat_ok, BeatRequest};
 use registry_proto::naming::instance::{InstanceKey, InstanceRequest};
@@ -154,9 +155,11 @@ fn deregister(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure
     apply(ex, command, Door::Envelope, scratch)
 }
 
-/// `PUT /instance` (`InstanceControllerV2.update`, `InstanceControllerV3.update`):
-/// the form's weight, enabled and metadata (defaults 1.0, true, empty)
-/// replace the instance's; an unknown instance is refused.
+/// `PUT /instance` (`InstanceControllerV2.update`, `InstanceControllerV3.update`,
+/// `InstanceOperatorClientImpl.updateInstance`): the form's weight,
+/// enabled and metadata (defaults 1.0, true, empty) become the operator's
+/// layer of the address, laid over what the client registers now and
+/// later; an address without an instance keeps it for when one comes.
 fn update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
     let grouped = req.key.service.grouped();
@@ -165,24 +168,23 @@ fn update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
         ip: crate::convert::ip(req.key.ip).map_err(api)?,
         port: req.key.port,
     };
-    let patch = InstancePatch {
-        weight: Some(req.weight),
-        enabled: Some(req.enabled),
-        healthy: None,
-        metadata: Some(crate::convert::metadata(&req.metadata).map_err(api)?),
+    let layer = InstanceOverride {
+        weight: req.weight,
+        enabled: req.enabled,
+        metadata: crate::convert::metadata(&req.metadata).map_err(api)?,
     };
-    let command = Command::Patch {
+    let command = Command::Override {
         service: ServiceRef::new(req.key.namespace_id, &grouped),
-        addr,
-        ephemeral: req.key.ephemeral,
-        patch: &patch,
+        addrs: &[addr],
+        edit: OverrideEdit::Replace(&layer),
     };
     apply(ex, command, Door::Envelope, scratch)
 }
 
 /// v2 `PATCH /instance` (`InstanceControllerV2.patch`): `serviceName`,
 /// `ip`, `port`, `weight`, `enabled`, `metadata` required, `cluster`
-/// (`DEFAULT`); answers a raw `ok`.
+/// (`DEFAULT`); answers a raw `ok`. The given fields go into the
+/// operator's layer (`patchInstance`), which needs an instance there.
 fn patch_v2(ex: &Exchange<'_>) -> Result<Reply, Failure> {
     let p = &ex.params;
     for name in ["serviceName", "ip", "port", "weight", "enabled", "metadata"] {
@@ -204,22 +206,19 @@ fn patch_v2(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         ),
         None => None,
     };
-    let patch = InstancePatch {
-        weight: Some(weight),
-        enabled: p.get("enabled").map(parse_bool),
-        healthy: None,
-        metadata,
-    };
     let addr = InstanceAddr {
         cluster,
         ip: crate::convert::ip(key.ip).map_err(api)?,
         port: key.port,
     };
-    let command = Command::Patch {
+    let command = Command::Override {
         service: ServiceRef::new(key.namespace_id, &grouped),
-        addr,
-        ephemeral: key.ephemeral,
-        patch: &patch,
+        addrs: &[addr],
+        edit: OverrideEdit::Patch {
+            weight: Some(weight),
+            enabled: p.get("enabled").map(parse_bool),
+            metadata: metadata.as_ref(),
+        },
     };
     let mut ignored = Scratch::default();
     apply(ex, command, Door::Text, &mut ignored)
@@ -227,7 +226,8 @@ fn patch_v2(ex: &Exchange<'_>) -> Result<Reply, Failure> {
 
 /// v3 `PUT /instance/partial` (`InstanceControllerV3.partialUpdateInstance`):
 /// as Nacos's form fills its defaults first, an omitted weight or enabled
-/// is reset to 1.0 or true; metadata only when given.
+/// is reset to 1.0 or true; metadata only when given. Into the operator's
+/// layer (`patchInstance`), which needs an instance there.
 fn partial_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
     let grouped = req.key.service.grouped();
@@ -235,22 +235,19 @@ fn partial_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure
         Some(_) => Some(crate::convert::metadata(&req.metadata).map_err(api)?),
         None => None,
     };
-    let patch = InstancePatch {
-        weight: Some(req.weight),
-        enabled: Some(req.enabled),
-        healthy: None,
-        metadata,
-    };
     let addr = InstanceAddr {
         cluster: req.key.cluster,
         ip: crate::convert::ip(req.key.ip).map_err(api)?,
         port: req.key.port,
     };
-    let command = Command::Patch {
+    let command = Command::Override {
         service: ServiceRef::new(req.key.namespace_id, &grouped),
-        addr,
-        ephemeral: req.key.ephemeral,
-        patch: &patch,
+        addrs: &[addr],
+        edit: OverrideEdit::Patch {
+            weight: Some(req.weight),
+            enabled: Some(req.enabled),
+            metadata: metadata.as_ref(),
+        },
     };
     apply(ex, command, Door::Envelope, scratch)
 }
