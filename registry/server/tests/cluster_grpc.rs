@@ -674,3 +674,89 @@ async fn a_huge_service_and_a_huge_client_replicate_in_parts() {
         }
     }
 }
+
+/// `(weight, enabled, metadata)` of the instance at 127.0.0.1:`port` as
+/// node `n`'s v3 admin API reads it.
+async fn admin_view(n: &Node, service: &str, port: u16) -> Option<(f64, bool, serde_json::Value)> {
+    let target =
+        format!("/nacos/v3/admin/ns/instance?serviceName={service}&ip=127.0.0.1&port={port}");
+    let (200, body) = n.try_call(Method::Get, &target).await? else {
+        return None;
+    };
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let d = &v["data"];
+    Some((
+        d["weight"].as_f64()?,
+        d["enabled"].as_bool()?,
+        d["metadata"].clone(),
+    ))
+}
+
+async fn layered_everywhere(c: &TestCluster, service: &str, port: u16, client: &str) -> bool {
+    for n in &c.nodes {
+        match admin_view(n, service, port).await {
+            Some((w, false, m)) if w == 3.0 && m["owner"] == "ops" && m["client"] == client => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// Issue 32's round trip across three nodes: an operator's change made
+/// through one node (the v3 admin request the maintainer SDK sends) is
+/// laid over a 2.x client's instance on every node, and stays through the
+/// client's re-register and its redo on a new connection to another node
+/// (Nacos 3's `InstanceOperatorClientImpl.updateInstance`, read through
+/// `ServiceStorage.parseInstance`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_change_holds_on_every_node_through_re_register_and_redo() {
+    let c = TestCluster::start(3, GRACE).await;
+    let svc = "layered-cluster";
+    let with = |client: &str| ServiceInstance {
+        weight: 2.0,
+        metadata: [("client".to_owned(), client.to_owned())].into(),
+        ..instance(7400)
+    };
+    let first = client_of(&c.nodes[1]).await;
+    first
+        .register_instance(svc.into(), None, with("a"))
+        .await
+        .expect("register on node 1");
+    until(SECOND * 5, "every node lists the instance", || {
+        everywhere(&c, svc, &[7400])
+    })
+    .await;
+    let (status, body) = c.nodes[0]
+        .call(
+            Method::Put,
+            &format!(
+                "/nacos/v3/admin/ns/instance?serviceName={svc}&ip=127.0.0.1&port=7400&weight=3&enabled=false&metadata=%7B%22owner%22%3A%22ops%22%7D"
+            ),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    until(SECOND * 5, "the layer on every node", || {
+        layered_everywhere(&c, svc, 7400, "a")
+    })
+    .await;
+    first
+        .register_instance(svc.into(), None, with("a2"))
+        .await
+        .expect("re-register on node 1");
+    until(SECOND * 5, "the layer through the re-register", || {
+        layered_everywhere(&c, svc, 7400, "a2")
+    })
+    .await;
+    drop(first);
+    let second = client_of(&c.nodes[2]).await;
+    second
+        .register_instance(svc.into(), None, with("b"))
+        .await
+        .expect("redo on node 2");
+    until(
+        SECOND * 8,
+        "the layer through the redo on another node",
+        || layered_everywhere(&c, svc, 7400, "b"),
+    )
+    .await;
+}

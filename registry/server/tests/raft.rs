@@ -626,3 +626,50 @@ async fn grpc_persistent_instances_go_through_raft_from_any_node() {
     let expected: BTreeSet<u16> = [7002].into_iter().collect();
     until_lists(&c, &[0, 1, 2], "grpc-raft", &expected, 10 * SECOND).await;
 }
+
+/// The operator's layer over a persistent instance travels in the Raft log
+/// (Nacos keeps instance metadata in its CP group): edited through a
+/// follower, every node lays it over the instance, and the client's next
+/// registration (weight 1 again) keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_layer_is_logged_and_outlives_a_re_register() {
+    let c = RaftCluster::start(3, &[]).await;
+    let leader = c.until_leader(&[0, 1, 2], 10 * SECOND).await;
+    let follower = (leader + 1) % 3;
+    let register = register_target("raft-layer", 7500);
+    write_acknowledged(&c, leader, &register).await;
+    let edit = "/nacos/v3/admin/ns/instance?serviceName=raft-layer&ip=127.0.0.1&port=7500\
+                &ephemeral=false&weight=3&enabled=false";
+    let started = Instant::now();
+    loop {
+        match c.nodes[follower].try_call(Method::Put, edit).await {
+            Some((200, _)) => break,
+            Some((503, _)) | None if started.elapsed() < 10 * SECOND => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => panic!("edit through node {follower}: {other:?}\n{}", c.logs()),
+        }
+    }
+    write_acknowledged(&c, (leader + 2) % 3, &register).await;
+    until(10 * SECOND, "every node lays the logged layer", || async {
+        for n in &c.nodes {
+            if !layered(n).await {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+}
+
+/// Whether `node` reads 127.0.0.1:7500 of `raft-layer` with the layer of
+/// weight 3, disabled.
+async fn layered(node: &Node) -> bool {
+    let target = "/nacos/v3/admin/ns/instance?serviceName=raft-layer&ip=127.0.0.1&port=7500\
+                  &ephemeral=false";
+    let Some((200, body)) = node.try_call(Method::Get, target).await else {
+        return false;
+    };
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    v["data"]["weight"] == 3.0 && v["data"]["enabled"] == false
+}

@@ -278,6 +278,26 @@ pub(super) fn carried(
     Some(Arc::new(all))
 }
 
+/// Lays the carried layer at `inst`'s address over it, its own metadata
+/// standing for what the client registered.
+pub(super) fn lay_carried(
+    layers: &Overrides,
+    inst: &mut Instance,
+    interner: &mut Interner,
+) -> Result<(), RegistryError> {
+    let addr = InstanceAddr {
+        cluster: &inst.cluster,
+        ip: inst.ip,
+        port: inst.port,
+    };
+    if let Some(e) = layers.find(addr) {
+        inst.weight = e.layer.weight;
+        inst.enabled = e.layer.enabled;
+        inst.metadata = interner.metadata(e.effective_metadata(&inst.metadata)?);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::model::InstanceAddr;

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::held::HELD;
-use super::layers::carried;
+use super::layers::{carried, lay_carried};
 use super::{check_name, Shard, Store, Written};
 use crate::error::RegistryError;
 use crate::instance_list::InstanceList;
@@ -107,11 +107,18 @@ impl Store {
         // Instances a connection holds (Nacos 2.x clients, native or
         // synced) are not the service owner's to replace: they stay, and a
         // replicated 1.x instance at the same place yields to them.
+        // The layers the replica brings are laid over those too (an
+        // operator's edit reaches the owner first and comes back here).
+        let layers = carried(&replica.overrides, &mut w.interner);
         let mut held = Vec::new();
         for (i, inst) in old.instances.iter().enumerate() {
             if shard.leases.deadline(inst.lease) == HELD {
                 kept[i] = true;
-                held.push(inst.clone());
+                let mut inst = inst.clone();
+                if let Some(l) = &layers {
+                    lay_carried(l, &mut inst, &mut w.interner)?;
+                }
+                held.push(inst);
             }
         }
         let mut instances = Vec::with_capacity(specs.len() + held.len());
@@ -162,7 +169,7 @@ impl Store {
                 metadata: w.interner.metadata(replica.metadata.clone()),
                 selector: replica.selector.clone(),
                 explicit: replica.explicit,
-                overrides: carried(&replica.overrides, &mut w.interner),
+                overrides: layers,
             }
             .shared(),
             origin: (replica.origin != Origin::LOCAL).then(|| Box::new(replica.origin)),
