@@ -32,17 +32,7 @@ impl Store {
         now: Millis,
     ) -> Result<Written, RegistryError> {
         check_name(service)?;
-        let mut timeouts = Vec::with_capacity(specs.len());
-        for spec in specs {
-            check_weight(spec.weight)?;
-            if spec.addr.cluster.is_empty() {
-                return Err(RegistryError::InvalidName);
-            }
-            timeouts.push(LeaseTimeouts::from_metadata(
-                &spec.metadata,
-                self.config.timeouts,
-            )?);
-        }
+        let timeouts = self.checked_timeouts(specs)?;
         let shard = self.shard(service);
         let mut w = shard.writer.lock();
         let map = shard.services.pin();
@@ -114,6 +104,26 @@ impl Store {
             });
         }
         Ok(self.publish_next(shard, &mut w, cell, &old, next, now))
+    }
+
+    /// Every spec validated, with its lease timing: an error refuses the
+    /// whole batch before anything changes.
+    fn checked_timeouts(
+        &self,
+        specs: &[InstanceSpec<'_>],
+    ) -> Result<Vec<LeaseTimeouts>, RegistryError> {
+        let mut timeouts = Vec::with_capacity(specs.len());
+        for spec in specs {
+            check_weight(spec.weight)?;
+            if spec.addr.cluster.is_empty() {
+                return Err(RegistryError::InvalidName);
+            }
+            timeouts.push(LeaseTimeouts::from_metadata(
+                &spec.metadata,
+                self.config.timeouts,
+            )?);
+        }
+        Ok(timeouts)
     }
 }
 

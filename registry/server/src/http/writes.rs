@@ -177,25 +177,15 @@ fn health_allowed(
     )))
 }
 
-/// `PUT`/`DELETE /instance/metadata/batch` of every door: the named
-/// instances (or all of the kind) that exist get the metadata merged in, or
-/// its keys removed; the answer names them.
-pub(crate) fn metadata_batch(
+/// The (ip, port, cluster) of the batch's instances that exist: those it
+/// names, or every one of the kind.
+fn batch_targets(
     ex: &Exchange<'_>,
-    scratch: &mut Scratch,
-    remove: bool,
-    door: Door,
-) -> Result<Reply, Failure> {
-    let req = match (MetadataBatch::parse(&ex.params, &ex.app.parse_limits), door) {
-        (Ok(r), _) => r,
-        (Err(e), Door::Envelope) => return Err(api(e)),
-        (Err(e), Door::Text) => return Err(e.into()),
-    };
-    let grouped = req.service.grouped();
-    let svc = ServiceRef::new(req.namespace_id, &grouped);
-    let ephemeral = !req.persistent;
-    let targets: Vec<(String, u16, String)> = ex
-        .app
+    svc: ServiceRef<'_>,
+    req: &MetadataBatch<'_>,
+    ephemeral: bool,
+) -> Vec<(String, u16, String)> {
+    ex.app
         .store
         .read(svc, |s| {
             s.instances()
@@ -213,7 +203,27 @@ pub(crate) fn metadata_batch(
                 .map(|i| (i.ip.to_string(), i.port, i.cluster.to_string()))
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// `PUT`/`DELETE /instance/metadata/batch` of every door: the named
+/// instances (or all of the kind) that exist get the metadata merged in, or
+/// its keys removed; the answer names them.
+pub(crate) fn metadata_batch(
+    ex: &Exchange<'_>,
+    scratch: &mut Scratch,
+    remove: bool,
+    door: Door,
+) -> Result<Reply, Failure> {
+    let req = match (MetadataBatch::parse(&ex.params, &ex.app.parse_limits), door) {
+        (Ok(r), _) => r,
+        (Err(e), Door::Envelope) => return Err(api(e)),
+        (Err(e), Door::Text) => return Err(e.into()),
+    };
+    let grouped = req.service.grouped();
+    let svc = ServiceRef::new(req.namespace_id, &grouped);
+    let ephemeral = !req.persistent;
+    let targets = batch_targets(ex, svc, &req, ephemeral);
     let ips: Vec<std::net::IpAddr> = targets
         .iter()
         .filter_map(|(ip, _, _)| ip.parse().ok())
