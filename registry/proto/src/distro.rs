@@ -41,6 +41,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::http1::Method;
+use crate::naming::route::Route;
 
 /// The protocol version this build speaks. A peer with another version is
 /// refused: replication across versions is not defined. Version 2 added
@@ -53,32 +54,32 @@ pub const VERSION: u32 = 2;
 pub const RELAYED_BY: &str = "relayedBy";
 
 /// Path of the member list (Nacos `GET /v1/core/cluster/nodes`).
-pub const NODES_PATH: &str = "/nacos/v1/core/cluster/nodes";
+pub const NODES_PATH: &str = Route::ClusterNodes.path();
 /// Path of an operator's membership change: `POST` adds the member named
 /// by `address`, `DELETE` removes it.
-pub const MEMBER_PATH: &str = "/nacos/v1/core/cluster/member";
+pub const MEMBER_PATH: &str = Route::ClusterMemberAdd.path();
 /// Path of the liveness probe between peers.
-pub const REPORT_PATH: &str = "/nacos/v1/core/cluster/report";
+pub const REPORT_PATH: &str = Route::ClusterReport.path();
 /// Path of replication (`PUT`) and of fetching named services (`POST`).
-pub const DATUM_PATH: &str = "/nacos/v1/ns/distro/datum";
+pub const DATUM_PATH: &str = Route::DistroReplicate.path();
 /// Path of the periodic checksums.
-pub const CHECKSUM_PATH: &str = "/nacos/v1/ns/distro/checksum";
+pub const CHECKSUM_PATH: &str = Route::DistroChecksum.path();
 /// Path of the full snapshot, in parts.
-pub const SNAPSHOT_PATH: &str = "/nacos/v1/ns/distro/datums";
+pub const SNAPSHOT_PATH: &str = Route::DistroSnapshot.path();
 /// Replicated 2.x client sets.
-pub const CLIENTS_PATH: &str = "/nacos/v1/ns/distro/clients";
+pub const CLIENTS_PATH: &str = Route::DistroClients.path();
 /// A responsible node's client revisions, for renewal and repair.
-pub const CLIENT_VERIFY_PATH: &str = "/nacos/v1/ns/distro/clients/verify";
+pub const CLIENT_VERIFY_PATH: &str = Route::DistroClientVerify.path();
 /// A node's own push subscribers of one service (the console's and the
 /// admin APIs' cluster-wide subscriber lists gather them from every member).
-pub const SUBSCRIBERS_PATH: &str = "/nacos/v1/ns/distro/subscribers";
+pub const SUBSCRIBERS_PATH: &str = Route::DistroSubscribers.path();
 /// A node's namespace table, exchanged both ways (a cluster without Raft).
-pub const NAMESPACES_PATH: &str = "/nacos/v1/ns/distro/namespaces";
+pub const NAMESPACES_PATH: &str = Route::DistroNamespaces.path();
 /// Path of the readiness endpoint (Nacos 2.x's).
-pub const READINESS_PATH: &str = "/nacos/v1/console/health/readiness";
+pub const READINESS_PATH: &str = Route::Readiness.path();
 /// Path of every Raft peer message (`POST`). Here rather than in `raft`,
 /// which only builds with the `raft` feature: every node routes it.
-pub const RAFT_PATH: &str = "/nacos/v1/core/raft";
+pub const RAFT_PATH: &str = Route::RaftRpc.path();
 
 /// Why a peer message was refused. `Display` is the 400 text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -16,10 +16,12 @@
 //! - [`error`]: [`ProtoError`], whose `Display` is exactly the body text Nacos answers.
 //! - [`naming`]: typed, validated requests and responses of `/nacos/v1/ns/*`, one module
 //!   per API resource (`instance`, `beat`, `list`, `service`, `operator`), plus the
-//!   [`naming::route`] table and the client-side request builders in [`naming::client`].
+//!   [`naming::route`] table (every endpoint of every generation, one row each, and
+//!   what the server asks of a route) and the client-side request builders in
+//!   [`naming::client`].
 //! - [`openapi`]: the v2 Open API and the v3 client and admin APIs: the `Result`
-//!   envelope and its error codes, their forms and bodies, namespaces, and the route
-//!   table of every endpoint past the 1.x core ([`openapi::route`]).
+//!   envelope and its error codes, their forms and bodies, namespaces, and the
+//!   resolver under the names those doors use ([`openapi::route`]).
 //! - [`distro`]: the cluster's peer protocol (membership reports, replication, checksums,
 //!   snapshots), request relaying and Nacos's member list.
 //! - [`dns`]: the DNS door's protocol: names for services, clusters and instances

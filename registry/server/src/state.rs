@@ -267,7 +267,7 @@ pub(crate) type PeerSubscribers =
 pub(crate) trait ClusterHook: Send + Sync {
     /// Before an HTTP request's handler: [`Verdict::Local`] to serve it
     /// here, else the cluster's answer (a relay in flight, one of the
-    /// cluster's routes, see [`is_cluster_route`], or a refusal). `body`
+    /// cluster's routes, [`Route::is_cluster`], or a refusal). `body`
     /// is the response body being assembled.
     ///
     /// # Errors
@@ -335,27 +335,4 @@ pub(crate) trait ClusterHook: Send + Sync {
     /// Starts the cluster's tasks; each ends when `cancel` fires.
     fn start(&self, app: &Arc<App>, cancel: &CancellationToken)
         -> Vec<tokio::task::JoinHandle<()>>;
-}
-
-/// The routes a cluster answers itself: the member list, readiness, the
-/// peer endpoints and membership changes (a single node answers the first
-/// two and refuses the rest, see `http::v1`).
-pub(crate) fn is_cluster_route(route: Route) -> bool {
-    matches!(
-        route,
-        Route::ClusterNodes
-            | Route::ClusterReport
-            | Route::DistroReplicate
-            | Route::DistroFetch
-            | Route::DistroChecksum
-            | Route::DistroSnapshot
-            | Route::DistroClients
-            | Route::DistroClientVerify
-            | Route::DistroSubscribers
-            | Route::DistroNamespaces
-            | Route::RaftRpc
-            | Route::Readiness
-            | Route::ClusterMemberAdd
-            | Route::ClusterMemberRemove
-    )
 }

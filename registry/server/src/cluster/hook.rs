@@ -17,7 +17,7 @@ use super::Cluster;
 use crate::health::Verdicts;
 use crate::hub::Connection;
 use crate::reply::{Failure, Verdict};
-use crate::state::{is_cluster_route, App, ClusterHook, Exchange, PeerSubscribers};
+use crate::state::{App, ClusterHook, Exchange, PeerSubscribers};
 use registry_proto::prometheus::Exposition;
 
 /// The cluster, plugged into the doors.
@@ -33,7 +33,7 @@ impl ClusterHook for Hook {
         let verdict =
             super::relay::intercept(ex.app, &self.0, route, ex.request, ex.peer, &ex.params)?;
         match verdict {
-            Verdict::Local if is_cluster_route(route) => {
+            Verdict::Local if route.is_cluster() => {
                 super::api::handle(ex, &self.0, route, body).map(Verdict::Answer)
             }
             v => Ok(v),

@@ -33,63 +33,6 @@ use super::Cluster;
 use crate::reply::{Done, Failure, Reply, Verdict};
 use crate::state::App;
 
-/// The client writes and beats relayed to the service's responsible node:
-/// 1.x's, and the v2/v3 HTTP doors' (their instances are lease-held like
-/// 1.x's, so they are service-owned Distro data too; Nacos keys its v2/v3
-/// HTTP instances by an ip:port client and does not proxy them, but here a
-/// lease instance written on another node would be overwritten by the
-/// owner's replication).
-fn is_write(route: Route) -> bool {
-    matches!(
-        route,
-        Route::InstanceRegister
-            | Route::InstanceDeregister
-            | Route::InstanceUpdate
-            | Route::InstancePatch
-            | Route::InstanceBeat
-            | Route::ServiceCreate
-            | Route::ServiceDelete
-            | Route::ServiceUpdate
-            | Route::V2InstanceRegister
-            | Route::V2InstanceDeregister
-            | Route::V2InstanceUpdate
-            | Route::V2InstancePatch
-            | Route::V2InstanceBeat
-            | Route::V2ServiceCreate
-            | Route::V2ServiceDelete
-            | Route::V2ServiceUpdate
-            | Route::V3ClientRegister
-            | Route::V3ClientDeregister
-            | Route::V3InstanceRegister
-            | Route::V3InstanceDeregister
-            | Route::V3InstanceUpdate
-            | Route::V3InstancePartial
-            | Route::V3ServiceCreate
-            | Route::V3ServiceDelete
-            | Route::V3ServiceUpdate
-    )
-}
-
-/// Routes a not-ready node still serves: the cluster's own, readiness and
-/// the operator's metrics.
-fn served_while_loading(route: Route) -> bool {
-    matches!(
-        route,
-        Route::ClusterNodes
-            | Route::ClusterReport
-            | Route::DistroReplicate
-            | Route::DistroFetch
-            | Route::DistroChecksum
-            | Route::DistroSnapshot
-            | Route::DistroClients
-            | Route::DistroClientVerify
-            | Route::DistroNamespaces
-            | Route::Readiness
-            | Route::PrometheusMetrics
-            | Route::RaftRpc
-    )
-}
-
 /// Decides whether this node serves `request` or relays it.
 ///
 /// # Errors
@@ -102,13 +45,15 @@ pub(crate) fn intercept(
     peer: SocketAddr,
     params: &Params<'_>,
 ) -> Result<Verdict, Failure> {
-    if !cluster.is_ready() && !served_while_loading(route) {
+    // Which routes a loading node serves and which it relays are the route
+    // table's (`InCluster`).
+    if !cluster.is_ready() && !route.is_served_while_loading() {
         return Err(Failure::new(
             503,
             "server is starting: loading the cluster snapshot, please try again later",
         ));
     }
-    if !is_write(route) {
+    if !route.is_relayed_to_owner() {
         return Ok(Verdict::Local);
     }
     let relayed = params.get(distro::RELAYED_BY).is_some();

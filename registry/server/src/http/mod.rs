@@ -56,7 +56,7 @@ use registry_proto::auth::{LoginRequest, LoginResponse};
 use registry_proto::http1::{
     write_response, write_response_head, Connection, ContentType, Method, Request,
 };
-use registry_proto::naming::route::{Route, RouteError};
+use registry_proto::naming::route::{Handler, Route, RouteError};
 use registry_proto::openapi::param_check;
 use registry_proto::openapi::route::route;
 use registry_proto::params::Params;
@@ -332,38 +332,15 @@ fn write_now(
     }
 }
 
-/// Whether `route` needs a valid access token under `--auth-users`.
-/// Nothing but a valid token opens the API: never a header, never a
-/// source address (see `crate::auth`). Peers prove membership with the
-/// cluster secret instead (see the cluster's endpoints); readiness is for
-/// orchestrators.
-fn needs_token(route: Route) -> bool {
-    !matches!(
-        route,
-        Route::AuthLogin
-            | Route::V3Login
-            | Route::Liveness
-            | Route::PrometheusMetrics
-            | Route::Readiness
-            | Route::ClusterReport
-            | Route::DistroReplicate
-            | Route::DistroFetch
-            | Route::DistroChecksum
-            | Route::DistroSnapshot
-            | Route::DistroClients
-            | Route::DistroClientVerify
-            | Route::DistroSubscribers
-            | Route::DistroNamespaces
-            | Route::RaftRpc
-    )
-}
-
 /// Nacos's filters, in their order: auth, then the parameter checker
 /// (`CheckConfiguration`'s order 8 after `NacosAuthConfig`'s 6), which
 /// refuses before every v2/v3 naming controller, relayed or not.
 fn admit(app: &App, route: Route, params: &Params<'_>) -> Result<(), Failure> {
     if let Some(auth) = &app.auth {
-        if needs_token(route) {
+        // Nothing but a valid token opens the API: never a header, never a
+        // source address (see `crate::auth`); which routes are open is the
+        // route table's (`Access`).
+        if route.needs_token() {
             auth.check(params.get("accessToken"))
                 .map_err(Failure::denied)?;
         }
@@ -416,34 +393,13 @@ fn dispatch(
         Route::OperatorSwitches => operator::switches(&ex, scratch),
         Route::AuthLogin => login(&ex, false),
         Route::V3Login => login(&ex, true),
-        Route::ClusterNodes
-        | Route::ClusterReport
-        | Route::DistroReplicate
-        | Route::DistroFetch
-        | Route::DistroChecksum
-        | Route::DistroSnapshot
-        | Route::DistroClients
-        | Route::DistroClientVerify
-        | Route::DistroSubscribers
-        | Route::DistroNamespaces
-        | Route::RaftRpc
-        | Route::Readiness
-        | Route::ClusterMemberAdd
-        | Route::ClusterMemberRemove => v1::single_node(&ex, route, scratch),
-        r @ (Route::MetadataBatchUpdate
-        | Route::MetadataBatchDelete
-        | Route::HealthUpdate
-        | Route::OperatorSwitchesUpdate
-        | Route::OperatorServers
-        | Route::RaftLeader
-        | Route::Liveness
-        | Route::NamespacesCreate
-        | Route::NamespacesUpdate
-        | Route::NamespacesDelete
-        | Route::ServiceSubscribers) => v1::handle(&ex, r, scratch),
         Route::PrometheusMetrics => operator::prometheus(&ex, scratch),
-        // Every route left is a v2 or v3 one.
-        r => openapi::handle(&ex, r, scratch),
+        // Every route left goes to its handler family (the route table's).
+        r => match r.handler() {
+            Handler::Cluster => v1::single_node(&ex, r, scratch),
+            Handler::V1 => v1::handle(&ex, r, scratch),
+            _ => openapi::handle(&ex, r, scratch),
+        },
     }
 }
 

@@ -15,7 +15,7 @@
 
 use registry_core::{InstanceAddr, ServiceRef};
 use registry_proto::naming::instance::InstanceKey;
-use registry_proto::naming::route::Route;
+use registry_proto::naming::route::{Handler, Route};
 use registry_proto::naming::service::{Selector, ServiceKey};
 use registry_proto::openapi::envelope::{self, ApiError, ErrorCode};
 use registry_proto::openapi::instance::{encode_instance, DetailV2View, ListForm, ListKind};
@@ -71,23 +71,7 @@ pub(crate) fn handle(
             namespace::open(ex, Action::Delete, scratch)
         }
         Route::V3NamespaceCheck => namespace::open(ex, Action::Check, scratch),
-        r @ (Route::V3ClusterUpdate
-        | Route::V3HealthCheckers
-        | Route::V3OpsLog
-        | Route::V3SelectorTypes
-        | Route::V2InstanceStatuses
-        | Route::V3ClientDistro
-        | Route::V2ClientDetail
-        | Route::V3ClientDetail
-        | Route::V2ClientPublished
-        | Route::V3ClientPublished
-        | Route::V2ClientSubscribed
-        | Route::V3ClientSubscribed
-        | Route::V2ServicePublishers
-        | Route::V3ServicePublishers
-        | Route::V2ServiceSubscriberClients
-        | Route::V3ServiceSubscriberClients
-        | Route::V3ServiceSubscribers) => admin::handle(ex, r, scratch),
+        r if r.handler() == Handler::OpenAdmin => admin::handle(ex, r, scratch),
         other => write::handle(ex, other, scratch),
     }
 }
