@@ -248,6 +248,37 @@ async fn v3_reads() {
         .call(Method::Get, &format!("{V3C}/instance/list?serviceName=pay"))
         .await;
     assert_eq!(r.json(), ok_envelope(json!([expected.clone()])));
+    // ServiceControllerV3.list with withInstances=true:
+    // CatalogServiceV2Impl.pageListServiceDetail's Page<ServiceDetailInfo>,
+    // each cluster a ClusterInfo with only hosts and the field defaults.
+    let r = s
+        .call(
+            Method::Get,
+            "/nacos/v3/admin/ns/service/list?serviceNameParam=pay&withInstances=true",
+        )
+        .await;
+    let page = &r.json()["data"];
+    assert_eq!(page["totalCount"], 1, "{page}");
+    let item = &page["pageItems"][0];
+    assert_eq!(
+        (&item["serviceName"], &item["groupName"]),
+        (&json!("pay"), &json!("DEFAULT_GROUP"))
+    );
+    assert_eq!(item["protectThreshold"], 0.0);
+    assert!(
+        item.get("selector").is_none() && item.get("ephemeral").is_none(),
+        "{item}"
+    );
+    let default = &item["clusterMap"]["DEFAULT"];
+    assert_eq!(
+        (
+            &default["healthyCheckPort"],
+            &default["useInstancePortForCheck"]
+        ),
+        (&json!(80), &json!(true))
+    );
+    assert_eq!(default["hosts"], json!([expected.clone()]));
+    assert_eq!(item["clusterMap"]["c2"]["hosts"][0]["port"], 9001);
     let r = s
         .call(
             Method::Get,
@@ -1290,6 +1321,24 @@ async fn v2_bad_input_gets_the_envelope_and_applies_nothing() {
         if !detail.is_empty() {
             assert_eq!(got, *detail, "{path}");
         }
+    }
+    // InstanceForm's Double weight and Boolean fields fail Spring's binding:
+    // NacosApiExceptionHandler.handleOtherException, 500 {30000, text, null}.
+    for path in [
+        "/nacos/v2/ns/instance?serviceName=a&ip=1.1.1.1&port=80&weight=abc",
+        "/nacos/v3/admin/ns/instance?serviceName=a&ip=1.1.1.1&port=80&enabled=maybe",
+    ] {
+        let r = s.call(Method::Post, path).await;
+        assert_eq!(r.status, 500, "{path}: {}", r.body);
+        let v = r.json();
+        assert_eq!(v["code"], 30000, "{path}: {v}");
+        assert!(v["data"].is_null(), "{path}: {v}");
+        let message = v["message"].as_str().unwrap_or_default();
+        assert!(
+            message
+                .starts_with("org.springframework.validation.BeanPropertyBindingResult: 1 errors"),
+            "{path}: {message}"
+        );
     }
     assert_eq!(s.app.store.stats().services, 0, "nothing was applied");
     s.stop().await;

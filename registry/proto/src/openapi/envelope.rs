@@ -122,6 +122,11 @@ pub struct ApiError {
     pub code: ErrorCode,
     /// The envelope's `data`: what exactly was wrong.
     pub detail: Cow<'static, str>,
+    /// Set for what Nacos's exception handler answers itself
+    /// (`NacosApiExceptionHandler.handleOtherException`:
+    /// `Result.failure(e.getMessage())`): the envelope's `message` is the
+    /// exception's text and `data` is null; `detail` is unused.
+    pub message: Option<Cow<'static, str>>,
 }
 
 impl ApiError {
@@ -131,6 +136,18 @@ impl ApiError {
             status,
             code,
             detail: detail.into(),
+            message: None,
+        }
+    }
+
+    /// 500 `{30000, <text>, null}`: an exception no handler of Nacos's
+    /// names, answered by its catch-all (a Spring binding failure, say).
+    pub fn unhandled(text: impl Into<Cow<'static, str>>) -> ApiError {
+        ApiError {
+            status: 500,
+            code: ErrorCode::ServerError,
+            detail: Cow::Borrowed(""),
+            message: Some(text.into()),
         }
     }
 
@@ -151,6 +168,14 @@ impl ApiError {
 
     /// Appends the envelope of this failure.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(message) = &self.message {
+            out.extend_from_slice(b"{\"code\":");
+            crate::json::write_u64(out, u64::from(self.code.code()));
+            out.extend_from_slice(b",\"message\":");
+            write_str(out, message.as_bytes());
+            out.extend_from_slice(b",\"data\":null}");
+            return;
+        }
         write_head(out, self.code);
         write_str(out, self.detail.as_bytes());
         out.push(b'}');

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::naming::list::HeartbeatTimes;
 use crate::naming::{cluster_param, namespace_id, ParseLimits, ServiceName, DEFAULT_CLUSTER};
+use crate::openapi::envelope::ApiError;
 use crate::params::{parse_bool, Params};
 use crate::ProtoError;
 
@@ -258,6 +259,59 @@ pub fn encode_instance<V: Serialize>(out: &mut Vec<u8>, view: &V) {
     let _ = serde_json::to_writer(out, view);
 }
 
+/// Spring's binding of Nacos's `naming/model/form/InstanceForm` (the
+/// v2/v3 instance controllers' one argument): a `Double weight` or a
+/// `Boolean healthy`, `enabled` or `ephemeral` that does not convert fails
+/// the binding before the controller runs. The `BindException` reaches
+/// `NacosApiExceptionHandler.handleOtherException`: 500, code 30000, its
+/// message (`BeanPropertyBindingResult.toString`, each `FieldError` with
+/// the `TypeMismatchException` text around the `ConversionFailedException`
+/// of Spring 6), data null. Checked before anything else reads the form.
+///
+/// # Errors
+/// That 500 for the first field that does not convert.
+pub fn bind_instance_form(params: &Params<'_>) -> Result<(), ApiError> {
+    if let Some(w) = params.optional("weight") {
+        if crate::naming::parse_java_double(w.trim()).is_err() {
+            return Err(ApiError::unhandled(type_mismatch("weight", w, "Double")));
+        }
+    }
+    for field in ["healthy", "enabled", "ephemeral"] {
+        if let Some(v) = params.optional(field) {
+            if spring_boolean(v).is_none() {
+                return Err(ApiError::unhandled(type_mismatch(field, v, "Boolean")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Spring's `StringToBooleanConverter`: `true`, `on`, `yes`, `1` and
+/// `false`, `off`, `no`, `0`, any case, around blanks.
+fn spring_boolean(v: &str) -> Option<bool> {
+    let v = v.trim().to_ascii_lowercase();
+    match v.as_str() {
+        "true" | "on" | "yes" | "1" => Some(true),
+        "false" | "off" | "no" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// `BeanPropertyBindingResult.toString()` for one type mismatch of
+/// `instanceForm.<field>`.
+fn type_mismatch(field: &str, value: &str, java: &str) -> String {
+    format!(
+        "org.springframework.validation.BeanPropertyBindingResult: 1 errors\n\
+         Field error in object 'instanceForm' on field '{field}': rejected value [{value}]; \
+         codes [typeMismatch.instanceForm.{field},typeMismatch.{field},typeMismatch.java.lang.{java},typeMismatch]; \
+         arguments [org.springframework.context.support.DefaultMessageSourceResolvable: \
+         codes [instanceForm.{field},{field}]; arguments []; default message [{field}]]; \
+         default message [Failed to convert property value of type 'java.lang.String' to required type \
+         'java.lang.{java}' for property '{field}'; Failed to convert from type [java.lang.String] to \
+         type [java.lang.{java}] for value [{value}]]"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,5 +419,29 @@ mod tests {
         assert_eq!(v["checksum"], "");
         assert_eq!(v["hosts"][0]["ip"], "10.0.0.1");
         assert!(v["hosts"][0].get("marked").is_none() && v["hosts"][0].get("valid").is_none());
+    }
+
+    #[test]
+    fn a_form_field_that_does_not_convert_fails_the_binding() {
+        let bind = |q: &str| bind_instance_form(&Params::parse(q, None).unwrap());
+        assert!(bind("weight=2.5&enabled=on&healthy=0&ephemeral=FALSE").is_ok());
+        let e = bind("weight=abc").unwrap_err();
+        assert_eq!((e.status, e.code.code()), (500, 30000));
+        let mut out = Vec::new();
+        e.encode(&mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(v["data"].is_null());
+        let message = v["message"].as_str().unwrap();
+        assert!(message
+            .starts_with("org.springframework.validation.BeanPropertyBindingResult: 1 errors\n"));
+        assert!(
+            message.contains("on field 'weight': rejected value [abc]"),
+            "{message}"
+        );
+        let e = bind("enabled=maybe").unwrap_err();
+        assert!(e
+            .message
+            .unwrap()
+            .contains("'java.lang.Boolean' for property 'enabled'"));
     }
 }

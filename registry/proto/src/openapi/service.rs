@@ -212,6 +212,71 @@ impl<M: Serialize> Serialize for ClusterInfoView<'_, M> {
     }
 }
 
+/// One service of v3 `service/list?withInstances=true`
+/// (`CatalogServiceV2Impl.pageListServiceDetail`): Nacos's
+/// `ServiceDetailInfo` with only `serviceName`, `groupName`, `metadata`
+/// and `clusterMap` set, each cluster a `ClusterInfo` with only its
+/// `hosts` (every instance, as `getClusterMap` fills it) and the field
+/// defaults (`healthyCheckPort` 80, `useInstancePortForCheck` true);
+/// Jackson leaves the unset nulls out and writes `protectThreshold` 0.0.
+#[derive(Debug, Clone)]
+pub struct ServiceWithInstances<'a, H, M> {
+    /// `serviceName`: ungrouped.
+    pub name: &'a str,
+    /// `groupName`.
+    pub group: &'a str,
+    /// `clusterMap`: each cluster's hosts, in the order met.
+    pub clusters: Vec<(&'a str, Vec<H>)>,
+    /// Service `metadata`.
+    pub metadata: M,
+}
+
+impl<H: Serialize, M: Serialize> Serialize for ServiceWithInstances<'_, H, M> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        struct Hosts<'v, H>(&'v [H]);
+        impl<H: Serialize> Serialize for Hosts<'_, H> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut st = s.serialize_struct("ClusterInfo", 3)?;
+                st.serialize_field("healthyCheckPort", &80)?;
+                st.serialize_field("useInstancePortForCheck", &true)?;
+                st.serialize_field("hosts", self.0)?;
+                st.end()
+            }
+        }
+        struct Clusters<'v, 'a, H>(&'v [(&'a str, Vec<H>)]);
+        impl<H: Serialize> Serialize for Clusters<'_, '_, H> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(Some(self.0.len()))?;
+                for (name, hosts) in self.0 {
+                    m.serialize_entry(name, &Hosts(hosts))?;
+                }
+                m.end()
+            }
+        }
+        let mut st = s.serialize_struct("ServiceDetailInfo", 5)?;
+        st.serialize_field("serviceName", self.name)?;
+        st.serialize_field("groupName", self.group)?;
+        st.serialize_field("clusterMap", &Clusters(&self.clusters))?;
+        st.serialize_field("metadata", &self.metadata)?;
+        st.serialize_field("protectThreshold", &0.0f32)?;
+        st.end()
+    }
+}
+
+/// A page of [`ServiceWithInstances`] (Nacos `Page`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DetailPage<T> {
+    /// `totalCount`.
+    pub total_count: usize,
+    /// `pageNumber`.
+    pub page_number: usize,
+    /// `pagesAvailable`.
+    pub pages_available: usize,
+    /// `pageItems`.
+    pub page_items: Vec<T>,
+}
+
 /// Which generation writes a service detail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DetailKind {

@@ -247,6 +247,14 @@ fn service_list_v2(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
 /// `ServiceView`s matching the substrings.
 fn service_list_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
     let form = svc::ListForm::parse(&ex.params, &ex.app.parse_limits, svc::ListKind::V3)?;
+    // ServiceListForm's boolean `withInstances`, bound by Spring.
+    if ex
+        .params
+        .optional("withInstances")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    {
+        return service_details_v3(ex, &form, scratch);
+    }
     let found = query::search(
         ex.app,
         form.namespace_id,
@@ -278,6 +286,61 @@ fn service_list_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fa
         page_items: items,
     };
     envelope::success(&mut scratch.body, |o| page.encode(o));
+    Ok(Reply::Json)
+}
+
+/// v3 `service/list?withInstances=true`
+/// (`ServiceControllerV3.list` → `CatalogServiceV2Impl.pageListServiceDetail`):
+/// every matching service (empty ones too: that path has no
+/// `ignoreEmptyService`) with its instances by cluster.
+fn service_details_v3(
+    ex: &Exchange<'_>,
+    form: &svc::ListForm<'_>,
+    scratch: &mut Scratch,
+) -> Result<Reply, Failure> {
+    let found = query::search(ex.app, form.namespace_id, form.group, form.name, false);
+    let snaps: Vec<_> = found
+        .iter()
+        .skip(form.offset())
+        .take(form.page_size)
+        .filter_map(|k| ex.app.store.snapshot(k.as_ref()))
+        .collect();
+    let ips: Vec<Vec<String>> = snaps
+        .iter()
+        .map(|s| s.instances().iter().map(|i| i.ip.to_string()).collect())
+        .collect();
+    let items: Vec<_> = snaps
+        .iter()
+        .zip(&ips)
+        .map(|(snap, ips)| {
+            let (group, name) = query::split_grouped(snap.key().grouped_name());
+            let service = registry_proto::naming::ServiceName { group, name };
+            let mut clusters: Vec<(&str, Vec<_>)> = Vec::new();
+            for (i, ip) in snap.instances().iter().zip(ips) {
+                let view = query::view(i, i.healthy, ip, service);
+                match clusters.iter_mut().find(|(c, _)| *c == &*i.cluster) {
+                    Some((_, hosts)) => hosts.push(view),
+                    None => clusters.push((&i.cluster, vec![view])),
+                }
+            }
+            svc::ServiceWithInstances {
+                name,
+                group,
+                clusters,
+                metadata: MetadataJson(snap.metadata()),
+            }
+        })
+        .collect();
+    let page = svc::DetailPage {
+        total_count: found.len(),
+        page_number: form.page_no,
+        pages_available: svc::pages(found.len(), form.page_size),
+        page_items: items,
+    };
+    envelope::success(&mut scratch.body, |o| {
+        // Strings, numbers and maps of strings: serialising cannot fail.
+        let _ = serde_json::to_writer(o, &page);
+    });
     Ok(Reply::Json)
 }
 

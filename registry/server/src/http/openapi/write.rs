@@ -13,7 +13,7 @@ use registry_proto::naming::instance::{InstanceKey, InstanceRequest};
 use registry_proto::naming::route::Route;
 use registry_proto::naming::service::{Selector, ServiceRequest};
 use registry_proto::openapi::envelope::{self, ApiError, ErrorCode};
-use registry_proto::openapi::instance::heart_beat;
+use registry_proto::openapi::instance::{bind_instance_form, heart_beat};
 use registry_proto::params::parse_bool;
 use registry_proto::ProtoError;
 
@@ -98,6 +98,7 @@ fn admit(ex: &Exchange<'_>, svc: ServiceRef<'_>, spec: &InstanceSpec<'_>) -> Res
 /// `POST /instance` (`InstanceControllerV2.register`,
 /// `InstanceControllerV3.register`, `InstanceOpenApiController.register`).
 fn register(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    bind_instance_form(&ex.params).map_err(api)?;
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
     let spec = crate::convert::instance_spec(&req, true).map_err(api)?;
     let grouped = req.key.service.grouped();
@@ -140,6 +141,7 @@ fn heartbeat(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure>
 
 /// `DELETE /instance`: `ok` even when nothing was there.
 fn deregister(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    bind_instance_form(&ex.params).map_err(api)?;
     let key = InstanceKey::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
     let grouped = key.service.grouped();
     let addr = InstanceAddr {
@@ -161,6 +163,7 @@ fn deregister(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure
 /// layer of the address, laid over what the client registers now and
 /// later; an address without an instance keeps it for when one comes.
 fn update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    bind_instance_form(&ex.params).map_err(api)?;
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
     let grouped = req.key.service.grouped();
     let addr = InstanceAddr {
@@ -229,6 +232,7 @@ fn patch_v2(ex: &Exchange<'_>) -> Result<Reply, Failure> {
 /// is reset to 1.0 or true; metadata only when given. Into the operator's
 /// layer (`patchInstance`), which needs an instance there.
 fn partial_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
+    bind_instance_form(&ex.params).map_err(api)?;
     let req = InstanceRequest::parse(&ex.params, &ex.app.parse_limits).map_err(api)?;
     let grouped = req.key.service.grouped();
     let metadata = match ex.params.optional("metadata") {
