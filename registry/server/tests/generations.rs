@@ -1314,6 +1314,24 @@ async fn v2_bad_input_gets_the_envelope_and_applies_nothing() {
             10000,
             "Required parameter 'weight' type String is not present",
         ),
+        // InstanceOperatorClientImpl.updateInstance: INSTANCE_ERROR, the
+        // service as Service.toString writes it.
+        (
+            Method::Put,
+            "/instance?serviceName=a&ip=1.1.1.1&port=80",
+            400,
+            21004,
+            "service not found, namespace: public, service: Service{namespace='public', \
+             group='DEFAULT_GROUP', name='a', ephemeral=true, revision=0}",
+        ),
+        // patchInstance → getInstance0: RESOURCE_NOT_FOUND, 404.
+        (
+            Method::Patch,
+            "/instance?serviceName=a&ip=1.1.1.1&port=80&weight=1&enabled=true&metadata=%7B%7D",
+            404,
+            20004,
+            "no ips found for cluster DEFAULT in service DEFAULT_GROUP@@a",
+        ),
     ];
     for (method, path, status, code, detail) in cases {
         let r = s.call(*method, &format!("{V2}{path}")).await;
@@ -1550,6 +1568,20 @@ async fn v3_bad_input_gets_the_envelope_and_applies_nothing() {
             22001,
         ),
         (Method::Get, "/nacos/v3/admin/core/namespace", 400, 10000),
+        // partialUpdateInstance → patchInstance → getInstance0: 404 {20004}.
+        (
+            Method::Put,
+            "/nacos/v3/admin/ns/instance/partial?serviceName=a&ip=1.1.1.1&port=80&weight=2",
+            404,
+            20004,
+        ),
+        // updateInstance of a service that does not exist: 400 {21004}.
+        (
+            Method::Put,
+            "/nacos/v3/admin/ns/instance?serviceName=a&ip=1.1.1.1&port=80",
+            400,
+            21004,
+        ),
     ];
     for (method, path, status, code) in cases {
         let r = s.call(*method, path).await;

@@ -171,17 +171,67 @@ fn update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> {
         ip: crate::convert::ip(req.key.ip).map_err(api)?,
         port: req.key.port,
     };
+    let service = ServiceRef::new(req.key.namespace_id, &grouped);
+    if ex.app.store.snapshot(service).is_none() {
+        return Err(api(unknown_for_update(
+            &req.key.service,
+            req.key.namespace_id,
+            req.key.ephemeral,
+        )));
+    }
     let layer = InstanceOverride {
         weight: req.weight,
         enabled: req.enabled,
         metadata: crate::convert::metadata(&req.metadata).map_err(api)?,
     };
     let command = Command::Override {
-        service: ServiceRef::new(req.key.namespace_id, &grouped),
+        service,
         addrs: &[addr],
         edit: OverrideEdit::Replace(&layer),
     };
     apply(ex, command, Door::Envelope, scratch)
+}
+
+/// `updateInstance`'s refusal of a service that does not exist: 400
+/// `INSTANCE_ERROR` naming the service as `Service.toString` writes it.
+fn unknown_for_update(
+    service: &registry_proto::naming::ServiceName<'_>,
+    namespace: &str,
+    ephemeral: Option<bool>,
+) -> ApiError {
+    ApiError::new(
+        400,
+        ErrorCode::InstanceError,
+        format!(
+            "service not found, namespace: {namespace}, service: Service{{namespace='{namespace}', \
+             group='{}', name='{}', ephemeral={}, revision=0}}",
+            service.group,
+            service.name,
+            ephemeral.unwrap_or(true)
+        ),
+    )
+}
+
+/// `patchInstance`'s lookup first (`InstanceOperatorClientImpl.getInstance0`):
+/// 404 `RESOURCE_NOT_FOUND` when the service has no instance, or none at
+/// the address.
+fn patchable(
+    ex: &Exchange<'_>,
+    service: ServiceRef<'_>,
+    addr: InstanceAddr<'_>,
+) -> Result<(), ApiError> {
+    let not_found = |text: String| ApiError::new(404, ErrorCode::ResourceNotFound, text);
+    let found = ex.app.store.read(service, |s| {
+        (!s.instances().is_empty()).then(|| s.find_any(addr).is_some())
+    });
+    match found.flatten() {
+        None => Err(not_found(format!(
+            "no ips found for cluster {} in service {}",
+            addr.cluster, service.name
+        ))),
+        Some(false) => Err(not_found("no matched ip found!".to_owned())),
+        Some(true) => Ok(()),
+    }
 }
 
 /// v2 `PATCH /instance` (`InstanceControllerV2.patch`): `serviceName`,
@@ -214,8 +264,10 @@ fn patch_v2(ex: &Exchange<'_>) -> Result<Reply, Failure> {
         ip: crate::convert::ip(key.ip).map_err(api)?,
         port: key.port,
     };
+    let service = ServiceRef::new(key.namespace_id, &grouped);
+    patchable(ex, service, addr).map_err(api)?;
     let command = Command::Override {
-        service: ServiceRef::new(key.namespace_id, &grouped),
+        service,
         addrs: &[addr],
         edit: OverrideEdit::Patch {
             weight: Some(weight),
@@ -244,8 +296,10 @@ fn partial_v3(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure
         ip: crate::convert::ip(req.key.ip).map_err(api)?,
         port: req.key.port,
     };
+    let service = ServiceRef::new(req.key.namespace_id, &grouped);
+    patchable(ex, service, addr).map_err(api)?;
     let command = Command::Override {
-        service: ServiceRef::new(req.key.namespace_id, &grouped),
+        service,
         addrs: &[addr],
         edit: OverrideEdit::Patch {
             weight: Some(req.weight),
