@@ -50,6 +50,13 @@ use registry_proto::prometheus::{Exposition, Kind};
 /// `.<cluster>` for one cluster.
 pub const CHECKER_KEY: &str = "preserved.health.checker";
 
+/// Metadata key (append `.<cluster>`) of the port a cluster's checks probe
+/// instead of each instance's own: what `PUT /v3/admin/ns/cluster` with
+/// `useInstancePort4Check=false` and `checkPort` keeps, as Nacos's
+/// processors probe `cluster.getDefCkport()` then
+/// (`healthcheck/v2/processor/TcpHealthCheckProcessor`).
+pub const CHECK_PORT_KEY: &str = "preserved.health.check.port";
+
 /// How an instance is probed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Checker {
@@ -131,6 +138,8 @@ struct Target {
     cluster: SharedStr,
     ip: IpAddr,
     port: u16,
+    /// The port probed: the instance's, or its cluster's check port.
+    probe_port: u16,
 }
 
 /// The checker's settings (from `--health-check-*` and `--health-checker`).
@@ -221,6 +230,7 @@ async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
                     cluster: i.cluster.clone(),
                     ip: i.ip,
                     port: i.port,
+                    probe_port: check_port_for(s.metadata(), &i.cluster).unwrap_or(i.port),
                 };
                 due.push((target, checker, i.healthy));
             }
@@ -240,7 +250,12 @@ async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
                 break;
             };
             running.spawn(async move {
-                let up = probe(&checker, SocketAddr::new(target.ip, target.port), timeout).await;
+                let up = probe(
+                    &checker,
+                    SocketAddr::new(target.ip, target.probe_port),
+                    timeout,
+                )
+                .await;
                 (target, healthy, up)
             });
         }
@@ -319,6 +334,13 @@ fn checker_for(metadata: &registry_core::Metadata, cluster: &str, default: &Chec
         .unwrap_or_else(|| default.clone())
 }
 
+/// The port `cluster`'s checks probe instead of the instance's, if the
+/// service's metadata names one ([`CHECK_PORT_KEY`]).
+pub fn check_port_for(metadata: &registry_core::Metadata, cluster: &str) -> Option<u16> {
+    let key = format!("{CHECK_PORT_KEY}.{cluster}");
+    metadata.get(&key).and_then(|v| v.trim().parse().ok())
+}
+
 /// Whether `addr` passes `checker` within `timeout`.
 pub async fn probe(checker: &Checker, addr: SocketAddr, timeout: Duration) -> bool {
     let check = async {
@@ -391,25 +413,7 @@ mod tests {
             ..InstanceSpec::new("DEFAULT", addr.ip(), addr.port())
         };
         store.register(service, &spec, Millis(0)).unwrap();
-        let targets = Arc::new(Targets::default());
-        targets.insert(service);
-        let feed = Arc::new(ChangeFeed::default());
-        let mut events = feed.take_receiver().unwrap();
-        let checks = HealthChecks {
-            store: store.clone(),
-            writer: Writer::new(store.clone(), feed, targets.clone(), None, false),
-            clock: Clock::start(),
-            targets,
-            stats: Arc::default(),
-            settings: HealthSettings {
-                interval: Duration::from_secs(5),
-                timeout: Duration::from_secs(5),
-                concurrency: 4,
-                threshold: 3,
-                default_checker: Checker::Tcp,
-            },
-            verdicts: None,
-        };
+        let (checks, mut events) = checks_of(&store, service);
         let healthy = || store.read(service, |s| s.instances()[0].healthy).unwrap();
         let mut streaks = HashMap::new();
         round(&checks, &mut streaks).await;
@@ -436,6 +440,69 @@ mod tests {
         }
         assert!(healthy());
         assert_eq!(checks.stats.revived.get(), 1);
+    }
+
+    /// A checker over `store` visiting `service` (TCP by default, flipping
+    /// on the third disagreeing result), and its change feed.
+    fn checks_of(
+        store: &Arc<Store>,
+        service: ServiceRef<'_>,
+    ) -> (
+        HealthChecks,
+        tokio::sync::mpsc::Receiver<registry_core::ChangeEvent>,
+    ) {
+        let targets = Arc::new(Targets::default());
+        targets.insert(service);
+        let feed = Arc::new(ChangeFeed::default());
+        let events = feed.take_receiver().unwrap();
+        let checks = HealthChecks {
+            store: store.clone(),
+            writer: Writer::new(store.clone(), feed, targets.clone(), None, false),
+            clock: Clock::start(),
+            targets,
+            stats: Arc::default(),
+            settings: HealthSettings {
+                interval: Duration::from_secs(5),
+                timeout: Duration::from_secs(5),
+                concurrency: 4,
+                threshold: 3,
+                default_checker: Checker::Tcp,
+            },
+            verdicts: None,
+        };
+        (checks, events)
+    }
+
+    #[tokio::test]
+    async fn a_clusters_check_port_is_probed_instead_of_the_instances() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open = listener.local_addr().unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let store = Arc::new(Store::new(StoreConfig {
+            shards: 1,
+            ..StoreConfig::default()
+        }));
+        let service = ServiceRef::new("public", "DEFAULT_GROUP@@ck");
+        let key = format!("{CHECK_PORT_KEY}.DEFAULT");
+        let metadata =
+            registry_core::Metadata::from_pairs([(key, open.port().to_string())]).unwrap();
+        let spec = registry_core::ServiceSpec {
+            metadata,
+            ..registry_core::ServiceSpec::default()
+        };
+        store.create_service(service, &spec, Millis(0)).unwrap();
+        let inst = InstanceSpec {
+            ephemeral: false,
+            ..InstanceSpec::new("DEFAULT", closed.ip(), closed.port())
+        };
+        store.register(service, &inst, Millis(0)).unwrap();
+        let (checks, _events) = checks_of(&store, service);
+        round(&checks, &mut HashMap::new()).await;
+        assert_eq!((checks.stats.up.get(), checks.stats.down.get()), (1, 0));
+        drop(listener);
     }
 
     #[test]

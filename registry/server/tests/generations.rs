@@ -2234,7 +2234,6 @@ async fn clusters_checkers_log_and_statuses() {
         (base.to_owned(), 400, 10000, "no healthChecker"),
         (format!("{base}&healthChecker=nope"), 400, 20002, "checker not JSON"),
         (format!("{base}&healthChecker=%7B%22type%22%3A%22MYSQL%22%7D"), 400, 20002, "MYSQL"),
-        ("serviceName=x&groupName=G&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=false&healthChecker=%7B%7D".to_owned(), 400, 20002, "another port"),
         ("serviceName=x&groupName=G&clusterName=bad_name&checkPort=80&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 21004, "cluster name"),
         ("serviceName=nope&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 30000, "unknown service"),
     ] {
@@ -2247,6 +2246,40 @@ async fn clusters_checkers_log_and_statuses() {
         .store
         .snapshot(ServiceRef::new("public", "DEFAULT_GROUP@@nope"))
         .is_none());
+
+    // useInstancePort4Check=false with a checkPort (UpdateClusterForm) is
+    // kept: our checks then probe that port (as Nacos's processors probe
+    // cluster.getDefCkport()), and the service detail shows it.
+    let form =
+        "serviceName=x&groupName=G&clusterName=DEFAULT&checkPort=9099&useInstancePort4Check=false\
+                &healthChecker=%7B%22type%22%3A%22TCP%22%7D";
+    let r = s
+        .call_form(Method::Put, &format!("{V3A}/cluster"), form)
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    let kept = metadata(&s);
+    assert!(
+        kept.contains(&"preserved.health.check.port.DEFAULT=9099".to_owned()),
+        "{kept:?}"
+    );
+    let r = s
+        .call(
+            Method::Get,
+            &format!("{V3A}/service?serviceName=x&groupName=G"),
+        )
+        .await;
+    let cluster = &r.json()["data"]["clusterMap"]["DEFAULT"];
+    assert_eq!(cluster["healthyCheckPort"], 9099, "{cluster}");
+    assert_eq!(cluster["useInstancePortForCheck"], false, "{cluster}");
+    // Back to the instance's port: the check port goes.
+    let form =
+        "serviceName=x&groupName=G&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true\
+                &healthChecker=%7B%22type%22%3A%22TCP%22%7D";
+    s.call_form(Method::Put, &format!("{V3A}/cluster"), form)
+        .await;
+    assert!(!metadata(&s)
+        .iter()
+        .any(|m| m.starts_with("preserved.health.check.port")));
 
     // setLogLevel: the parameters checked; an embedded server (this one:
     // no filter installed by the binary) refuses clearly. The change

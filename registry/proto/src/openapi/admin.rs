@@ -132,8 +132,7 @@ impl<'a> ClusterForm<'a> {
     ///
     /// # Errors
     /// `{10000}` for a missing parameter, `{20002}` for a bad number or
-    /// checker, `{21004}` for a bad cluster name; `useInstancePort4Check=false`
-    /// is refused (`{20002}`): this server probes the instance's own port.
+    /// checker, `{21004}` for a bad cluster name.
     pub fn parse(params: &'a Params<'_>, limits: &ParseLimits) -> Result<Self, ApiError> {
         for name in [
             "serviceName",
@@ -167,13 +166,6 @@ impl<'a> ClusterForm<'a> {
             )
         })?;
         let use_instance_port = parse_bool(params.get("useInstancePort4Check").unwrap_or_default());
-        if !use_instance_port {
-            return Err(ApiError::new(
-                400,
-                ErrorCode::ParameterValidate,
-                "useInstancePort4Check=false is not supported: this server checks the instance's port",
-            ));
-        }
         let checker = HealthChecker::parse_json(params.get("healthChecker").unwrap_or_default())?;
         Ok(ClusterForm {
             namespace_id,

@@ -191,6 +191,11 @@ pub fn pages(total: usize, size: usize) -> usize {
 pub struct ClusterInfoView<'a, M> {
     /// `clusterName`.
     pub name: &'a str,
+    /// `healthyCheckPort`: the port checks probe when not the instance's
+    /// (Nacos's default 80).
+    pub check_port: u16,
+    /// `useInstancePortForCheck`.
+    pub use_instance_port: bool,
     /// `metadata`.
     pub metadata: M,
 }
@@ -205,8 +210,8 @@ impl<M: Serialize> Serialize for ClusterInfoView<'_, M> {
         let mut st = s.serialize_struct("ClusterInfo", 5)?;
         st.serialize_field("clusterName", self.name)?;
         st.serialize_field("healthChecker", &Tcp { kind: "TCP" })?;
-        st.serialize_field("healthyCheckPort", &80)?;
-        st.serialize_field("useInstancePortForCheck", &true)?;
+        st.serialize_field("healthyCheckPort", &self.check_port)?;
+        st.serialize_field("useInstancePortForCheck", &self.use_instance_port)?;
         st.serialize_field("metadata", &self.metadata)?;
         st.end()
     }

@@ -94,12 +94,19 @@ fn cluster_update(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Fai
     };
     let key = format!("{}.{}", crate::health::CHECKER_KEY, form.cluster);
     let value = form.checker.metadata_value();
+    // With `useInstancePort4Check=false` the checks probe `checkPort`
+    // (kept beside the checker); with true the key goes.
+    let port_key = format!("{}.{}", crate::health::CHECK_PORT_KEY, form.cluster);
+    let port = form.check_port.to_string();
+    let port_pair = (!form.use_instance_port).then_some((port_key.as_str(), port.as_str()));
     // Later pairs win: the new checker replaces the cluster's old one.
     let metadata = registry_core::Metadata::from_pairs(
         snapshot
             .metadata()
             .iter()
-            .chain(std::iter::once((key.as_str(), value.as_str()))),
+            .filter(|(k, _)| *k != port_key)
+            .chain(std::iter::once((key.as_str(), value.as_str())))
+            .chain(port_pair),
     )
     .map_err(|_| {
         api(ApiError::new(

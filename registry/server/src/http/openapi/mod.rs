@@ -200,9 +200,14 @@ fn service_detail(
     let names = s.cluster_names();
     let clusters: Vec<_> = names
         .iter()
-        .map(|n| ClusterInfoView {
-            name: n,
-            metadata: MetadataJson(&empty),
+        .map(|n| {
+            let port = crate::health::check_port_for(s.metadata(), n);
+            ClusterInfoView {
+                name: n,
+                check_port: port.unwrap_or(80),
+                use_instance_port: port.is_none(),
+                metadata: MetadataJson(&empty),
+            }
         })
         .collect();
     let selector = s
