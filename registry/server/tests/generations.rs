@@ -2271,6 +2271,11 @@ async fn clusters_checkers_log_and_statuses() {
     let cluster = &r.json()["data"]["clusterMap"]["DEFAULT"];
     assert_eq!(cluster["healthyCheckPort"], 9099, "{cluster}");
     assert_eq!(cluster["useInstancePortForCheck"], false, "{cluster}");
+    // Nacos 3's NoneSelector serializes its context type.
+    assert_eq!(
+        r.json()["data"]["selector"],
+        json!({"type": "none", "contextType": "NONE"})
+    );
     // Back to the instance's port: the check port goes.
     let form =
         "serviceName=x&groupName=G&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true\

@@ -282,6 +282,53 @@ pub struct DetailPage<T> {
     pub page_items: Vec<T>,
 }
 
+/// A selector as Nacos 2.x/3.x's naming selectors serialize (Jackson
+/// over their getters, `naming/selector/NoneSelector` and `LabelSelector`
+/// on `api/selector/AbstractCmdbSelector`): `none` with `contextType`
+/// `NONE`; `label` with its `labels` (the `X` of each
+/// `CONSUMER.label.X = PROVIDER.label.X` term, as
+/// `ExpressionInterpreter.parseExpression` reads them), the expression
+/// and `contextType` `CMDB`. 1.x's selectors carry no context type.
+struct SelectorV3<'a>(&'a Selector);
+
+impl Serialize for SelectorV3<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Selector::None => {
+                let mut st = s.serialize_struct("Selector", 2)?;
+                st.serialize_field("type", "none")?;
+                st.serialize_field("contextType", "NONE")?;
+                st.end()
+            }
+            Selector::Label { expression } => {
+                let mut st = s.serialize_struct("Selector", 4)?;
+                st.serialize_field("labels", &labels_of(expression))?;
+                st.serialize_field("expression", expression)?;
+                st.serialize_field("type", "label")?;
+                st.serialize_field("contextType", "CMDB")?;
+                st.end()
+            }
+        }
+    }
+}
+
+/// The provider label names of a label expression, sorted, each once;
+/// a term of another form names none.
+fn labels_of(expression: &str) -> Vec<String> {
+    let compact: String = expression.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut labels: Vec<String> = compact
+        .split('&')
+        .filter_map(|term| {
+            let (_, provider) = term.split_once('=')?;
+            provider.strip_prefix("PROVIDER.label.").map(str::to_owned)
+        })
+        .filter(|l| !l.is_empty())
+        .collect();
+    labels.sort();
+    labels.dedup();
+    labels
+}
+
 /// Which generation writes a service detail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DetailKind {
@@ -339,7 +386,7 @@ impl<M: Serialize> Serialize for ServiceDetailView<'_, M> {
         st.serialize_field("clusterMap", &ClusterMap(self.clusters))?;
         st.serialize_field("metadata", &self.metadata)?;
         st.serialize_field("protectThreshold", &self.protect_threshold)?;
-        st.serialize_field("selector", self.selector)?;
+        st.serialize_field("selector", &SelectorV3(self.selector))?;
         st.serialize_field("ephemeral", &self.ephemeral)?;
         st.end()
     }
@@ -396,5 +443,25 @@ mod tests {
         let mut out = Vec::new();
         encode_v2_list(&mut out, 3, ["G@@a", "G@@b@@c", "@@d"]);
         assert_eq!(out, br#"{"count":3,"services":["a","b@@c","@@d"]}"#);
+    }
+
+    #[test]
+    fn v3_selectors_carry_their_context_type_and_labels() {
+        let json = |sel: &Selector| serde_json::to_value(SelectorV3(sel)).unwrap();
+        assert_eq!(
+            json(&Selector::None),
+            serde_json::json!({"type": "none", "contextType": "NONE"})
+        );
+        let label = Selector::Label {
+            expression:
+                "CONSUMER.label.zone = PROVIDER.label.zone & CONSUMER.label.az=PROVIDER.label.az"
+                    .into(),
+        };
+        let v = json(&label);
+        assert_eq!(v["labels"], serde_json::json!(["az", "zone"]));
+        assert_eq!(
+            (&v["type"], &v["contextType"]),
+            (&serde_json::json!("label"), &serde_json::json!("CMDB"))
+        );
     }
 }
