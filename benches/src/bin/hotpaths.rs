@@ -788,8 +788,11 @@ const DOOR_INSTANCES: usize = 100;
 const DEREG_POOL: usize = 4_000;
 /// First instance number of the deregister pool, past every fixture address.
 const DEREG_FIRST: usize = 300_000;
-/// First instance number of the persistent registers, past every other.
-const PERSISTENT_FIRST: usize = 400_000;
+/// First instance number of the persistent registers, past every other,
+/// and offset by the door's instances so they land in services the
+/// ephemeral register loops never touch: a service holds one kind of
+/// instance, and the 2.x door refuses the other kind.
+const PERSISTENT_FIRST: usize = 400_000 + DOOR_INSTANCES;
 
 fn door_service(j: usize) -> String {
     profile::service_name(profile::service_of(j, SERVICES))

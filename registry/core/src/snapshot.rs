@@ -247,6 +247,13 @@ impl ServiceSnapshot {
         &self.instances
     }
 
+    /// Whether the service holds an instance of the other kind than
+    /// `ephemeral`: Nacos 2.x/3.x give a service one kind, and its v2/v3 and
+    /// 2.x doors refuse a registration of the other.
+    pub fn holds_other_kind(&self, ephemeral: bool) -> bool {
+        self.instances.iter().any(|i| i.ephemeral != ephemeral)
+    }
+
     /// A 64-bit digest of the visible instance list; changes whenever it does.
     pub fn checksum(&self) -> u64 {
         self.instances.digest()

@@ -789,6 +789,84 @@ async fn namespaces_through_every_door() {
     s.stop().await;
 }
 
+/// A service holds one kind of instance in Nacos 2.x/3.x
+/// (naming/core/v2/service/impl/EphemeralClientOperationServiceImpl.java and
+/// PersistentClientOperationServiceImpl.java `registerInstance`): the other
+/// kind is a `NacosRuntimeException(400, ..)`, which the v2/v3 doors answer
+/// 400 `{30000, "server error", text}`
+/// (core/exception/NacosApiExceptionHandler.java `handleNacosRuntimeException`)
+/// and the 2.x door as an `ErrorResponse` with its code and text
+/// (api/remote/response/ErrorResponse.java `build(Throwable)`); nothing is
+/// applied. Once the service is empty it takes either kind again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_holds_one_kind_of_instance() {
+    let s = TestServer::spawn().await;
+    let ephemeral = "serviceName=k&ip=10.7.0.1&port=1";
+    // Persistent: probed by the server, so on loopback.
+    let persistent = "serviceName=k&ip=127.0.0.1&port=2&ephemeral=false";
+    let r = s
+        .call(Method::Post, &format!("{V2}/instance?{ephemeral}"))
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    for path in [V2, V3A] {
+        let r = s
+            .call(Method::Post, &format!("{path}/instance?{persistent}"))
+            .await;
+        let text = assert_error(&r, 400, 30000, path);
+        assert_eq!(r.json()["message"], "server error");
+        assert_eq!(
+            text,
+            "errCode: 400, errMsg: Current service DEFAULT_GROUP@@k is ephemeral service, \
+             can't register persistent instance. "
+        );
+    }
+    assert_eq!(instances(&s, "public", "DEFAULT_GROUP@@k"), 1);
+    let r = s
+        .call(Method::Delete, &format!("{V2}/instance?{ephemeral}"))
+        .await;
+    assert_eq!(r.json(), ok_envelope(json!("ok")));
+    let r = s
+        .call(Method::Post, &format!("{V3A}/instance?{persistent}"))
+        .await;
+    assert_eq!(
+        r.json(),
+        ok_envelope(json!("ok")),
+        "an empty service takes either"
+    );
+    let r = s
+        .call(Method::Post, &format!("{V3C}/instance?{ephemeral}"))
+        .await;
+    let text = assert_error(&r, 400, 30000, "v3 client");
+    assert!(
+        text.contains("is persistent service, can't register ephemeral"),
+        "{text}"
+    );
+    // The 2.x door: an ephemeral InstanceRequest into the persistent service.
+    let writer = Raw::connect(s.grpc_addr).await;
+    let _keep = writer.set_up().await.keep_alive();
+    let (kind, json) = writer
+        .request(&InstanceRequest {
+            naming: naming("k"),
+            r#type: Some("registerInstance".into()),
+            instance: Some(WireInstance {
+                ip: Some("10.7.0.3".into()),
+                port: Some(3),
+                ..WireInstance::default()
+            }),
+            ..InstanceRequest::default()
+        })
+        .await;
+    assert_eq!(kind, "ErrorResponse", "{json}");
+    assert_eq!(json["errorCode"], 400, "{json}");
+    assert_eq!(
+        json["message"],
+        "errCode: 400, errMsg: Current service DEFAULT_GROUP@@k is persistent service, \
+         can't register ephemeral instance. "
+    );
+    assert_eq!(instances(&s, "public", "DEFAULT_GROUP@@k"), 1);
+    s.stop().await;
+}
+
 /// v2/v3 health updates (naming/core/HealthOperatorV2Impl.java
 /// `updateHealthStatusForPersistentInstance`): refused with 400 / 30000
 /// unless the cluster's checker is NONE; then only a persistent instance

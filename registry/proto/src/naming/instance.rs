@@ -15,6 +15,23 @@ use super::{
 use crate::error::ProtoError;
 use crate::params::{parse_bool, Params};
 
+/// The refusal of an instance whose kind is not its service's, as Nacos's
+/// `NacosRuntimeException(INVALID_PARAM, ..)` words it (`errCode: %d, errMsg: %s `):
+/// `EphemeralClientOperationServiceImpl.registerInstance` and
+/// `PersistentClientOperationServiceImpl.registerInstance`
+/// (naming/core/v2/service/impl/) refuse an ephemeral instance into a
+/// persistent service and the reverse.
+pub fn kind_conflict(grouped: &str, ephemeral: bool) -> String {
+    let (service, instance) = if ephemeral {
+        ("persistent", "ephemeral")
+    } else {
+        ("ephemeral", "persistent")
+    };
+    format!(
+        "errCode: 400, errMsg: Current service {grouped} is {service} service, can't register {instance} instance. "
+    )
+}
+
 /// Identifies one instance: what DELETE and GET `/instance` read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InstanceKey<'a> {
