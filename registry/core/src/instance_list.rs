@@ -62,6 +62,10 @@ pub(crate) type SortKey<'a> = (&'a str, IpAddr, u16, bool);
 pub struct InstanceList {
     repr: Repr,
     digest: u64,
+    /// How many instances are persistent, kept like the digest so a door
+    /// asks "does this service hold the other kind" in O(1) (Nacos gives a
+    /// service one kind).
+    persistent: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -108,9 +112,11 @@ impl InstanceList {
         let digest = instances
             .iter()
             .fold(0u64, |d, i| d.wrapping_add(instance_hash(i)));
+        let persistent = instances.iter().filter(|i| !i.ephemeral).count() as u32;
         InstanceList {
             repr: Repr::build(instances),
             digest,
+            persistent,
         }
     }
 
@@ -175,6 +181,11 @@ impl InstanceList {
         self.digest
     }
 
+    /// How many instances are persistent (the rest are ephemeral).
+    pub fn persistent_len(&self) -> usize {
+        self.persistent as usize
+    }
+
     /// The instance whose sort key is `probe`, in one search. A beat looks
     /// its instance up this way: `position` followed by indexing would walk
     /// down the tree a second time.
@@ -225,6 +236,8 @@ impl InstanceList {
                 InstanceList {
                     repr: Repr::Flat(v),
                     digest,
+                    // The kind is part of the sort key, so it is unchanged.
+                    persistent: self.persistent,
                 }
             }
             Repr::Tree(root) => {
@@ -237,6 +250,8 @@ impl InstanceList {
                 InstanceList {
                     repr: Repr::Tree(root),
                     digest,
+                    // The kind is part of the sort key, so it is unchanged.
+                    persistent: self.persistent,
                 }
             }
         }
@@ -246,6 +261,7 @@ impl InstanceList {
     /// said it belongs.
     pub(crate) fn with_inserted(&self, i: usize, inst: Instance) -> Self {
         let digest = self.digest.wrapping_add(instance_hash(&inst));
+        let persistent = self.persistent + u32::from(!inst.ephemeral);
         let repr = match &self.repr {
             Repr::Flat(items) => {
                 let mut v = Vec::with_capacity(flat_capacity(items.capacity(), items.len() + 1));
@@ -276,7 +292,11 @@ impl InstanceList {
                 Repr::Tree(root)
             }
         };
-        InstanceList { repr, digest }
+        InstanceList {
+            repr,
+            digest,
+            persistent,
+        }
     }
 
     /// This list without the instance at `i`.
@@ -309,7 +329,12 @@ impl InstanceList {
             }
         };
         let digest = self.digest.wrapping_sub(instance_hash(old));
-        InstanceList { repr, digest }
+        let persistent = self.persistent - u32::from(!old.ephemeral);
+        InstanceList {
+            repr,
+            digest,
+            persistent,
+        }
     }
 }
 
@@ -792,13 +817,14 @@ mod tests {
 
     fn inst(port: u32, weight: f64) -> Instance {
         // Ports past u16 move to the next IP, so lists can exceed 65,535.
+        // Every seventh is persistent, so the walks count both kinds.
         let ip = std::net::Ipv4Addr::from(0x0a00_0000 + (port >> 16));
         Instance {
             ip: IpAddr::V4(ip),
             port: port as u16,
             healthy: true,
             enabled: true,
-            ephemeral: true,
+            ephemeral: port % 7 != 0,
             weight,
             cluster: crate::shared_str::SharedStr::new("DEFAULT"),
             metadata: Metadata::empty(),
@@ -870,6 +896,8 @@ mod tests {
             .iter()
             .fold(0u64, |d, i| d.wrapping_add(instance_hash(i)));
         assert_eq!(sum, l.digest());
+        let persistent = all.iter().filter(|i| !i.ephemeral).count();
+        assert_eq!(persistent, l.persistent_len());
         height
     }
 
