@@ -70,7 +70,7 @@ stop_background() {
 trap 'stop_background; step_summary' EXIT
 
 # Downloads and installs (pip, npm, apt) while the build compiles.
-background "test dependencies" bash -c 'scripts/deps/clients.sh && scripts/deps/dns.sh && scripts/deps/chromium.sh && scripts/deps/selenium.sh'
+background "test dependencies" bash -c 'scripts/deps/clients.sh && scripts/deps/dns.sh && scripts/deps/chromium.sh && scripts/deps/selenium.sh && scripts/deps/mariadb.sh'
 
 step "rustfmt"
 cargo fmt --all -- --check

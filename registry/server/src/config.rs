@@ -281,7 +281,8 @@ pub struct Config {
     pub health_check_threshold: u32,
 
     /// Checker for clusters that name none: `TCP` (connect), `HTTP[:/path]`
-    /// (GET expecting 2xx) or `NONE`. A service overrides it with the
+    /// (GET expecting 2xx), `MYSQL:{"user":..,"pwd":..,"cmd":..}` (log in
+    /// and run `cmd`; a `read_only` server fails) or `NONE`. A service overrides it with the
     /// metadata `preserved.health.checker` (all its clusters) or
     /// `preserved.health.checker.<cluster>`.
     #[arg(long, env = "REGISTRY_HEALTH_CHECKER", default_value = "TCP")]
@@ -485,7 +486,7 @@ impl Config {
                  --health-check-threshold must be positive"
                 .into());
         }
-        crate::health::Checker::parse(&self.health_checker)
+        crate::health::Checker::from_metadata_value(&self.health_checker)
             .map_err(|e| format!("--health-checker: {e}"))?;
         if self.auth_token_ttl_secs == 0 || self.auth_max_logins == 0 {
             return Err("--auth-token-ttl-secs and --auth-max-logins must be positive".into());
@@ -581,7 +582,7 @@ impl Config {
             concurrency: self.health_check_concurrency,
             threshold: self.health_check_threshold,
             // Validated at start; a bad value falls back to Nacos's default.
-            default_checker: crate::health::Checker::parse(&self.health_checker)
+            default_checker: crate::health::Checker::from_metadata_value(&self.health_checker)
                 .unwrap_or(crate::health::Checker::Tcp),
         }
     }

@@ -2311,7 +2311,7 @@ async fn clusters_checkers_log_and_statuses() {
         ("serviceName=x&checkPort=80&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 10000, "no clusterName"),
         (base.to_owned(), 400, 10000, "no healthChecker"),
         (format!("{base}&healthChecker=nope"), 400, 20002, "checker not JSON"),
-        (format!("{base}&healthChecker=%7B%22type%22%3A%22MYSQL%22%7D"), 400, 20002, "MYSQL"),
+        (format!("{base}&healthChecker=%7B%22type%22%3A%22MYSQL%22%2C%22user%22%3A7%7D"), 400, 20002, "MYSQL user not a string"),
         ("serviceName=x&groupName=G&clusterName=bad_name&checkPort=80&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 21004, "cluster name"),
         ("serviceName=nope&clusterName=DEFAULT&checkPort=80&useInstancePort4Check=true&healthChecker=%7B%7D".to_owned(), 400, 30000, "unknown service"),
     ] {

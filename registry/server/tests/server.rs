@@ -34,6 +34,7 @@ mod full_disk;
 mod generations;
 mod grpc;
 mod health;
+mod health_mysql;
 mod http_api;
 mod membership;
 mod module_graph;

@@ -8,7 +8,8 @@
 //!   `checkPort`, `useInstancePort4Check`, `healthChecker` required
 //!   (`{10000}`), `namespaceId` (`public`), `groupName` (`DEFAULT_GROUP`),
 //!   `metadata`. The checker is Jackson's `AbstractHealthChecker` JSON
-//!   (`{"type":"TCP"}`, `{"type":"HTTP","path":..}`, `{"type":"NONE"}`; an
+//!   (`{"type":"TCP"}`, `{"type":"HTTP","path":..}`,
+//!   `{"type":"MYSQL","user":..,"pwd":..,"cmd":..}`, `{"type":"NONE"}`; an
 //!   unknown type is `NONE`, its `defaultImpl`).
 //! - `GET /v3/admin/ns/health/checkers` (`HealthOperatorV2Impl.checkers`):
 //!   a map from type to a default checker.
@@ -22,9 +23,9 @@ use super::envelope::{ApiError, ErrorCode};
 use crate::json;
 use crate::naming::{namespace_id, ParseLimits, ServiceName, DEFAULT_GROUP};
 use crate::params::{parse_bool, Params};
+use serde::{Deserialize, Serialize};
 
-/// A health checker as the cluster update names it: the ones this server
-/// runs (`MYSQL` is refused: it is not probed here).
+/// A health checker as the cluster update names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HealthChecker {
     /// Connect to the instance's port.
@@ -34,16 +35,63 @@ pub enum HealthChecker {
         /// The path, `/` when the checker gave none.
         path: String,
     },
+    /// Log in to a MySQL server and run a statement.
+    Mysql(MysqlCheck),
     /// Never checked.
     None,
+}
+
+/// Nacos's `Mysql` checker (`api/.../healthcheck/impl/Mysql.java`): the
+/// account the check logs in with and the statement it runs. Nacos's
+/// `MysqlHealthCheckProcessor` calls a server whose `read_only` is `ON`
+/// unhealthy when `cmd` is [`MysqlCheck::READ_ONLY_SQL`]; any other
+/// statement passes when it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MysqlCheck {
+    /// `user`.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub user: String,
+    /// `pwd`.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub pwd: String,
+    /// `cmd`; empty runs [`MysqlCheck::READ_ONLY_SQL`] (Nacos would run
+    /// null and fail every check).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub cmd: String,
+}
+
+impl MysqlCheck {
+    /// The statement whose answer Nacos reads as "a replica"
+    /// (`MysqlHealthCheckProcessor.CHECK_MYSQL_MASTER_SQL`).
+    pub const READ_ONLY_SQL: &'static str = "show global variables where variable_name='read_only'";
+
+    /// The statement a check runs.
+    pub fn statement(&self) -> &str {
+        if self.cmd.trim().is_empty() {
+            Self::READ_ONLY_SQL
+        } else {
+            &self.cmd
+        }
+    }
+
+    /// Whether the statement's answer decides (`read_only` `ON` is
+    /// unhealthy) rather than only its success.
+    pub fn reads_read_only(&self) -> bool {
+        self.statement() == Self::READ_ONLY_SQL
+    }
+}
+
+/// Jackson reads a JSON `null` string as null; here it is empty.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(<Option<String> as Deserialize>::deserialize(d)?.unwrap_or_default())
 }
 
 impl HealthChecker {
     /// Reads Jackson's `AbstractHealthChecker` JSON.
     ///
     /// # Errors
-    /// 400 `{20002}` for text that is not a JSON object, a `MYSQL` checker,
-    /// custom HTTP headers or an expected code outside 2xx (this server's
+    /// 400 `{20002}` for text that is not a JSON object, a `MYSQL` checker
+    /// whose fields are not strings, custom HTTP headers or an expected code outside 2xx (this server's
     /// HTTP check passes on any 2xx).
     pub fn parse_json(text: &str) -> Result<HealthChecker, ApiError> {
         let bad = |detail: String| ApiError::new(400, ErrorCode::ParameterValidate, detail);
@@ -84,9 +132,9 @@ impl HealthChecker {
                     path: path.to_owned(),
                 })
             }
-            "MYSQL" => Err(bad(
-                "the MYSQL health checker is not run by this server (TCP, HTTP, NONE)".to_owned(),
-            )),
+            "MYSQL" => serde_json::from_value::<MysqlCheck>(v.clone())
+                .map(HealthChecker::Mysql)
+                .map_err(|e| bad(format!("healthChecker is not a MYSQL checker: {e}"))),
             _ => Ok(HealthChecker::None),
         }
     }
@@ -97,8 +145,65 @@ impl HealthChecker {
         match self {
             HealthChecker::Tcp => "TCP".to_owned(),
             HealthChecker::Http { path } => format!("HTTP:{path}"),
+            HealthChecker::Mysql(check) => {
+                // Strings only: serialising cannot fail.
+                format!("MYSQL:{}", serde_json::to_string(check).unwrap_or_default())
+            }
             HealthChecker::None => "NONE".to_owned(),
         }
+    }
+
+    /// Reads back what [`HealthChecker::metadata_value`] wrote (`TCP`,
+    /// `HTTP[:/path]`, `MYSQL:{json}`, `NONE`; the type case-insensitive).
+    ///
+    /// # Errors
+    /// A message naming what was expected.
+    pub fn from_metadata_value(text: &str) -> Result<HealthChecker, String> {
+        let text = text.trim();
+        let (kind, rest) = match text.split_once(':') {
+            Some((k, r)) => (k, Some(r)),
+            None => (text, None),
+        };
+        match (kind.to_ascii_uppercase().as_str(), rest) {
+            ("TCP", None) => Ok(HealthChecker::Tcp),
+            ("NONE", None) => Ok(HealthChecker::None),
+            ("HTTP", None) => Ok(HealthChecker::Http { path: "/".into() }),
+            ("HTTP", Some(p)) if p.starts_with('/') && p.bytes().all(|b| b.is_ascii_graphic()) => {
+                Ok(HealthChecker::Http { path: p.into() })
+            }
+            ("MYSQL", Some(json)) => serde_json::from_str(json)
+                .map(HealthChecker::Mysql)
+                .map_err(|e| format!("MYSQL:{{user,pwd,cmd}} expected: {e}")),
+            _ => Err(format!(
+                "expected TCP, NONE, HTTP, HTTP:/path or MYSQL:{{json}}, got {text:?}"
+            )),
+        }
+    }
+}
+
+/// The checker as Jackson writes an `AbstractHealthChecker` (its `type`
+/// first, nulls left out as Nacos's mapper does).
+impl Serialize for HealthChecker {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match self {
+            HealthChecker::Tcp => m.serialize_entry("type", "TCP")?,
+            HealthChecker::None => m.serialize_entry("type", "NONE")?,
+            HealthChecker::Http { path } => {
+                m.serialize_entry("type", "HTTP")?;
+                m.serialize_entry("path", path)?;
+                m.serialize_entry("headers", "")?;
+                m.serialize_entry("expectedResponseCode", &200)?;
+            }
+            HealthChecker::Mysql(check) => {
+                m.serialize_entry("type", "MYSQL")?;
+                m.serialize_entry("user", &check.user)?;
+                m.serialize_entry("pwd", &check.pwd)?;
+                m.serialize_entry("cmd", &check.cmd)?;
+            }
+        }
+        m.end()
     }
 }
 
@@ -106,7 +211,7 @@ impl HealthChecker {
 /// default instance of each type this server runs.
 pub fn encode_checkers(out: &mut Vec<u8>) {
     out.extend_from_slice(
-        br#"{"TCP":{"type":"TCP"},"HTTP":{"type":"HTTP","path":"","headers":"","expectedResponseCode":200},"NONE":{"type":"NONE"}}"#,
+        br#"{"TCP":{"type":"TCP"},"HTTP":{"type":"HTTP","path":"","headers":"","expectedResponseCode":200},"MYSQL":{"type":"MYSQL"},"NONE":{"type":"NONE"}}"#,
     );
 }
 
@@ -428,10 +533,29 @@ mod tests {
             p(r#"{"type":"HTTP"}"#).map(|c| c.metadata_value()),
             Ok("HTTP:/".to_owned())
         );
+        let mysql = p(r#"{"type":"MYSQL","user":"nacos","pwd":null,"cmd":"select 1"}"#).unwrap();
+        assert_eq!(
+            mysql,
+            HealthChecker::Mysql(MysqlCheck {
+                user: "nacos".into(),
+                pwd: String::new(),
+                cmd: "select 1".into()
+            })
+        );
+        let kept = mysql.metadata_value();
+        assert_eq!(HealthChecker::from_metadata_value(&kept), Ok(mysql.clone()));
+        assert_eq!(
+            serde_json::to_string(&mysql).unwrap(),
+            r#"{"type":"MYSQL","user":"nacos","pwd":"","cmd":"select 1"}"#
+        );
+        let Ok(HealthChecker::Mysql(bare)) = p(r#"{"type":"MYSQL"}"#) else {
+            panic!("a bare MYSQL checker is Nacos's default instance");
+        };
+        assert!(bare.reads_read_only());
         for bad in [
             "not json",
             "[1]",
-            r#"{"type":"MYSQL"}"#,
+            r#"{"type":"MYSQL","user":7}"#,
             r#"{"type":"HTTP","headers":"a:b"}"#,
             r#"{"type":"HTTP","expectedResponseCode":404}"#,
             r#"{"type":"HTTP","path":"up"}"#,

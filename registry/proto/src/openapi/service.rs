@@ -17,6 +17,7 @@
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::Serialize;
 
+use super::admin::HealthChecker;
 use super::envelope::{ApiError, ErrorCode};
 use crate::json;
 use crate::naming::service::Selector;
@@ -196,20 +197,18 @@ pub struct ClusterInfoView<'a, M> {
     pub check_port: u16,
     /// `useInstancePortForCheck`.
     pub use_instance_port: bool,
+    /// `healthChecker`: the cluster's (Nacos's `ClusterMetadata` defaults
+    /// to TCP).
+    pub checker: &'a HealthChecker,
     /// `metadata`.
     pub metadata: M,
 }
 
 impl<M: Serialize> Serialize for ClusterInfoView<'_, M> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Tcp {
-            #[serde(rename = "type")]
-            kind: &'static str,
-        }
         let mut st = s.serialize_struct("ClusterInfo", 5)?;
         st.serialize_field("clusterName", self.name)?;
-        st.serialize_field("healthChecker", &Tcp { kind: "TCP" })?;
+        st.serialize_field("healthChecker", self.checker)?;
         st.serialize_field("healthyCheckPort", &self.check_port)?;
         st.serialize_field("useInstancePortForCheck", &self.use_instance_port)?;
         st.serialize_field("metadata", &self.metadata)?;

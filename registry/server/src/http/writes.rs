@@ -153,19 +153,22 @@ pub(crate) fn health(
 /// a health update is the operator's only where the cluster's checker is
 /// `NONE`; anywhere else the checker decides, and Nacos refuses with 400 /
 /// 30000. The checker is the `preserved.health.checker.<cluster>` service
-/// metadata `PUT /v3/admin/ns/cluster` writes; a cluster without one is
-/// checked (Nacos's `ClusterMetadata` defaults to TCP).
+/// metadata `PUT /v3/admin/ns/cluster` writes; a cluster without one has
+/// `--health-checker`'s (TCP by default, as Nacos's `ClusterMetadata`).
 fn health_allowed(
     ex: &Exchange<'_>,
     svc: ServiceRef<'_>,
     grouped: &str,
     cluster: &str,
 ) -> Result<(), Failure> {
-    let key = format!("{}.{cluster}", crate::health::CHECKER_KEY);
+    let default = ex.app.config.health_settings().default_checker;
     let none = ex
         .app
         .store
-        .read(svc, |s| s.metadata().get(&key) == Some("NONE"))
+        .read(svc, |s| {
+            crate::health::checker_for(s.metadata(), cluster, &default)
+                == crate::health::Checker::None
+        })
         .unwrap_or(false);
     if none {
         return Ok(());

@@ -198,14 +198,21 @@ fn service_detail(
     };
     let empty = registry_core::Metadata::empty();
     let names = s.cluster_names();
+    let default = ex.app.config.health_settings().default_checker;
+    let checkers: Vec<_> = names
+        .iter()
+        .map(|n| crate::health::checker_for(s.metadata(), n, &default))
+        .collect();
     let clusters: Vec<_> = names
         .iter()
-        .map(|n| {
+        .zip(&checkers)
+        .map(|(n, checker)| {
             let port = crate::health::check_port_for(s.metadata(), n);
             ClusterInfoView {
                 name: n,
                 check_port: port.unwrap_or(80),
                 use_instance_port: port.is_none(),
+                checker,
                 metadata: MetadataJson(&empty),
             }
         })

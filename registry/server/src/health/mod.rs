@@ -16,7 +16,8 @@
 //!
 //! Values: `TCP` (a connect to the instance's ip:port; Nacos's default),
 //! `HTTP` or `HTTP:/path` (a GET of the path, default `/`, expecting a 2xx
-//! status line) and `NONE` (never checked). Set them with the service API,
+//! status line), `MYSQL:{"user":..,"pwd":..,"cmd":..}` (a login and the
+//! statement, see [`mysql`]) and `NONE` (never checked). Set them with the service API,
 //! e.g. `PUT /nacos/v1/ns/service?serviceName=s&protectThreshold=0&metadata=preserved.health.checker.c1=HTTP:/health`.
 //! A value that does not parse falls back to `--health-checker`.
 //!
@@ -40,6 +41,8 @@ use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+mod mysql;
+
 use crate::clock::Clock;
 use crate::metrics::Counter;
 pub use crate::write::Targets;
@@ -57,42 +60,27 @@ pub const CHECKER_KEY: &str = "preserved.health.checker";
 /// (`healthcheck/v2/processor/TcpHealthCheckProcessor`).
 pub const CHECK_PORT_KEY: &str = "preserved.health.check.port";
 
-/// How an instance is probed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Checker {
-    /// Connect to ip:port.
-    Tcp,
-    /// `GET path`, healthy on a 2xx status.
-    Http {
-        /// Request path, starting with `/`.
-        path: Arc<str>,
-    },
-    /// Not checked: health stays as registered or patched.
-    None,
+/// How an instance is probed: the checker the v3 cluster update writes
+/// (`TCP`, `HTTP[:/path]`, `MYSQL:{json}`, `NONE`), read back from the
+/// service metadata with [`Checker::from_metadata_value`].
+pub use registry_proto::openapi::admin::HealthChecker as Checker;
+
+/// What one probe found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// The instance passed.
+    Up,
+    /// It failed; counts toward the threshold (Nacos's `checkFail`).
+    Down,
+    /// It failed in a way that flips it at once: the MySQL server itself
+    /// refused the login or the statement (Nacos's `checkFailNow`).
+    DownNow,
 }
 
-impl Checker {
-    /// Parses `TCP`, `HTTP`, `HTTP:/path` or `NONE` (type case-insensitive).
-    ///
-    /// # Errors
-    /// A message naming what was expected.
-    pub fn parse(text: &str) -> Result<Checker, String> {
-        let text = text.trim();
-        let (kind, path) = match text.split_once(':') {
-            Some((k, p)) => (k, Some(p)),
-            None => (text, None),
-        };
-        match (kind.to_ascii_uppercase().as_str(), path) {
-            ("TCP", None) => Ok(Checker::Tcp),
-            ("NONE", None) => Ok(Checker::None),
-            ("HTTP", None) => Ok(Checker::Http { path: "/".into() }),
-            ("HTTP", Some(p)) if p.starts_with('/') && p.bytes().all(|b| b.is_ascii_graphic()) => {
-                Ok(Checker::Http { path: p.into() })
-            }
-            _ => Err(format!(
-                "expected TCP, NONE, HTTP or HTTP:/path, got {text:?}"
-            )),
-        }
+impl Probe {
+    /// Whether the instance passed.
+    pub fn is_up(self) -> bool {
+        self == Probe::Up
     }
 }
 
@@ -242,7 +230,7 @@ async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
     let timeout = checks.settings.timeout;
     let limit = checks.settings.concurrency;
     let mut seen: HashMap<Target, u32> = HashMap::with_capacity(due.len());
-    let mut running: JoinSet<(Target, bool, bool)> = JoinSet::new();
+    let mut running: JoinSet<(Target, bool, Probe)> = JoinSet::new();
     let mut pending = due.into_iter();
     loop {
         while running.len() < limit {
@@ -250,21 +238,22 @@ async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
                 break;
             };
             running.spawn(async move {
-                let up = probe(
+                let found = probe(
                     &checker,
                     SocketAddr::new(target.ip, target.probe_port),
                     timeout,
                 )
                 .await;
-                (target, healthy, up)
+                (target, healthy, found)
             });
         }
         let Some(done) = running.join_next().await else {
             break;
         };
-        let Ok((target, healthy, up)) = done else {
+        let Ok((target, healthy, found)) = done else {
             continue;
         };
+        let up = found.is_up();
         let stats = &checks.stats;
         if up {
             stats.up.inc()
@@ -275,7 +264,7 @@ async fn round(checks: &HealthChecks, streaks: &mut HashMap<Target, u32>) {
             continue;
         }
         let streak = streaks.get(&target).copied().unwrap_or(0) + 1;
-        if streak < checks.settings.threshold {
+        if streak < checks.settings.threshold && found != Probe::DownNow {
             seen.insert(target, streak);
             continue;
         }
@@ -321,8 +310,13 @@ fn flip(checks: &HealthChecks, target: &Target, up: bool) {
     );
 }
 
-/// The checker of `cluster` from the service's metadata, else `default`.
-fn checker_for(metadata: &registry_core::Metadata, cluster: &str, default: &Checker) -> Checker {
+/// The checker of `cluster` from the service's metadata, else `default`
+/// (`--health-checker`).
+pub fn checker_for(
+    metadata: &registry_core::Metadata,
+    cluster: &str,
+    default: &Checker,
+) -> Checker {
     let mut key = String::with_capacity(CHECKER_KEY.len() + 1 + cluster.len());
     key.push_str(CHECKER_KEY);
     key.push('.');
@@ -330,7 +324,7 @@ fn checker_for(metadata: &registry_core::Metadata, cluster: &str, default: &Chec
     metadata
         .get(&key)
         .or_else(|| metadata.get(CHECKER_KEY))
-        .and_then(|v| Checker::parse(v).ok())
+        .and_then(|v| Checker::from_metadata_value(v).ok())
         .unwrap_or_else(|| default.clone())
 }
 
@@ -341,16 +335,21 @@ pub fn check_port_for(metadata: &registry_core::Metadata, cluster: &str) -> Opti
     metadata.get(&key).and_then(|v| v.trim().parse().ok())
 }
 
-/// Whether `addr` passes `checker` within `timeout`.
-pub async fn probe(checker: &Checker, addr: SocketAddr, timeout: Duration) -> bool {
+/// What `checker` finds at `addr` within `timeout` (a timeout is
+/// [`Probe::Down`]).
+pub async fn probe(checker: &Checker, addr: SocketAddr, timeout: Duration) -> Probe {
+    let passed = |ok: bool| if ok { Probe::Up } else { Probe::Down };
     let check = async {
         match checker {
-            Checker::None => true,
-            Checker::Tcp => TcpStream::connect(addr).await.is_ok(),
-            Checker::Http { path } => http_ok(addr, path).await,
+            Checker::None => Probe::Up,
+            Checker::Tcp => passed(TcpStream::connect(addr).await.is_ok()),
+            Checker::Http { path } => passed(http_ok(addr, path).await),
+            Checker::Mysql(check) => mysql::probe(check, addr).await,
         }
     };
-    tokio::time::timeout(timeout, check).await.unwrap_or(false)
+    tokio::time::timeout(timeout, check)
+        .await
+        .unwrap_or(Probe::Down)
 }
 
 /// `GET path` and a 2xx status line. Reads at most the first 1 KiB.
@@ -507,22 +506,22 @@ mod tests {
 
     #[test]
     fn parses_checkers() {
-        assert_eq!(Checker::parse("tcp"), Ok(Checker::Tcp));
-        assert_eq!(Checker::parse(" NONE "), Ok(Checker::None));
+        assert_eq!(Checker::from_metadata_value("tcp"), Ok(Checker::Tcp));
+        assert_eq!(Checker::from_metadata_value(" NONE "), Ok(Checker::None));
         assert_eq!(
-            Checker::parse("HTTP"),
+            Checker::from_metadata_value("HTTP"),
             Ok(Checker::Http { path: "/".into() })
         );
         assert_eq!(
-            Checker::parse("http:/health?x=1"),
+            Checker::from_metadata_value("http:/health?x=1"),
             Ok(Checker::Http {
                 path: "/health?x=1".into()
             })
         );
-        assert!(Checker::parse("HTTP:health").is_err());
-        assert!(Checker::parse("HTTP:/a b").is_err());
-        assert!(Checker::parse("MYSQL").is_err());
-        assert!(Checker::parse("TCP:/x").is_err());
+        assert!(Checker::from_metadata_value("HTTP:health").is_err());
+        assert!(Checker::from_metadata_value("HTTP:/a b").is_err());
+        assert!(Checker::from_metadata_value("MYSQL").is_err());
+        assert!(Checker::from_metadata_value("TCP:/x").is_err());
     }
 
     #[test]
