@@ -117,12 +117,14 @@ fn register(port: u16) -> String {
 
 /// Writes persistent instances one after another through `targets` in
 /// turn until `stop`, recording the ports whose write was acknowledged.
+/// Registers persistent instances through `targets` in turn until `stop`,
+/// recording each acknowledged port with the member that took it.
 fn writer(
     targets: Arc<Mutex<Vec<SocketAddr>>>,
+    acked: Arc<Mutex<Vec<(u16, SocketAddr)>>>,
     stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<Vec<u16>> {
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut acked = Vec::new();
         let mut port = 20_000u16;
         while !stop.load(Ordering::Relaxed) {
             let all = targets.lock().unwrap().clone();
@@ -140,12 +142,11 @@ fn writer(
             .ok()
             .flatten();
             if matches!(&answer, Some((200, b)) if b == "ok") {
-                acked.push(port);
+                acked.lock().unwrap().push((port, target));
             } else {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        acked
     })
 }
 
@@ -216,7 +217,8 @@ async fn a_dead_node_is_replaced_by_one_add_and_one_remove_losing_no_write() {
 
     let targets = Arc::new(Mutex::new(vec![a, b, c]));
     let stop = Arc::new(AtomicBool::new(false));
-    let writes = writer(targets.clone(), stop.clone());
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let writes = writer(targets.clone(), acked.clone(), stop.clone());
     until(Duration::from_secs(20), "writes flowing", || async {
         na.ports("kept").await.is_some_and(|p| p.len() >= 20)
     })
@@ -249,12 +251,23 @@ async fn a_dead_node_is_replaced_by_one_add_and_one_remove_losing_no_write() {
         body.contains(&d.to_string()) && !body.contains(&c.to_string()),
         "the membership after the remove: {body}"
     );
-    // Writes go on after the change.
-    let before = writes.is_finished();
-    assert!(!before);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Writes go on after the change: acknowledged through each member of
+    // the new set, D (which joined empty) included.
+    let mark = acked.lock().unwrap().len();
+    until(
+        Duration::from_secs(20),
+        "a write acknowledged through each of A, B and D after the change",
+        || async {
+            let after = acked.lock().unwrap()[mark..].to_vec();
+            [a, b, d]
+                .iter()
+                .all(|m| after.iter().any(|(_, via)| via == m))
+        },
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
-    let acked = writes.await.unwrap();
+    writes.await.unwrap();
+    let acked: Vec<u16> = acked.lock().unwrap().iter().map(|(p, _)| *p).collect();
     assert!(
         acked.len() >= 20,
         "the writer got {} writes through",

@@ -10,6 +10,13 @@
 //! - no node acknowledges a write while it is cut off from the majority
 //!   (it could not have committed it), and it refuses such writes with a
 //!   clear error, not silence;
+//! - a write refused as "not applied" is absent after healing: the
+//!   server's word is held to, not read as "maybe";
+//! - the majority side acknowledges at least [`MAJORITY_SHARE`] of the
+//!   writes sent to it while no fault began or ended;
+//! - a beat answered "unknown instance" (20404) is tolerated only when the
+//!   service's owner itself rejoined less than [`REJOIN_BOUND`] before, at
+//!   most [`TOLERATED_PER_REJOIN`] times per rejoin;
 //! - an ephemeral instance that keeps beating through the majority side is
 //!   never absent there;
 //! - every node converges to the same persistent state within
@@ -35,6 +42,23 @@ use super::binary::Conn;
 
 /// How long after the last fault is healed every node must agree.
 pub const CONVERGE: Duration = Duration::from_secs(20);
+
+/// The least share of writes the majority side acknowledges while no fault
+/// begins or ends. Writes sent during an election (a killed or stopped
+/// leader: ~1-2 s with the test's 800 ms election timeout) are refused, and
+/// in the CI schedule faults are held 1.5-4 s with gaps of 1-2.5 s: runs
+/// measured 0.77-0.82 here (25 s and 90 s schedules); a cluster that refused most writes would not be
+/// highly available, whatever it kept.
+pub const MAJORITY_SHARE: f64 = 0.4;
+
+/// How long after a member rejoins its peers' hand-over may still be on
+/// the way, so it may not know an ephemeral instance yet.
+pub const REJOIN_BOUND: u64 = 5_000;
+
+/// "Unknown instance" answers one rejoin may explain: the client registers
+/// again at the first (as Nacos clients do), so a second is a beat already
+/// on the way.
+pub const TOLERATED_PER_REJOIN: usize = 2;
 
 /// A small seeded generator (SplitMix64): the schedule is a function of
 /// the seed.
@@ -132,14 +156,32 @@ impl NsNode {
         self.spawn().await;
     }
 
+    /// Sends `SIG<name>`; a signal that was not delivered fails the test,
+    /// as the schedule would otherwise judge a fault that never happened.
     pub fn signal(&self, name: &str) {
-        let _ = std::process::Command::new("kill")
-            .args([&format!("-{name}"), &self.pid.to_string()])
-            .status();
+        if let Err(why) = send_signal(self.pid, name) {
+            panic!("{why}");
+        }
     }
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// `kill -<name> <pid>`, an error unless the signal was delivered.
+pub fn send_signal(pid: u32, name: &str) -> Result<(), String> {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| format!("run kill: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "kill -{name} {pid} failed ({status}): the fault did not happen"
+        ))
     }
 }
 
@@ -184,6 +226,9 @@ pub struct Op {
     /// The node was cut off from the majority from before the write was
     /// sent until after its answer.
     pub isolated_throughout: bool,
+    /// The node was on the majority side and no fault began or ended from
+    /// before the write was sent until after its answer.
+    pub majority_steady: bool,
 }
 
 /// Which nodes are faulted now, as the schedule sets it.
@@ -196,6 +241,8 @@ pub struct Faults {
     /// When each node last rejoined the majority (healed, restarted, resumed).
     pub rejoined_ms: BTreeMap<usize, u64>,
     epoch: u64,
+    /// Faults begun or ended so far.
+    pub changes: u64,
 }
 
 impl Faults {
@@ -210,6 +257,9 @@ pub struct History {
     pub ops: Vec<Op>,
     pub events: Vec<(u64, String)>,
     pub violations: Vec<String>,
+    /// Answers the checker let pass, each with the rejoin (node, time)
+    /// that explains it.
+    pub tolerated: Vec<(usize, u64, String)>,
 }
 
 /// The shared record of a run.
@@ -253,6 +303,7 @@ impl Run {
     pub fn isolate(&self, i: usize) {
         let mut f = self.faults.lock().unwrap();
         f.epoch += 1;
+        f.changes += 1;
         let e = f.epoch;
         f.isolated.insert(i, e);
     }
@@ -263,10 +314,24 @@ impl Run {
         f.isolated.remove(&i);
         f.down.remove(&i);
         f.rejoined_ms.insert(i, t);
+        f.changes += 1;
     }
 
     pub fn set_down(&self, i: usize) {
-        self.faults.lock().unwrap().down.insert(i);
+        let mut f = self.faults.lock().unwrap();
+        f.down.insert(i);
+        f.changes += 1;
+    }
+
+    /// Lets an answer pass because `node` rejoined at `rejoined_ms`.
+    pub fn tolerate(&self, node: usize, rejoined_ms: u64, text: String) {
+        let t = self.now_ms();
+        eprintln!("chaos [{t:>6} ms] tolerated: {text}");
+        self.history.lock().unwrap().tolerated.push((
+            node,
+            rejoined_ms,
+            format!("[{t} ms] {text}"),
+        ));
     }
 
     /// The run's seed, events and operations, for a failure message.
@@ -279,6 +344,10 @@ impl Run {
         let _ = writeln!(s, "violations:");
         for v in &h.violations {
             let _ = writeln!(s, "  {v}");
+        }
+        let _ = writeln!(s, "tolerated ({}):", h.tolerated.len());
+        for (_, _, t) in &h.tolerated {
+            let _ = writeln!(s, "  {t}");
         }
         let _ = writeln!(s, "faults:");
         for (t, e) in &h.events {
@@ -318,6 +387,12 @@ pub fn expected(ops: &[Op]) -> (BTreeSet<u16>, BTreeSet<u16>) {
             (Kind::Register, Outcome::Ack) => {
                 register_acked.insert(o.port);
             }
+            // The server said it did not apply it: it must not be there.
+            (Kind::Register, Outcome::Refused(_, t)) if not_applied(t) => {
+                absent.insert(o.port);
+            }
+            // Nor did this delete happen.
+            (Kind::Deregister, Outcome::Refused(_, t)) if not_applied(t) => {}
             (Kind::Deregister, Outcome::Ack) => {
                 absent.insert(o.port);
                 deregister_tried.insert(o.port);
@@ -336,6 +411,38 @@ pub fn expected(ops: &[Op]) -> (BTreeSet<u16>, BTreeSet<u16>) {
         }
     }
     (present, absent)
+}
+
+/// Whether a refusal promises the write was not applied (the texts of
+/// `cluster/raft/client.rs` and `mod.rs`: no leader, a former leader, a
+/// leader never reached), rather than "not acknowledged", which may still
+/// commit.
+pub fn not_applied(text: &str) -> bool {
+    text.contains("was not applied")
+}
+
+/// The share of majority-side writes sent while no fault began or ended
+/// that were acknowledged, with the count (`None` when there were none).
+pub fn majority_share(ops: &[Op]) -> Option<(f64, usize)> {
+    let steady: Vec<&Op> = ops.iter().filter(|o| o.majority_steady).collect();
+    let acked = steady
+        .iter()
+        .filter(|o| matches!(o.outcome, Outcome::Ack))
+        .count();
+    (!steady.is_empty()).then(|| (acked as f64 / steady.len() as f64, steady.len()))
+}
+
+/// Rejoins that explain more "unknown instance" answers than one rejoin
+/// can: each as (node, rejoined at, count).
+pub fn over_tolerated(tolerated: &[(usize, u64, String)]) -> Vec<(usize, u64, usize)> {
+    let mut per: BTreeMap<(usize, u64), usize> = BTreeMap::new();
+    for (node, at, _) in tolerated {
+        *per.entry((*node, *at)).or_default() += 1;
+    }
+    per.into_iter()
+        .filter(|(_, n)| *n > TOLERATED_PER_REJOIN)
+        .map(|((node, at), n)| (node, at, n))
+        .collect()
 }
 
 /// Whether a refusal says why, in words a client can act on.
