@@ -47,8 +47,8 @@ pub const CONVERGE: Duration = Duration::from_secs(20);
 /// begins or ends. Writes sent during an election (a killed or stopped
 /// leader: ~1-2 s with the test's 800 ms election timeout) are refused, and
 /// in the CI schedule faults are held 1.5-4 s with gaps of 1-2.5 s: runs
-/// measured 0.77-0.82 here (25 s and 90 s schedules); a cluster that refused most writes would not be
-/// highly available, whatever it kept.
+/// measured 0.77-0.82 here (25 s and 90 s schedules); a cluster that
+/// refused most writes would not be highly available, whatever it kept.
 pub const MAJORITY_SHARE: f64 = 0.4;
 
 /// How long after a member rejoins its peers' hand-over may still be on
