@@ -262,6 +262,22 @@ struct Batch {
 const LOAD: u32 = 1;
 /// [`Request::generation`] of a load-phase batch (`id` is the batch's index).
 const LOAD_BATCH: u32 = 2;
+
+/// How long a 2.x client's redo task waits between rounds
+/// (`Constants.DEFAULT_REDO_DELAY_TIME` in the Nacos client).
+const REDO_DELAY_MS: u32 = 3_000;
+
+/// Puts a 2.x instance whose registration failed on the wheel, to be
+/// registered again [`REDO_DELAY_MS`] later if it is still meant to exist.
+fn redo_later(state: &mut State, local: u32, now: Nanos) {
+    let slot = &mut state.instances.slots[local as usize];
+    if slot.life == Life::Registered && !slot.in_wheel {
+        slot.in_wheel = true;
+        state
+            .wheel
+            .insert(local, (now / MILLI) as u32 + REDO_DELAY_MS);
+    }
+}
 /// Requests in flight on one simulated 2.x client's connection.
 const GRPC_DEPTH: usize = 256;
 
@@ -604,11 +620,24 @@ impl Ctx {
             let slot = &mut state.instances.slots[req.id as usize];
             if slot.life == Life::Leaving {
                 slot.life = Life::Registered;
-                if !slot.in_wheel {
+                if !slot.in_wheel && !self.grpc {
                     slot.in_wheel = true;
                     let due = (now / MILLI) as u32 + slot.interval_ms;
                     state.wheel.insert(req.id, due);
                 }
+            }
+        } else if self.grpc {
+            // A 2.x client keeps what it failed to register for its redo task
+            // (`NamingGrpcRedoService`'s `RedoScheduledTask`, every
+            // `DEFAULT_REDO_DELAY_TIME`, 3 s), which registers it again while
+            // it is still meant to exist: without this, one refused redo after
+            // a restart left the instance missing for the rest of the run.
+            if req.op == Op::Register && req.generation == LOAD_BATCH {
+                for &local in &self.batches[req.id as usize].locals {
+                    redo_later(state, local, now);
+                }
+            } else {
+                redo_later(state, req.id, now);
             }
         }
     }
@@ -1544,6 +1573,8 @@ impl Driver {
 /// nothing to send for is recorded as skipped, never dropped silently.
 impl Ctx {
     /// Beats of instances whose time came on the beat wheel.
+    /// For the 2.x fleet, whose instances do not beat, the wheel holds the
+    /// redo task's retries instead ([`redo_later`]): each fires once.
     fn send_beats(&self, state: &mut State, tick: u32, now: Nanos, fired: &mut Vec<(u32, u32)>) {
         fired.clear();
         state.wheel.advance(tick, fired);
@@ -1552,6 +1583,17 @@ impl Ctx {
             if slot.life != Life::Registered {
                 // Deregistered since: leaves the wheel (removal is lazy).
                 slot.in_wheel = false;
+                continue;
+            }
+            if self.grpc {
+                slot.in_wheel = false;
+                let redo = Request {
+                    op: Op::Reregister,
+                    id: local,
+                    generation: 0,
+                    intended: u64::from(due) * MILLI,
+                };
+                self.dispatch(state, redo, now);
                 continue;
             }
             state.wheel.insert(local, due + slot.interval_ms);
