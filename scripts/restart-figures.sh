@@ -9,7 +9,8 @@
 #
 # BASE_PORT (default 28848, gRPC on +1000); REGISTRY_BIN and LOADGEN_BIN
 # (default target/release/{registry,loadgen}: build them first, one at a time);
-# OUT (default target/restart-figures): node logs, the restart script, the report.
+# OUT (default target/restart-figures): node logs, the restart script, the report;
+# NODE_LOG (default warn) is the nodes' REGISTRY_LOG.
 # Exits with loadgen's exit code (3: a threshold of the profile failed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,7 @@ cat >"$OUT/restart.sh" <<EOF
 #!/usr/bin/env bash
 set -u
 start() {
-    REGISTRY_LOG=warn "$REGISTRY_BIN" --listen "127.0.0.1:\$((${base} + \$1))" --members "$members" \\
+    REGISTRY_LOG=${NODE_LOG:-warn} "$REGISTRY_BIN" --listen "127.0.0.1:\$((${base} + \$1))" --members "$members" \\
         >>"$OUT/node\$1.out" 2>>"$OUT/node\$1.log" &
     echo \$! >"$OUT/node\$1.pid"
 }

@@ -1585,20 +1585,16 @@ impl Ctx {
                 slot.in_wheel = false;
                 continue;
             }
-            if self.grpc {
+            let op = if self.grpc {
+                // A redo fires once.
                 slot.in_wheel = false;
-                let redo = Request {
-                    op: Op::Reregister,
-                    id: local,
-                    generation: 0,
-                    intended: u64::from(due) * MILLI,
-                };
-                self.dispatch(state, redo, now);
-                continue;
-            }
-            state.wheel.insert(local, due + slot.interval_ms);
+                Op::Reregister
+            } else {
+                state.wheel.insert(local, due + slot.interval_ms);
+                Op::Beat
+            };
             let req = Request {
-                op: Op::Beat,
+                op,
                 id: local,
                 generation: 0,
                 intended: u64::from(due) * MILLI,

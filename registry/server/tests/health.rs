@@ -62,17 +62,9 @@ async fn http_server(up: Arc<AtomicBool>) -> (u16, JoinHandle<()>) {
 
 /// The health the server reports for each port of `service`.
 async fn health(reg: &Registry, service: &str) -> Vec<(u16, bool)> {
-    let (status, body) = reg
-        .call(
-            Method::Get,
-            &format!("/nacos/v1/ns/instance/list?serviceName={service}"),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    let mut out: Vec<(u16, bool)> = v["hosts"]
-        .as_array()
-        .expect("hosts")
+    let mut out: Vec<(u16, bool)> = reg
+        .hosts(service)
+        .await
         .iter()
         .map(|h| {
             (

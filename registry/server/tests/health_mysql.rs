@@ -142,17 +142,9 @@ impl MariaDb {
 
 /// The health of each cluster's one instance of `service`.
 async fn health(reg: &Registry, service: &str) -> Vec<(String, bool)> {
-    let (status, body) = reg
-        .call(
-            Method::Get,
-            &format!("/nacos/v1/ns/instance/list?serviceName={service}"),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    let mut out: Vec<(String, bool)> = v["hosts"]
-        .as_array()
-        .expect("hosts")
+    let mut out: Vec<(String, bool)> = reg
+        .hosts(service)
+        .await
         .iter()
         .map(|h| {
             let cluster = h["clusterName"].as_str().expect("cluster").to_owned();

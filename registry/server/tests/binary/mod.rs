@@ -137,6 +137,15 @@ impl Registry {
             .expect("response")
     }
 
+    /// The hosts of `service`'s 1.x instance list (`GET /nacos/v1/ns/instance/list`).
+    pub async fn hosts(&self, service: &str) -> Vec<serde_json::Value> {
+        let target = format!("/nacos/v1/ns/instance/list?serviceName={service}");
+        let (status, body) = self.call(Method::Get, &target).await;
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        v["hosts"].as_array().expect("hosts").clone()
+    }
+
     /// A `/metrics` value (first sample of `name`), 0 when absent.
     pub async fn metric(&self, name: &str) -> f64 {
         let (_, text) = self.call(Method::Get, "/metrics").await;
