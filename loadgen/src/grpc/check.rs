@@ -117,11 +117,21 @@ impl Lister {
         // runner was not asking): one retry on a fresh connection, as the HTTP
         // control client does, before the member counts as silent.
         let reused = self.client.is_some();
-        let answer = match self.query(&naming.namespace, payload.clone()) {
-            Err(_) if reused => self.query(&naming.namespace, payload),
+        let mut answer = match self.query(&naming.namespace, payload.clone()) {
+            Err(_) if reused => self.query(&naming.namespace, payload.clone()),
             first => first,
         }
         .with_context(|| format!("gRPC query of {name} on {}", self.addr))?;
+        // The server may also have unregistered the kept connection while
+        // leaving it open: it answers `UN_REGISTER`, on which Nacos's
+        // `RpcClient.request` reconnects (`switchServerAsync`). So does the
+        // check, once, before it takes the answer.
+        if reused && unregistered(answer.json()) {
+            self.client = None;
+            answer = self
+                .query(&naming.namespace, payload)
+                .with_context(|| format!("gRPC query of {name} on {}", self.addr))?;
+        }
         let endpoints = listed(answer.json())
             .with_context(|| format!("gRPC query of {name} on {}", self.addr))?;
         Ok(HostList::new(name, endpoints))
@@ -187,6 +197,18 @@ struct Listed {
     port: Option<i64>,
 }
 
+/// Whether an answer is the server's "this connection is not registered"
+/// (`ErrorResponse` with `errorCode` `UN_REGISTER`, 301).
+fn unregistered(json: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Error {
+        error_code: Option<i32>,
+    }
+    serde_json::from_slice::<Error>(json)
+        .is_ok_and(|e| e.error_code == Some(registry_proto::grpc::code::UN_REGISTER))
+}
+
 /// The endpoints of one `QueryServiceResponse` body; an error when the server
 /// said the query failed or the body is not an answer.
 fn listed(json: &[u8]) -> anyhow::Result<Vec<Endpoint>> {
@@ -247,6 +269,19 @@ async fn connect(addr: SocketAddr, namespace: &str) -> anyhow::Result<Client> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unregistered_connection_is_told_from_other_answers() {
+        // registry_proto's ErrorResponse for a request on a connection the
+        // server does not know, as Nacos's GrpcRequestAcceptor writes it.
+        let unknown = br#"{"resultCode":500,"errorCode":301,"message":"Connection is unregistered.","requestId":"7"}"#;
+        assert!(unregistered(unknown));
+        let starting = br#"{"resultCode":500,"errorCode":300,"message":"Server is starting,please try later."}"#;
+        assert!(!unregistered(starting));
+        let listed = br#"{"resultCode":200,"errorCode":0,"serviceInfo":{"hosts":[]}}"#;
+        assert!(!unregistered(listed));
+        assert!(!unregistered(b"not json"));
+    }
 
     #[test]
     fn small_fleets_list_every_service_and_large_ones_a_stable_sample() {
