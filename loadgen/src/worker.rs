@@ -262,6 +262,8 @@ struct Batch {
 const LOAD: u32 = 1;
 /// [`Request::generation`] of a load-phase batch (`id` is the batch's index).
 const LOAD_BATCH: u32 = 2;
+/// Requests in flight on one simulated 2.x client's connection.
+const GRPC_DEPTH: usize = 256;
 
 /// How long a 2.x client's redo task waits between rounds
 /// (`Constants.DEFAULT_REDO_DELAY_TIME` in the Nacos client).
@@ -278,8 +280,6 @@ fn redo_later(state: &mut State, local: u32, now: Nanos) {
             .insert(local, (now / MILLI) as u32 + REDO_DELAY_MS);
     }
 }
-/// Requests in flight on one simulated 2.x client's connection.
-const GRPC_DEPTH: usize = 256;
 
 struct Ctx {
     shared: Arc<Shared>,

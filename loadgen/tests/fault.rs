@@ -188,6 +188,10 @@ fn a_restarted_member_of_a_cluster_of_processes_is_sampled_until_all_converge() 
             Node::start(&dir, ports[i], ports[3 + i], Some(&members), fast)
         })
         .collect();
+    // Started together, the members are ready once each has found the
+    // others starting too: the run's first gRPC list must not meet one
+    // that still refuses.
+    cluster.iter().for_each(Node::wait_ready);
     let profile = write_profile(&out, GRPC_PROFILE);
     let list = |f: &dyn Fn(&Node) -> String| cluster.iter().map(f).collect::<Vec<_>>().join(",");
     let config = RunConfig {

@@ -127,6 +127,25 @@ impl Node {
         );
     }
 
+    /// Waits (bounded: 30 s) until the node answers its readiness with 200:
+    /// a cluster member refuses 2.x clients ("Server is starting") until it
+    /// has its peers' state, and "registry listening" comes before that.
+    pub fn wait_ready(&self) {
+        let started = std::time::Instant::now();
+        loop {
+            if readiness_status(self.http) == Some(200) {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "node {} not ready within 30 s\n{}",
+                self.http,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The node's log (its stderr, over every start).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
@@ -175,4 +194,21 @@ done
         exe = exe.display(),
         entry = ENTRY,
     )
+}
+
+/// The status of `GET /nacos/v1/console/health/readiness`, `None` without an
+/// answer.
+fn readiness_status(addr: SocketAddr) -> Option<u16> {
+    use std::io::{Read as _, Write as _};
+    let timeout = Duration::from_secs(2);
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    let request = format!(
+        "GET /nacos/v1/console/health/readiness HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut head = [0u8; 64];
+    let n = stream.read(&mut head).ok()?;
+    let line = std::str::from_utf8(&head[..n]).ok()?;
+    line.split(' ').nth(1)?.parse().ok()
 }

@@ -581,10 +581,15 @@ impl Config {
             timeout: Duration::from_millis(self.health_check_timeout_ms),
             concurrency: self.health_check_concurrency,
             threshold: self.health_check_threshold,
-            // Validated at start; a bad value falls back to Nacos's default.
-            default_checker: crate::health::Checker::from_metadata_value(&self.health_checker)
-                .unwrap_or(crate::health::Checker::Tcp),
+            default_checker: self.default_checker(),
         }
+    }
+
+    /// The checker of clusters whose service names none (`--health-checker`).
+    pub fn default_checker(&self) -> crate::health::Checker {
+        // Validated at start; a bad value falls back to Nacos's default.
+        crate::health::Checker::from_metadata_value(&self.health_checker)
+            .unwrap_or(crate::health::Checker::Tcp)
     }
 
     /// The shutdown grace period.

@@ -202,6 +202,15 @@ fn urlencoding(text: &str) -> String {
         .collect()
 }
 
+/// Each cluster's health while the server is up and writable: only the
+/// wrong password fails.
+const PRIMARY_UP: &[(&str, bool)] = &[
+    ("denied", false),
+    ("plain", true),
+    ("primary", true),
+    ("steady", true),
+];
+
 /// Nacos's checker against a real server: a right login passes, a refused
 /// login fails at once, `read_only` ON fails the read-only query but not
 /// another statement, and a stopped server fails every cluster.
@@ -249,17 +258,7 @@ async fn persistent_instances_are_checked_by_logging_in_to_mysql() {
 
     // A refused login is the server's own error: it fails at once, with
     // fewer failed probes than the threshold would need.
-    eventually(
-        &reg,
-        &[
-            ("denied", false),
-            ("plain", true),
-            ("primary", true),
-            ("steady", true),
-        ],
-        "a refused login flips its instance",
-    )
-    .await;
+    eventually(&reg, PRIMARY_UP, "a refused login flips its instance").await;
     let failed = failed_probes(&reg).await;
     assert!(
         failed < THRESHOLD,
@@ -296,17 +295,7 @@ async fn persistent_instances_are_checked_by_logging_in_to_mysql() {
     )
     .await;
     db.set_read_only(false).await;
-    eventually(
-        &reg,
-        &[
-            ("denied", false),
-            ("plain", true),
-            ("primary", true),
-            ("steady", true),
-        ],
-        "read_only OFF passes again",
-    )
-    .await;
+    eventually(&reg, PRIMARY_UP, "read_only OFF passes again").await;
 
     // The server stops: every login fails.
     drop(db);

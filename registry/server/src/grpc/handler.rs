@@ -339,7 +339,11 @@ async fn write_instance(
     let grouped = service.grouped();
     let svc = ServiceRef::new(&service.namespace, &grouped);
     if op == InstanceOp::Register {
-        of_the_services_kind(app, svc, spec.ephemeral)?;
+        // Nacos's NacosRuntimeException(400, ..), which ErrorResponse.build
+        // answers with its code and text.
+        if let Some(text) = crate::write::kind_conflict(&app.store, svc, spec.ephemeral) {
+            return Err(Refusal::new(code::INVALID_PARAM, text));
+        }
     }
     let command = match op {
         // All or nothing, as a batch of one (the store checks it first).
@@ -379,22 +383,6 @@ async fn write_instance(
     Ok(())
 }
 
-/// Nacos 2.x/3.x give a service one kind and refuse a registration of the
-/// other with `NacosRuntimeException(400, ..)`, which `ErrorResponse.build`
-/// answers with its code and text. Ours is the kind of the instances the
-/// service holds; an empty service takes either.
-fn of_the_services_kind(app: &App, svc: ServiceRef<'_>, ephemeral: bool) -> Result<(), Refusal> {
-    let conflict = app
-        .store
-        .read(svc, |s| s.holds_other_kind(ephemeral))
-        .unwrap_or(false);
-    if conflict {
-        let text = registry_proto::naming::instance::kind_conflict(svc.name, ephemeral);
-        return Err(Refusal::new(code::INVALID_PARAM, text));
-    }
-    Ok(())
-}
-
 fn addr_of(o: &OwnedInstance) -> InstanceAddr<'_> {
     InstanceAddr {
         cluster: &o.cluster,
@@ -428,7 +416,9 @@ async fn batch(
     };
     match op {
         InstanceOp::Register => {
-            of_the_services_kind(app, svc, true)?;
+            if let Some(text) = crate::write::kind_conflict(&app.store, svc, true) {
+                return Err(Refusal::new(code::INVALID_PARAM, text));
+            }
             let batch: HashSet<OwnedInstance> = specs.iter().map(owned_of).collect();
             let stale: Vec<OwnedInstance> = conn
                 .owned

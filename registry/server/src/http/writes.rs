@@ -161,7 +161,7 @@ fn health_allowed(
     grouped: &str,
     cluster: &str,
 ) -> Result<(), Failure> {
-    let default = ex.app.config.health_settings().default_checker;
+    let default = ex.app.config.default_checker();
     let none = ex
         .app
         .store

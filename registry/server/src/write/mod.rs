@@ -410,6 +410,21 @@ impl Unpublished {
     }
 }
 
+/// The refusal (Nacos's text) of a register whose kind is not its
+/// service's: Nacos 2.x/3.x give a service one kind of instance, and its
+/// 2.x and v2/v3 doors refuse the other (`EphemeralClientOperationServiceImpl`
+/// and `PersistentClientOperationServiceImpl.registerInstance`). Ours is the
+/// kind of the instances the service holds; an empty or unknown service
+/// takes either. Those doors ask before they apply and render the refusal
+/// in their own format; the 1.x door keeps Nacos 1.x's rule (a service
+/// holds both kinds).
+pub fn kind_conflict(store: &Store, service: ServiceRef<'_>, ephemeral: bool) -> Option<String> {
+    store
+        .read(service, |s| s.holds_other_kind(ephemeral))
+        .unwrap_or(false)
+        .then(|| registry_proto::naming::instance::kind_conflict(service.name, ephemeral))
+}
+
 /// What the write path touches, and nothing else: every door and writing
 /// task holds one (cheap to clone), none needs the whole server state.
 #[derive(Clone)]

@@ -198,7 +198,7 @@ fn service_detail(
     };
     let empty = registry_core::Metadata::empty();
     let names = s.cluster_names();
-    let default = ex.app.config.health_settings().default_checker;
+    let default = ex.app.config.default_checker();
     let checkers: Vec<_> = names
         .iter()
         .map(|n| crate::health::checker_for(s.metadata(), n, &default))

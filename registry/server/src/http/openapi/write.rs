@@ -104,34 +104,17 @@ fn register(ex: &Exchange<'_>, scratch: &mut Scratch) -> Result<Reply, Failure> 
     let grouped = req.key.service.grouped();
     let svc = ServiceRef::new(req.key.namespace_id, &grouped);
     admit(ex, svc, &spec)?;
-    of_the_services_kind(ex, svc, spec.ephemeral)?;
+    // 400 {30000, "server error", the exception's text}
+    // (NacosApiExceptionHandler.handleNacosRuntimeException).
+    if let Some(text) = crate::write::kind_conflict(&ex.app.store, svc, spec.ephemeral) {
+        return Err(api(ApiError::new(400, ErrorCode::ServerError, text)));
+    }
     let command = Command::Register {
         service: svc,
         instance: &spec,
         strict: false,
     };
     apply(ex, command, Door::Envelope, scratch)
-}
-
-/// Nacos 2.x/3.x give a service one kind: an instance of the other is 400
-/// `{30000, "server error", <the exception's text>}`
-/// (`NacosApiExceptionHandler.handleNacosRuntimeException`). Ours is the kind of
-/// the instances the service holds; an empty service takes either.
-fn of_the_services_kind(
-    ex: &Exchange<'_>,
-    svc: ServiceRef<'_>,
-    ephemeral: bool,
-) -> Result<(), Failure> {
-    let conflict = ex
-        .app
-        .store
-        .read(svc, |s| s.holds_other_kind(ephemeral))
-        .unwrap_or(false);
-    if conflict {
-        let text = registry_proto::naming::instance::kind_conflict(svc.name, ephemeral);
-        return Err(api(ApiError::new(400, ErrorCode::ServerError, text)));
-    }
-    Ok(())
 }
 
 /// v3 client `POST /instance?heartBeat=true`: renews only; an unknown
